@@ -1,0 +1,142 @@
+"""Cluster-state payloads stored in ZooKeeper (see docs/design.md for the node layout).
+
+Pure data: nimbus builds them, the state layer (`squall.state`) stores them as versioned JSON,
+workers read them. Every payload carries `v`; a reader refuses a version it does not know rather
+than misreading it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PAYLOAD_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class WorkerSlot:
+    """A slot a node offers: one worker process (locally) or one worker pod (on Kubernetes)."""
+
+    node: str
+    port: int
+
+    def key(self) -> str:
+        return f"{self.node}-{self.port}"
+
+    @classmethod
+    def from_key(cls, key: str) -> WorkerSlot:
+        node, _, port = key.rpartition("-")
+        return cls(node, int(port))
+
+
+ExecutorId = tuple[int, int]
+
+
+def executor_key(executor: ExecutorId) -> str:
+    return f"{executor[0]}-{executor[1]}"
+
+
+def parse_executor_key(key: str) -> ExecutorId:
+    start, _, end = key.partition("-")
+    return (int(start), int(end))
+
+
+class TopologyStatus(str, enum.Enum):
+    ACTIVE = "ACTIVE"
+    INACTIVE = "INACTIVE"
+    REBALANCING = "REBALANCING"
+    KILLED = "KILLED"
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    v: int = PAYLOAD_VERSION
+
+
+class StormBase(_Payload):
+    """What nimbus knows about a running topology (Storm's StormBase)."""
+
+    name: str
+    status: TopologyStatus
+    launch_time_secs: float
+    num_workers: int
+    # component name -> number of executors (changes on rebalance)
+    component_executors: dict[str, int]
+    # the whole Topology resource as submitted (by alias), so workers need nothing else
+    topology: dict[str, Any]
+    # status to restore after a rebalance
+    prev_status: TopologyStatus | None = None
+    # when a delayed action (kill's remove, rebalance's do-rebalance) is due, wall-clock seconds;
+    # stored so that a restarted nimbus resumes the countdown
+    delayed_action: str | None = None
+    delayed_due_secs: float | None = None
+    # rebalance targets while REBALANCING
+    rebalance_num_workers: int | None = None
+    rebalance_executors: dict[str, int] | None = None
+
+
+class Assignment(_Payload):
+    """Executor placement (Storm's Assignment): executor key "start-end" -> slot key "node-port"."""
+
+    executor_slots: dict[str, str] = Field(default_factory=dict)
+    # node -> host other workers connect to when no endpoint is registered
+    node_host: dict[str, str] = Field(default_factory=dict)
+    # executor key -> when it was (re)assigned, wall-clock seconds
+    executor_start_time_secs: dict[str, float] = Field(default_factory=dict)
+
+    def slots(self) -> dict[ExecutorId, WorkerSlot]:
+        return {
+            parse_executor_key(e): WorkerSlot.from_key(s) for e, s in self.executor_slots.items()
+        }
+
+    def executors_of(self, slot: WorkerSlot) -> list[ExecutorId]:
+        key = slot.key()
+        return sorted(parse_executor_key(e) for e, s in self.executor_slots.items() if s == key)
+
+
+class ExecutorStats(_Payload):
+    """Counters one executor reports in each heartbeat (cumulative since the executor started)."""
+
+    component: str
+    emitted: int = 0
+    transferred: int = 0
+    executed: int = 0
+    acked: int = 0
+    failed: int = 0
+    # complete latency (spouts) or execute latency (bolts), milliseconds
+    latency_ms_mean: float = 0.0
+    latency_ms_p50: float = 0.0
+    latency_ms_p99: float = 0.0
+    latency_samples: int = 0
+
+
+class WorkerHeartbeat(_Payload):
+    time_secs: float
+    uptime_secs: float
+    # executor key -> stats
+    executors: dict[str, ExecutorStats] = Field(default_factory=dict)
+
+
+class Endpoint(_Payload):
+    host: str
+    port: int
+
+
+class ErrorInfo(_Payload):
+    component: str
+    task: int
+    time_secs: float
+    error: str
+    host: str = ""
+    port: int = 0
+
+
+class SupervisorInfo(_Payload):
+    host: str
+    ports: list[int]
+    time_secs: float
+    labels: dict[str, str] = Field(default_factory=dict)
