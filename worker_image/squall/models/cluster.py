@@ -112,6 +112,12 @@ class ExecutorStats(_Payload):
     latency_ms_p50: float = 0.0
     latency_ms_p99: float = 0.0
     latency_samples: int = 0
+    # cumulative latency histogram: squall.stats bucket -> count
+    latency_hist: dict[int, int] = Field(default_factory=dict)
+    # tuples dropped (no route, undeliverable); the spouts replay them after the timeout
+    dropped: int = 0
+    # spouts: messages emitted and not yet acked or failed
+    pending: int = 0
 
 
 class WorkerHeartbeat(_Payload):
@@ -122,8 +128,13 @@ class WorkerHeartbeat(_Payload):
 
 
 class Endpoint(_Payload):
+    """Where a worker listens: data tuples on `port` (the slot port), acker traffic on
+    `control_port`, so acks keep flowing while data is backpressured."""
+
     host: str
     port: int
+    control_port: int = 0
+    pid: int = 0
 
 
 class ErrorInfo(_Payload):

@@ -1,0 +1,273 @@
+"""The local cluster: nimbus, simulated supervisor nodes and real worker processes on one machine.
+
+`squall run` uses it, and so do the integration tests. ZooKeeper is real: an embedded server
+started from the jars PySpark ships, unless a connect string is given. Each simulated node
+registers its slots in ZooKeeper like a Storm supervisor and runs a sync loop that starts a worker
+process for every slot assigned to it, restarts a worker that died, and stops workers whose slot
+is no longer assigned. Every child process dies with its parent (PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from squall.models.cluster import SupervisorInfo, WorkerSlot
+from squall.models.v1alpha1 import Topology
+from squall.state import ClusterState
+from squall.zkserver import EmbeddedZooKeeper
+from squall_operator.monitor import LOCAL_TIMEOUTS, MonitorTimeouts
+from squall_operator.nimbus import Nimbus
+
+log = logging.getLogger("squall.local")
+
+
+def _die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+    os.setpgrp()
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@dataclass
+class WorkerProcess:
+    topology: str
+    slot: WorkerSlot
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    started: float
+    restarts: int = 0
+
+
+@dataclass
+class Supervisor:
+    """One simulated node: its slots and the worker processes it runs."""
+
+    node: str
+    ports: list[int]
+    workers: dict[tuple[str, WorkerSlot], WorkerProcess] = field(default_factory=dict)
+    failed: bool = False
+
+
+class LocalCluster:
+    def __init__(
+        self,
+        nodes: int = 2,
+        slots: int = 2,
+        zookeeper: str | None = None,
+        search_paths: Sequence[str] = (),
+        workdir: str | None = None,
+        timeouts: MonitorTimeouts = LOCAL_TIMEOUTS,
+        monitor_freq_secs: float = 1.0,
+        host: str = "127.0.0.1",
+    ) -> None:
+        if nodes < 1 or slots < 1:
+            raise ValueError("a local cluster needs at least one node with one slot")
+        self.n_nodes = nodes
+        self.n_slots = slots
+        self.zk_connect = zookeeper
+        self.search_paths = [str(Path(p).resolve()) for p in search_paths]
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="squall-local-"))
+        self.timeouts = timeouts
+        self.monitor_freq_secs = monitor_freq_secs
+        self.host = host
+        self.zk: EmbeddedZooKeeper | None = None
+        self.root = f"/squall-local-{os.getpid()}-{int(time.time() * 1000)}"
+        self.supervisors: dict[str, Supervisor] = {}
+        self.stop_event = threading.Event()
+        self.sync_wake = threading.Event()
+        self.lock = threading.RLock()
+        self.crashes: list[str] = []
+        self._thread: threading.Thread | None = None
+
+    # -- start and stop ----------------------------------------------------------------------
+    def start(self) -> LocalCluster:
+        if self.zk_connect is None:
+            self.zk = EmbeddedZooKeeper()
+            self.zk.start()
+            self.zk_connect = self.zk.connect_string
+        self.state = ClusterState.connect(self.zk_connect, root=self.root)
+        ports = free_ports(self.n_nodes * self.n_slots, self.host)
+        for i in range(self.n_nodes):
+            node = f"node{i + 1}"
+            sup = Supervisor(node, ports[i * self.n_slots : (i + 1) * self.n_slots])
+            self.supervisors[node] = sup
+            self._register(sup)
+        self.nimbus = Nimbus(self.state, timeouts=self.timeouts, monitor_freq_secs=self.monitor_freq_secs)
+        self.nimbus.start()
+        self._thread = threading.Thread(target=self._sync_loop, name="supervisors", daemon=True)
+        self._thread.start()
+        return self
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def _register(self, sup: Supervisor) -> None:
+        self.state.register_supervisor(
+            sup.node, SupervisorInfo(host=self.host, ports=sup.ports, time_secs=time.time())
+        )
+
+    def shutdown(self) -> None:
+        self.stop_event.set()
+        self.sync_wake.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        if hasattr(self, "nimbus"):
+            self.nimbus.stop()
+        with self.lock:
+            for sup in self.supervisors.values():
+                for wp in list(sup.workers.values()):
+                    self._stop_worker(sup, wp, grace=10.0)
+        if hasattr(self, "state"):
+            try:
+                self.state.client.delete(self.root, recursive=True)
+            except Exception:
+                pass
+            self.state.close()
+        if self.zk is not None:
+            self.zk.stop()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # -- topology operations -------------------------------------------------------------------
+    def submit(self, topology: Topology) -> None:
+        self.nimbus.submit(topology)
+        self.sync_wake.set()
+
+    def kill(self, name: str, wait_secs: float | None = None) -> None:
+        self.nimbus.kill(name, wait_secs)
+
+    def wait_removed(self, name: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.state.get_storm(name) is None:
+                self.sync_wake.set()
+                return True
+            self.nimbus.wake.set()
+            time.sleep(0.1)
+        return False
+
+    def fail_node(self, node: str) -> None:
+        """A node dies: its workers are killed and its supervisor stops heartbeating."""
+        with self.lock:
+            sup = self.supervisors[node]
+            sup.failed = True
+            for wp in list(sup.workers.values()):
+                wp.proc.kill()
+                wp.proc.wait()
+            sup.workers.clear()
+            self.state.remove_supervisor(node)
+        self.nimbus.wake.set()
+
+    def worker_pids(self, topology: str | None = None) -> dict[WorkerSlot, int]:
+        with self.lock:
+            return {
+                wp.slot: wp.proc.pid
+                for sup in self.supervisors.values()
+                for (topo, _), wp in sup.workers.items()
+                if topology is None or topo == topology
+            }
+
+    # -- the supervisors' sync loop -----------------------------------------------------------
+    def _sync_loop(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                self.sync()
+            except Exception:
+                if not self.stop_event.is_set():
+                    log.exception("supervisor sync failed; retrying")
+            self.sync_wake.wait(0.5)
+            self.sync_wake.clear()
+
+    def sync(self) -> None:
+        """Storm's sync-processes for every node: make running workers match the assignments."""
+        wanted: dict[str, set[tuple[str, WorkerSlot]]] = {n: set() for n in self.supervisors}
+        watch = lambda *_: self.sync_wake.set()  # noqa: E731
+        for topo in self.state.assignment_ids(watch=watch):
+            assignment = self.state.get_assignment(topo, watch=watch)
+            if assignment is None or self.state.get_storm(topo) is None:
+                continue
+            for slot in set(assignment.slots().values()):
+                if slot.node in wanted:
+                    wanted[slot.node].add((topo, slot))
+        with self.lock:
+            if self.stop_event.is_set():
+                return
+            for node, sup in self.supervisors.items():
+                if sup.failed:
+                    continue
+                for key, wp in list(sup.workers.items()):
+                    if key not in wanted[node]:
+                        self._stop_worker(sup, wp, grace=5.0)
+                    elif wp.proc.poll() is not None:
+                        code = wp.proc.returncode
+                        self.crashes.append(f"worker {key[1].key()} of {key[0]} exited with {code}")
+                        log.warning("worker %s of %s exited with %s; restarting", key[1].key(), key[0], code)
+                        sup.workers[key] = self._spawn(key[0], key[1], wp.restarts + 1)
+                for key in wanted[node]:
+                    if key not in sup.workers:
+                        sup.workers[key] = self._spawn(*key)
+
+    def _spawn(self, topo: str, slot: WorkerSlot, restarts: int = 0) -> WorkerProcess:
+        log_path = self.workdir / f"worker-{topo}-{slot.key()}.log"
+        cmd = [
+            sys.executable, "-m", "squall.worker",
+            "--zookeeper", str(self.zk_connect), "--root", self.root,
+            "--topology", topo, "--node", slot.node, "--port", str(slot.port),
+            "--host", self.host,
+        ]
+        for p in self.search_paths:
+            cmd += ["--search-path", p]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([*self.search_paths, *filter(None, [env.get("PYTHONPATH")])])
+        with open(log_path, "ab") as out:
+            proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=env, preexec_fn=_die_with_parent,
+            )
+        log.info("started worker %s of %s (pid %d)", slot.key(), topo, proc.pid)
+        return WorkerProcess(topo, slot, proc, log_path, time.time(), restarts)
+
+    def _stop_worker(self, sup: Supervisor, wp: WorkerProcess, grace: float) -> None:
+        if wp.proc.poll() is None:
+            wp.proc.terminate()
+            try:
+                wp.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                wp.proc.kill()
+                wp.proc.wait()
+        sup.workers.pop((wp.topology, wp.slot), None)
+
+    def worker_logs(self) -> dict[str, str]:
+        return {p.name: p.read_text(errors="replace") for p in sorted(self.workdir.glob("worker-*.log"))}

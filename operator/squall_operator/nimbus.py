@@ -1,0 +1,272 @@
+"""Nimbus's I/O shell: read cluster state, call the pure core, write the result.
+
+The decisions live in `scheduler`, `lifecycle` and `monitor`; this module only reads ZooKeeper,
+calls them and applies what they return. Everything that must survive a restart is in ZooKeeper
+(StormBase holds the lifecycle state and any pending delayed action), so a new Nimbus on the same
+ZooKeeper resumes where the old one stopped (`startup`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from squall.models.cluster import (
+    Assignment,
+    ExecutorId,
+    StormBase,
+    TopologyStatus,
+    executor_key,
+)
+from squall.models.v1alpha1 import Topology
+from squall.plan import ACKER, build_plan
+from squall.state import ClusterState
+from squall_operator import lifecycle, monitor, scheduler
+
+log = logging.getLogger("squall.nimbus")
+
+
+class NimbusError(Exception):
+    pass
+
+
+def initial_storm_base(topology: Topology, now: float) -> StormBase:
+    spec = topology.spec
+    executors = {c.name: c.parallelism for c in spec.components}
+    if spec.ackers:
+        executors[ACKER] = spec.ackers
+    return StormBase(
+        name=topology.name,
+        status=TopologyStatus.ACTIVE if spec.active else TopologyStatus.INACTIVE,
+        launch_time_secs=now,
+        num_workers=spec.num_workers,
+        component_executors=executors,
+        topology=topology.model_dump(mode="json", by_alias=True, exclude_none=True),
+    )
+
+
+def needed_executors(base: StormBase) -> tuple[ExecutorId, ...]:
+    topology = Topology.model_validate(base.topology)
+    return build_plan(topology, {}, base.component_executors).executors
+
+
+class Nimbus:
+    def __init__(
+        self,
+        state: ClusterState,
+        *,
+        clock: Callable[[], float] = time.time,
+        timeouts: monitor.MonitorTimeouts = monitor.LOCAL_TIMEOUTS,
+        monitor_freq_secs: float = 1.0,
+    ) -> None:
+        self.state = state
+        self.clock = clock
+        self.timeouts = timeouts
+        self.monitor_freq_secs = monitor_freq_secs
+        self.lock = threading.RLock()
+        self.wake = threading.Event()
+        self.stop_event = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.events: list[str] = []
+
+    # -- API -------------------------------------------------------------------------------
+    def submit(self, topology: Topology) -> None:
+        with self.lock:
+            if self.state.get_storm(topology.name) is not None:
+                raise NimbusError(f"topology {topology.name!r} is already running")
+            self.state.set_storm(topology.name, initial_storm_base(topology, self.clock()))
+            log.info("submitted topology %s", topology.name)
+            self.mk_assignments()
+
+    def activate(self, topo: str) -> None:
+        self.act(topo, lifecycle.Action.activate())
+
+    def deactivate(self, topo: str) -> None:
+        self.act(topo, lifecycle.Action.deactivate())
+
+    def kill(self, topo: str, wait_secs: float | None = None) -> None:
+        base = self._base(topo)
+        if wait_secs is None:
+            wait_secs = Topology.model_validate(base.topology).spec.kill_wait
+        self.act(topo, lifecycle.Action.kill(wait_secs))
+
+    def rebalance(
+        self,
+        topo: str,
+        num_workers: int | None = None,
+        executors: Mapping[str, int] | None = None,
+        wait_secs: float | None = None,
+    ) -> None:
+        base = self._base(topo)
+        spec = Topology.model_validate(base.topology).spec
+        for comp, n in (executors or {}).items():
+            tasks = next((c.tasks for c in spec.components if c.name == comp), None)
+            if tasks is None:
+                raise NimbusError(f"rebalance: topology {topo!r} has no component {comp!r}")
+            if n > tasks:
+                raise NimbusError(f"rebalance: {comp} has {tasks} tasks, cannot run {n} executors")
+        if wait_secs is None:
+            wait_secs = spec.rebalance_wait
+        self.act(topo, lifecycle.Action.rebalance(wait_secs, num_workers, executors))
+
+    def status(self, topo: str) -> TopologyStatus | None:
+        base = self.state.get_storm(topo)
+        return None if base is None else base.status
+
+    # -- the state machine ---------------------------------------------------------------------
+    def _base(self, topo: str) -> StormBase:
+        base = self.state.get_storm(topo)
+        if base is None:
+            raise NimbusError(f"no topology named {topo!r} is running")
+        return base
+
+    def act(self, topo: str, action: lifecycle.Action) -> None:
+        with self.lock:
+            base = self._base(topo)
+            now = self.clock()
+            try:
+                step = lifecycle.transition(lifecycle.from_storm_base(base), action, now)
+            except lifecycle.InvalidTransition as exc:
+                raise NimbusError(f"topology {topo!r}: {exc}") from None
+            # store the new state first: the transition must survive a nimbus crash
+            base = base.model_copy(update=lifecycle.to_storm_fields(step.state))
+            for effect in step.effects:
+                if isinstance(effect, lifecycle.Reassign):
+                    update: dict[str, Any] = {}
+                    if effect.num_workers is not None:
+                        update["num_workers"] = effect.num_workers
+                    if effect.executors is not None:
+                        update["component_executors"] = {**base.component_executors, **effect.executors}
+                    base = base.model_copy(update=update)
+            self.state.set_storm(topo, base)
+            self._event(f"{topo}: {action.name.value} -> {step.state.status.value}")
+            for effect in step.effects:
+                if isinstance(effect, lifecycle.RemoveTopology):
+                    self.state.teardown_topology(topo)
+                    self._event(f"{topo}: removed")
+                elif isinstance(effect, lifecycle.Reassign):
+                    self.mk_assignments()
+            self.wake.set()
+
+    def _event(self, text: str) -> None:
+        log.info(text)
+        self.events.append(text)
+        del self.events[:-100]
+
+    def startup(self) -> None:
+        """Resume pending delayed actions of every stored topology (after a nimbus restart)."""
+        for topo in self.state.storm_ids():
+            try:
+                self.act(topo, lifecycle.Action.startup())
+            except NimbusError as exc:
+                log.warning("startup: %s", exc)
+
+    def tick(self) -> None:
+        """One monitor round: due delayed actions, then heartbeat timeouts and scheduling."""
+        with self.lock:
+            now = self.clock()
+            for topo in self.state.storm_ids():
+                base = self.state.get_storm(topo)
+                if base is None:
+                    continue
+                for action in lifecycle.due_actions(lifecycle.from_storm_base(base), now):
+                    self.act(topo, action)
+            self.mk_assignments()
+
+    def mk_assignments(self) -> dict[str, bool]:
+        """Schedule every live topology and write the assignments that changed."""
+        with self.lock:
+            now = self.clock()
+            supervisors = self.state.supervisors(watch=lambda *_: self.wake.set())
+            cluster = scheduler.ClusterSnapshot(
+                slots={node: tuple(info.ports) for node, info in sorted(supervisors.items())}
+            )
+            requests: list[scheduler.SchedulingRequest] = []
+            currents: dict[str, Assignment] = {}
+            for topo in sorted(self.state.storm_ids()):
+                base = self.state.get_storm(topo)
+                if base is None or base.status is TopologyStatus.KILLED:
+                    continue
+                current = self.state.get_assignment(topo) or Assignment()
+                currents[topo] = current
+                slots = current.slots()
+                beats = self.state.get_worker_heartbeats(topo)
+                starts = {
+                    e: current.executor_start_time_secs.get(executor_key(e), 0.0) for e in slots
+                }
+                alive = monitor.alive_executors(
+                    slots,
+                    monitor.executor_heartbeat_times(slots, beats),
+                    starts,
+                    now,
+                    self.timeouts.task_timeout,
+                    self.timeouts.launch_timeout,
+                )
+                requests.append(
+                    scheduler.SchedulingRequest(
+                        topology_id=topo,
+                        executors=needed_executors(base),
+                        num_workers=base.num_workers,
+                        current=slots,
+                        alive=alive,
+                    )
+                )
+            result = scheduler.schedule(requests, cluster)
+            written: dict[str, bool] = {}
+            for req in requests:
+                new = result.get(req.topology_id, {})
+                diff = scheduler.diff_assignment(req.current, new)
+                if not diff.changed:
+                    written[req.topology_id] = False
+                    continue
+                old = currents[req.topology_id]
+                starts = {
+                    executor_key(e): (
+                        old.executor_start_time_secs.get(executor_key(e), now)
+                        if e in diff.unchanged
+                        else now
+                    )
+                    for e in new
+                }
+                assignment = Assignment(
+                    executor_slots={executor_key(e): s.key() for e, s in sorted(new.items())},
+                    node_host={
+                        n: supervisors[n].host for n in {s.node for s in new.values()} if n in supervisors
+                    },
+                    executor_start_time_secs=starts,
+                )
+                written[req.topology_id] = self.state.set_assignment(req.topology_id, assignment)
+                dead = set(req.current) - set(req.alive)
+                self._event(
+                    f"{req.topology_id}: assignment {len(new)}/{len(req.executors)} executors on"
+                    f" {len(set(new.values()))} slots (moved {len(diff.moved)}, added"
+                    f" {len(diff.added)}, removed {len(diff.removed)}"
+                    + (f", {len(dead)} dead)" if dead else ")")
+                )
+            return written
+
+    # -- the monitor loop ----------------------------------------------------------------------
+    def start(self) -> None:
+        self.startup()
+        self.thread = threading.Thread(target=self._loop, name="nimbus", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while not self.stop_event.is_set():
+            self.wake.wait(self.monitor_freq_secs)
+            self.wake.clear()
+            if self.stop_event.is_set():
+                break
+            try:
+                self.tick()
+            except Exception:
+                log.exception("nimbus monitor round failed; retrying")
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.wake.set()
+        if self.thread is not None:
+            self.thread.join(10)

@@ -1,0 +1,168 @@
+"""Storm's XOR acker and the spout's pending-tuple book, as pure data structures.
+
+The acker keeps `root -> xor of edge ids`; a tuple tree is complete when the xor is back to 0
+and the acker knows which spout task to tell. Both books forget entries through rotating buckets
+(Storm's RotatingMap): an entry lives between `timeout` and `timeout * (1 + 1/(buckets-1))`.
+Time is passed in (`now`), so tests drive it by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Generic, TypeVar
+
+V = TypeVar("V")
+
+
+class RotatingMap(Generic[V]):
+    """A dict split into time buckets; `rotate` drops the oldest bucket and returns it."""
+
+    def __init__(self, buckets: int = 3) -> None:
+        if buckets < 2:
+            raise ValueError("RotatingMap needs at least 2 buckets")
+        self._buckets: list[dict[int, V]] = [{} for _ in range(buckets)]
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self._buckets)
+
+    def __contains__(self, key: int) -> bool:
+        return any(key in b for b in self._buckets)
+
+    def put(self, key: int, value: V) -> None:
+        head = self._buckets[0]
+        for b in self._buckets[1:]:
+            b.pop(key, None)
+        head[key] = value
+
+    def get(self, key: int) -> V | None:
+        for b in self._buckets:
+            v = b.get(key)
+            if v is not None:
+                return v
+        return None
+
+    def pop(self, key: int) -> V | None:
+        for b in self._buckets:
+            v = b.pop(key, None)
+            if v is not None:
+                return v
+        return None
+
+    def rotate(self) -> dict[int, V]:
+        dead = self._buckets.pop()
+        self._buckets.insert(0, {})
+        return dead
+
+    def items(self) -> Iterator[tuple[int, V]]:
+        for b in self._buckets:
+            yield from b.items()
+
+
+class Rotator:
+    """When to rotate: every `timeout / (buckets - 1)` seconds of the injected clock."""
+
+    def __init__(self, timeout_secs: float, buckets: int, now: float) -> None:
+        self.period = timeout_secs / (buckets - 1)
+        self.next_at = now + self.period
+
+    def due(self, now: float) -> int:
+        """How many rotations are due at `now` (and account for them)."""
+        n = 0
+        while now >= self.next_at:
+            self.next_at += self.period
+            n += 1
+        return n
+
+
+class AckerLedger:
+    """One acker task's book: root id -> [xor, spout task or -1, failed]."""
+
+    def __init__(self, timeout_secs: float, now: float, buckets: int = 3) -> None:
+        self.pending: RotatingMap[list[int]] = RotatingMap(buckets)
+        self.rotator = Rotator(timeout_secs, buckets, now)
+
+    def __len__(self) -> int:
+        return len(self.pending)
+
+    def init(self, root: int, xor: int, spout_task: int) -> bool | None:
+        """A spout emitted root's first tuples; returns True if the tree is already complete."""
+        entry = self.pending.get(root)
+        if entry is None:
+            entry = [xor, spout_task, 0]
+            self.pending.put(root, entry)
+        else:
+            # acks overtook the init: order does not matter for XOR
+            entry[0] ^= xor
+            entry[1] = spout_task
+        return self._settle(root, entry)
+
+    def ack(self, root: int, xor: int) -> tuple[int, bool] | None:
+        """A bolt acked a tuple of root's tree; returns (spout task, True) when the tree completes."""
+        entry = self.pending.get(root)
+        if entry is None:
+            entry = [xor, -1, 0]
+            self.pending.put(root, entry)
+        else:
+            entry[0] ^= xor
+        done = self._settle(root, entry)
+        return None if done is None else (entry[1], done)
+
+    def fail(self, root: int) -> tuple[int, bool] | None:
+        """A bolt failed a tuple of root's tree; returns (spout task, False) once the spout is known."""
+        entry = self.pending.get(root)
+        if entry is None:
+            self.pending.put(root, [0, -1, 1])
+            return None
+        entry[2] = 1
+        done = self._settle(root, entry)
+        return None if done is None else (entry[1], done)
+
+    def _settle(self, root: int, entry: list[int]) -> bool | None:
+        if entry[1] < 0:
+            return None
+        if entry[2]:
+            self.pending.pop(root)
+            return False
+        if entry[0] == 0:
+            self.pending.pop(root)
+            return True
+        return None
+
+    def expire(self, now: float) -> int:
+        """Forget trees older than the timeout (their spouts time them out themselves)."""
+        dropped = 0
+        for _ in range(self.rotator.due(now)):
+            dropped += len(self.pending.rotate())
+        return dropped
+
+
+class PendingTuples:
+    """A spout task's un-acked messages: root id -> (msg_id, emit time)."""
+
+    def __init__(self, timeout_secs: float, now: float, buckets: int = 3) -> None:
+        self.pending: RotatingMap[tuple[Any, float]] = RotatingMap(buckets)
+        self.rotator = Rotator(timeout_secs, buckets, now)
+
+    def __len__(self) -> int:
+        return len(self.pending)
+
+    def add(self, root: int, msg_id: Any, now: float) -> None:
+        self.pending.put(root, (msg_id, now))
+
+    def complete(self, root: int) -> tuple[Any, float] | None:
+        """Remove and return (msg_id, emit time), or None if it already timed out."""
+        return self.pending.pop(root)
+
+    def expire(self, now: float) -> list[Any]:
+        """Message ids whose trees timed out: the spout must fail them."""
+        failed: list[Any] = []
+        for _ in range(self.rotator.due(now)):
+            failed.extend(msg_id for msg_id, _t in self.pending.rotate().values())
+        return failed
+
+    def drain(self) -> list[Any]:
+        """Every pending message id (on shutdown: nothing is forgotten silently)."""
+        out = [msg_id for _root, (msg_id, _t) in self.pending.items()]
+        while len(self.pending):
+            self.pending.rotate()
+        return out

@@ -1,0 +1,167 @@
+"""Storm's component contract in Python: what users subclass to write spouts and bolts.
+
+Names follow Storm's ISpout / IBolt / IBasicBolt in snake_case. The worker runtime supplies the
+collectors and the context; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Protocol
+
+DEFAULT_STREAM = "default"
+TICK_STREAM = "__tick"
+SYSTEM_COMPONENT = "__system"
+
+
+class Tuple:
+    """An input tuple: values plus where it came from. `values` is a list; fields by name too."""
+
+    __slots__ = ("values", "source_task", "source_component", "stream", "_fields", "anchors", "ack_val", "_root_times")
+
+    def __init__(
+        self,
+        values: list[Any],
+        source_task: int,
+        source_component: str,
+        stream: str,
+        fields: Mapping[str, int],
+        anchors: dict[int, int] | None,
+    ) -> None:
+        self.values = values
+        self.source_task = source_task
+        self.source_component = source_component
+        self.stream = stream
+        self._fields = fields
+        # root id -> edge id of this tuple in that root's tree (None when not tracked)
+        self.anchors = anchors
+        # XOR of the edge ids of tuples emitted anchored to this one
+        self.ack_val = 0
+
+    def __getitem__(self, index: int) -> Any:
+        return self.values[index]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def get(self, field: str) -> Any:
+        """The value of a declared field: `tup.get("word")`."""
+        try:
+            return self.values[self._fields[field]]
+        except KeyError:
+            raise KeyError(
+                f"stream {self.source_component}:{self.stream} has no field {field!r}"
+                f" (fields: {', '.join(self._fields) or 'none'})"
+            ) from None
+
+    @property
+    def fields(self) -> list[str]:
+        return list(self._fields)
+
+    def is_tick(self) -> bool:
+        return self.stream == TICK_STREAM
+
+    def __repr__(self) -> str:
+        return f"Tuple({self.source_component}:{self.stream} from task {self.source_task}: {self.values!r})"
+
+
+class TopologyContext(Protocol):
+    """What a task knows about its place in the topology (Storm's TopologyContext)."""
+
+    topology_id: str
+    task_id: int
+    component_id: str
+    worker_port: int
+
+    def component_tasks(self, component: str) -> list[int]: ...
+    def task_component(self, task: int) -> str: ...
+    def this_component_tasks(self) -> list[int]: ...
+
+
+class SpoutOutputCollector(Protocol):
+    def emit(
+        self, values: Sequence[Any], stream: str = DEFAULT_STREAM, msg_id: Any = None
+    ) -> list[int]: ...
+    def emit_direct(
+        self, task: int, values: Sequence[Any], stream: str = DEFAULT_STREAM, msg_id: Any = None
+    ) -> None: ...
+    def report_error(self, exc: BaseException) -> None: ...
+
+
+class OutputCollector(Protocol):
+    def emit(
+        self,
+        values: Sequence[Any],
+        stream: str = DEFAULT_STREAM,
+        anchors: Sequence[Tuple] | Tuple | None = None,
+    ) -> list[int]: ...
+    def emit_direct(
+        self,
+        task: int,
+        values: Sequence[Any],
+        stream: str = DEFAULT_STREAM,
+        anchors: Sequence[Tuple] | Tuple | None = None,
+    ) -> None: ...
+    def ack(self, tup: Tuple) -> None: ...
+    def fail(self, tup: Tuple) -> None: ...
+    def report_error(self, exc: BaseException) -> None: ...
+
+
+class Component:
+    """Shared by spouts and bolts. `outputs` declares output streams: a list of field names for
+    the default stream, or a dict stream -> fields. A topology file's `outputs` overrides it."""
+
+    outputs: ClassVar[Sequence[str] | Mapping[str, Sequence[str]] | None] = None
+
+
+class Spout(Component):
+    """Storm's ISpout. `next_tuple` should emit at most a few tuples and return quickly; it is
+    not called while the spout is inactive or `maxSpoutPending` tuples are un-acked."""
+
+    def open(self, conf: Mapping[str, Any], context: TopologyContext, collector: SpoutOutputCollector) -> None:
+        self.conf = conf
+        self.context = context
+        self.collector = collector
+
+    def next_tuple(self) -> None:
+        raise NotImplementedError
+
+    def ack(self, msg_id: Any) -> None:
+        """The tuple tree of `msg_id` completed."""
+
+    def fail(self, msg_id: Any) -> None:
+        """The tuple tree of `msg_id` failed or timed out; replaying is the spout's choice."""
+
+    def activate(self) -> None: ...
+    def deactivate(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class Bolt(Component):
+    """Storm's IRichBolt: the bolt anchors and acks itself through `self.collector`."""
+
+    def prepare(self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector) -> None:
+        self.conf = conf
+        self.context = context
+        self.collector = collector
+
+    def execute(self, tup: Tuple) -> None:
+        raise NotImplementedError
+
+    def cleanup(self) -> None: ...
+
+
+class BasicBolt(Bolt):
+    """Storm's IBasicBolt: every emit in `process` is anchored to the input, the input is acked
+    when `process` returns and failed when it raises."""
+
+    def process(self, tup: Tuple) -> None:
+        raise NotImplementedError
+
+    # The runtime recognises BasicBolt and calls `process` with anchoring done for it.
+    def execute(self, tup: Tuple) -> None:  # pragma: no cover - replaced by the runtime
+        self.process(tup)
+
+
+class FailedException(Exception):
+    """Raised from BasicBolt.process to fail the input without reporting an error."""

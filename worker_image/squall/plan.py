@@ -1,0 +1,159 @@
+"""The static plan of a running topology: tasks, executors, streams, subscriptions.
+
+Storm computes this twice, in nimbus (to schedule) and in every worker (to route), from the same
+inputs, so it must be a pure function of the spec. The plan is the real topology, larger than the
+user's: the `__acker` bolt and its streams are added here (Storm's system-topology!).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from squall.models.cluster import ExecutorId
+from squall.models.v1alpha1 import Grouping, StreamSpec, Topology
+
+ACKER = "__acker"
+SYSTEM = "__system"
+ACK_INIT_STREAM = "__ack_init"
+ACK_ACK_STREAM = "__ack_ack"
+ACK_FAIL_STREAM = "__ack_fail"
+TICK_STREAM = "__tick"
+# __system's tasks are not scheduled executors; the tick source uses this task id, like Storm's -1
+SYSTEM_TASK = -1
+
+
+@dataclasses.dataclass(frozen=True)
+class Subscription:
+    """One consumer of a (component, stream)."""
+
+    component: str
+    grouping: Grouping
+    fields: tuple[str, ...] | None
+    custom_class: str | None
+    tasks: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class TopologyPlan:
+    topology_id: str
+    component_tasks: Mapping[str, tuple[int, ...]]
+    task_component: Mapping[int, str]
+    component_executors: Mapping[str, tuple[ExecutorId, ...]]
+    # component -> stream -> declared fields
+    streams: Mapping[str, Mapping[str, StreamSpec]]
+    # (component, stream) -> subscribers
+    subscriptions: Mapping[tuple[str, str], tuple[Subscription, ...]]
+    spouts: frozenset[str]
+    acker_tasks: tuple[int, ...]
+
+    @property
+    def executors(self) -> tuple[ExecutorId, ...]:
+        return tuple(sorted(e for es in self.component_executors.values() for e in es))
+
+    def executor_component(self, executor: ExecutorId) -> str:
+        return self.task_component[executor[0]]
+
+    def fields_index(self, component: str, stream: str) -> dict[str, int]:
+        spec = self.streams.get(component, {}).get(stream)
+        return {f: i for i, f in enumerate(spec.fields)} if spec else {}
+
+
+def executor_ranges(tasks: Sequence[int], executors: int) -> tuple[ExecutorId, ...]:
+    """Split a component's contiguous task ids into `executors` contiguous ranges, sizes differing
+    by at most one and larger ranges first (seed 001: 10 tasks, 5 executors -> (1,2)...(9,10))."""
+    if not tasks:
+        return ()
+    executors = max(1, min(executors, len(tasks)))
+    base, extra = divmod(len(tasks), executors)
+    out: list[ExecutorId] = []
+    i = 0
+    for n in range(executors):
+        size = base + (1 if n < extra else 0)
+        out.append((tasks[i], tasks[i + size - 1]))
+        i += size
+    return tuple(out)
+
+
+def build_plan(
+    topology: Topology,
+    streams: Mapping[str, Mapping[str, StreamSpec]],
+    executors: Mapping[str, int] | None = None,
+) -> TopologyPlan:
+    """The plan of `topology`.
+
+    `streams` are the user components' declared output streams (spec merged with class
+    declarations, see `squall.validation.declared_streams`). `executors` overrides the executor
+    count per component (a rebalance); tasks never change for the topology's life.
+    """
+    spec = topology.spec
+    task_counts: dict[str, int] = {c.name: c.tasks for c in spec.components}
+    executor_counts: dict[str, int] = {c.name: c.parallelism for c in spec.components}
+    if spec.ackers > 0:
+        task_counts[ACKER] = spec.ackers
+        executor_counts[ACKER] = spec.ackers
+    for name, count in (executors or {}).items():
+        if name in executor_counts:
+            executor_counts[name] = count
+
+    component_tasks: dict[str, tuple[int, ...]] = {}
+    next_task = 1
+    for name in sorted(task_counts):
+        n = task_counts[name]
+        component_tasks[name] = tuple(range(next_task, next_task + n))
+        next_task += n
+    task_component = {t: c for c, ts in component_tasks.items() for t in ts}
+    component_executors = {
+        c: executor_ranges(component_tasks[c], executor_counts[c]) for c in component_tasks
+    }
+
+    all_streams: dict[str, dict[str, StreamSpec]] = {c: dict(s) for c, s in streams.items()}
+    subs: dict[tuple[str, str], list[Subscription]] = {}
+    for bolt in spec.bolts:
+        for inp in bolt.inputs:
+            subs.setdefault((inp.component, inp.stream), []).append(
+                Subscription(
+                    component=bolt.name,
+                    grouping=inp.grouping,
+                    fields=tuple(inp.fields) if inp.fields is not None else None,
+                    custom_class=inp.custom_class,
+                    tasks=component_tasks[bolt.name],
+                )
+            )
+    spouts = frozenset(s.name for s in spec.spouts)
+    if spec.ackers > 0:
+        acker_tasks = component_tasks[ACKER]
+        # The implicit system topology: every component can talk to the ackers, ackers answer
+        # spouts directly. The runtime routes these streams on a fast path; they are declared
+        # here so that introspection and routing agree.
+        for name in task_counts:
+            if name == ACKER:
+                continue
+            all_streams.setdefault(name, {})
+            for s in (ACK_INIT_STREAM, ACK_ACK_STREAM, ACK_FAIL_STREAM):
+                all_streams[name][s] = StreamSpec(stream=s, fields=["id", "ack-val"])
+                subs.setdefault((name, s), []).append(
+                    Subscription(ACKER, Grouping.FIELDS, ("id",), None, acker_tasks)
+                )
+        all_streams[ACKER] = {
+            s: StreamSpec(stream=s, fields=["id"], direct=True)
+            for s in (ACK_ACK_STREAM, ACK_FAIL_STREAM)
+        }
+        for spout in spouts:
+            for s in (ACK_ACK_STREAM, ACK_FAIL_STREAM):
+                subs.setdefault((ACKER, s), []).append(
+                    Subscription(spout, Grouping.DIRECT, None, None, component_tasks[spout])
+                )
+    else:
+        acker_tasks = ()
+    all_streams[SYSTEM] = {TICK_STREAM: StreamSpec(stream=TICK_STREAM, fields=["rate_secs"])}
+    return TopologyPlan(
+        topology_id=topology.name,
+        component_tasks=component_tasks,
+        task_component=task_component,
+        component_executors=component_executors,
+        streams=all_streams,
+        subscriptions={k: tuple(v) for k, v in subs.items()},
+        spouts=spouts,
+        acker_tasks=acker_tasks,
+    )

@@ -1,0 +1,61 @@
+"""The wire format between workers: msgpack frames holding batches.
+
+Data frame: a list of tuples `[dest_task, src_task, stream, values, anchors]`, where anchors is
+`{root_id: edge_id}` or None (untracked). Control frame: a list of `[kind, dest_task, root, val,
+extra]` for acker traffic. A frame that does not decode, or whose items have the wrong shape,
+raises `WireError`; receivers count and drop it instead of crashing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+# control kinds
+INIT = 0  # spout -> acker: val = xor of the first edges, extra = spout task
+ACK = 1  # bolt -> acker: val = input edge xor the edges it created
+FAIL = 2  # bolt -> acker
+DONE = 3  # acker -> spout: val = 1 completed, 0 failed
+
+_packer = msgpack.Packer(use_bin_type=True)
+
+
+class WireError(ValueError):
+    pass
+
+
+def pack(items: list[Any]) -> bytes:
+    return msgpack.packb(items, use_bin_type=True)
+
+
+def unpack_data(frame: bytes) -> list[list[Any]]:
+    try:
+        items = msgpack.unpackb(frame, raw=False, strict_map_key=False, use_list=True)
+    except Exception as exc:
+        raise WireError(f"undecodable data frame of {len(frame)} bytes: {exc}") from None
+    if type(items) is not list:
+        raise WireError(f"data frame is a {type(items).__name__}, not a list of tuples")
+    for item in items:
+        if (
+            type(item) is not list
+            or len(item) != 5
+            or type(item[0]) is not int
+            or type(item[2]) is not str
+            or type(item[3]) is not list
+        ):
+            raise WireError(f"malformed tuple in data frame: {str(item)[:80]}")
+    return items
+
+
+def unpack_control(frame: bytes) -> list[list[int]]:
+    try:
+        items = msgpack.unpackb(frame, raw=False, strict_map_key=False, use_list=True)
+    except Exception as exc:
+        raise WireError(f"undecodable control frame of {len(frame)} bytes: {exc}") from None
+    if type(items) is not list:
+        raise WireError(f"control frame is a {type(items).__name__}, not a list")
+    for item in items:
+        if type(item) is not list or len(item) != 5 or not all(type(x) is int for x in item):
+            raise WireError(f"malformed control message: {str(item)[:80]}")
+    return items

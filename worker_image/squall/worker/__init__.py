@@ -1,0 +1,1 @@
+"""The worker process: executors, receive/transfer loops, refresh loops and heartbeats."""

@@ -1,0 +1,5 @@
+import sys
+
+from squall.worker.runtime import main
+
+sys.exit(main())

@@ -1,0 +1,631 @@
+"""Executors: one thread each, running the tasks of one [start-task end-task] range.
+
+Spout executors never block: they call `next_tuple` only while their output has room and keep
+draining acker notifications, which is what keeps acker traffic flowing when data is
+backpressured. Bolt executors block on a full output (that is the backpressure a slow bolt puts
+on its upstream). Tuples cross threads in batches; a partial batch is flushed at the end of
+every loop turn, so a tuple waits at most about a millisecond for company.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from squall import wire
+from squall.components import BasicBolt, FailedException, Tuple
+from squall.groupings import Chooser, make_chooser
+from squall.models.cluster import ExecutorId, WorkerSlot
+from squall.models.v1alpha1 import Grouping
+from squall.plan import ACKER, SYSTEM, SYSTEM_TASK, TICK_STREAM, TopologyPlan
+from squall.stats import Counters
+from squall.acker import PendingTuples
+
+if TYPE_CHECKING:
+    from squall.worker.runtime import Routing, Worker
+
+log = logging.getLogger("squall.executor")
+
+SPOUT_BATCH = 256  # next_tuple calls per turn before flushing
+INBOX_BATCHES = 128  # bounded executor inbox, in batches
+_getrandbits = random.getrandbits
+Inbox = queue.Queue  # of list[list[Any]] batches
+
+
+class Context:
+    """Storm's TopologyContext for one task."""
+
+    def __init__(self, worker: Worker, plan: TopologyPlan, task: int) -> None:
+        self.topology_id = plan.topology_id
+        self.task_id = task
+        self.component_id = plan.task_component[task]
+        self.worker_port = worker.slot.port
+        self._plan = plan
+        self.config = worker.conf
+
+    def component_tasks(self, component: str) -> list[int]:
+        return list(self._plan.component_tasks.get(component, ()))
+
+    def task_component(self, task: int) -> str:
+        return self._plan.task_component[task] if task != SYSTEM_TASK else SYSTEM
+
+    def this_component_tasks(self) -> list[int]:
+        return self.component_tasks(self.component_id)
+
+
+class Outbox:
+    """An executor's output buffers: per local inbox and per remote slot, plus acker messages."""
+
+    __slots__ = ("local", "remote", "control")
+
+    def __init__(self) -> None:
+        self.local: dict[Inbox, list[list[Any]]] = {}
+        self.remote: dict[WorkerSlot, list[list[Any]]] = {}
+        self.control: list[list[int]] = []
+
+    def pending(self) -> bool:
+        return bool(self.local or self.remote or self.control)
+
+
+class Executor:
+    """Shared machinery: routing, emitting, flushing, error reports."""
+
+    kind = "executor"
+
+    def __init__(self, worker: Worker, executor: ExecutorId, component: str) -> None:
+        self.worker = worker
+        self.id = executor
+        self.component = component
+        self.tasks = list(range(executor[0], executor[1] + 1))
+        self.inbox: Inbox = queue.Queue(INBOX_BATCHES)
+        self.stats = Counters()
+        self.out = Outbox()
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(
+            target=self._run, name=f"executor-{component}-{executor[0]}-{executor[1]}", daemon=True
+        )
+        self.routing: Routing | None = None
+        # per task: stream -> choosers; per task: stream -> direct consumer tasks
+        self.routes: dict[int, dict[str, list[Chooser]]] = {}
+        self.direct: dict[int, dict[str, frozenset[int]]] = {}
+        self.task_dest: Mapping[int, Any] = {}
+        self.acker_tasks: Sequence[int] = ()
+        self.n_ackers = 0
+
+    # -- routing ---------------------------------------------------------------------------
+    def refresh_routing(self) -> None:
+        routing = self.worker.routing
+        if routing is self.routing:
+            return
+        plan = routing.plan
+        self.routing = routing
+        self.task_dest = routing.task_dest
+        self.acker_tasks = plan.acker_tasks
+        self.n_ackers = len(plan.acker_tasks)
+        for task in self.tasks:
+            ctx = self.contexts[task]
+            routes: dict[str, list[Chooser]] = {}
+            direct: dict[str, frozenset[int]] = {}
+            for stream, spec in plan.streams.get(self.component, {}).items():
+                if stream.startswith("__"):
+                    continue
+                choosers: list[Chooser] = []
+                direct_tasks: set[int] = set()
+                index = {f: i for i, f in enumerate(spec.fields)}
+                for sub in plan.subscriptions.get((self.component, stream), ()):
+                    chooser = make_chooser(
+                        sub.grouping,
+                        sub.tasks,
+                        field_indexes=[index[f] for f in (sub.fields or ())],
+                        local_tasks=sorted(routing.local_tasks),
+                        custom_class=sub.custom_class,
+                        context=ctx,
+                        stream=(self.component, stream),
+                        source_task=task,
+                    )
+                    if chooser is None:
+                        direct_tasks.update(sub.tasks)
+                    else:
+                        choosers.append(chooser)
+                routes[stream] = choosers
+                direct[stream] = frozenset(direct_tasks)
+            self.routes[task] = routes
+            self.direct[task] = direct
+        self.on_routing()
+
+    def on_routing(self) -> None:
+        pass
+
+    def route(self, task: int, stream: str, values: Sequence[Any]) -> list[int]:
+        try:
+            choosers = self.routes[task][stream]
+        except KeyError:
+            raise ValueError(
+                f"{self.component} emitted on undeclared stream {stream!r}"
+                f" (declared: {', '.join(s for s in self.routes[task]) or 'none'})"
+            ) from None
+        if len(choosers) == 1:
+            return choosers[0](values)
+        out: list[int] = []
+        for c in choosers:
+            out.extend(c(values))
+        return out
+
+    def check_direct(self, task: int, stream: str, target: int) -> None:
+        allowed = self.direct.get(task, {}).get(stream)
+        if allowed is None:
+            raise ValueError(f"{self.component} emitted on undeclared stream {stream!r}")
+        if target not in allowed:
+            raise ValueError(
+                f"emit_direct to task {target} on {self.component}:{stream}: not a direct"
+                f" consumer (consumers: {sorted(allowed) or 'none'})"
+            )
+
+    def put_tuple(self, dest: int, item: list[Any]) -> None:
+        key = self.task_dest.get(dest)
+        if key is None:
+            self.stats.dropped += 1
+            return
+        buf = (self.out.local if type(key) is queue.Queue else self.out.remote).get(key)
+        if buf is None:
+            if type(key) is queue.Queue:
+                self.out.local[key] = [item]
+            else:
+                self.out.remote[key] = [item]
+        else:
+            buf.append(item)
+        self.stats.emitted += 1
+
+    def acker_for(self, root: int) -> int:
+        return self.acker_tasks[root % self.n_ackers]
+
+    def flush(self, block: bool) -> bool:
+        """Push buffered output on; returns True when everything left the executor."""
+        out = self.out
+        if out.control:
+            items, out.control = out.control, []
+            own = self.worker.handle_control(items, self)
+            if own:
+                self.on_done(own)
+        for inbox, batch in list(out.local.items()):
+            if self._put(inbox, batch, block):
+                del out.local[inbox]
+                self.stats.transferred += len(batch)
+        for slot, batch in list(out.remote.items()):
+            if self.worker.send_data(slot, batch, block, self.stop_event):
+                del out.remote[slot]
+                self.stats.transferred += len(batch)
+        return not (out.local or out.remote)
+
+    def _put(self, inbox: Inbox, batch: list[list[Any]], block: bool) -> bool:
+        if not block:
+            try:
+                inbox.put_nowait(batch)
+                return True
+            except queue.Full:
+                return False
+        while not self.stop_event.is_set():
+            try:
+                inbox.put(batch, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def on_done(self, items: list[list[int]]) -> None:
+        pass
+
+    def report_error(self, task: int, exc: BaseException) -> None:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        log.error("%s task %d: %s", self.component, task, text.rstrip())
+        self.worker.report_error(self.component, task, text)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def join(self, timeout: float) -> None:
+        self.thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            self.run()
+        except Exception as exc:  # a bug of ours: report it, the worker restarts the executor
+            self.report_error(self.tasks[0], exc)
+            self.worker.executor_died(self, exc)
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+
+# ------------------------------------------------------------------------------------------
+class SpoutCollector:
+    """Storm's SpoutOutputCollector for one task."""
+
+    __slots__ = ("ex", "task", "pending", "acking", "_local_ackers", "_ack_now", "_n")
+
+    def __init__(self, ex: SpoutExecutor, task: int, pending: PendingTuples) -> None:
+        self.ex = ex
+        self.task = task
+        self.pending = pending
+        self.acking = False
+        self._local_ackers: list[int] = []
+        self._ack_now: list[Any] = []
+        self._n = 0
+
+    def _root(self) -> int:
+        n = self.ex.n_ackers
+        r = _getrandbits(62)
+        if self._local_ackers:
+            # pick a root id that hashes to an acker in this worker, so the init never crosses
+            # the network (the acker is still chosen by root id, as in Storm)
+            self._n += 1
+            want = self._local_ackers[self._n % len(self._local_ackers)]
+            r = r - r % n + want
+        return r
+
+    def emit(self, values: Sequence[Any], stream: str = "default", msg_id: Any = None) -> list[int]:
+        ex = self.ex
+        task = self.task
+        targets = ex.route(task, stream, values)
+        if not isinstance(values, list):
+            values = list(values)
+        if msg_id is not None and self.acking:
+            root = self._root()
+            xor = 0
+            for t in targets:
+                e = _getrandbits(62)
+                xor ^= e
+                ex.put_tuple(t, [t, task, stream, values, {root: e}])
+            self.pending.add(root, msg_id, ex.now)
+            ex.out.control.append([wire.INIT, ex.acker_for(root), root, xor, task])
+        else:
+            for t in targets:
+                ex.put_tuple(t, [t, task, stream, values, None])
+            if msg_id is not None:
+                self._ack_now.append(msg_id)
+        return targets
+
+    def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default", msg_id: Any = None) -> None:
+        ex = self.ex
+        ex.check_direct(self.task, stream, task)
+        values = list(values)
+        if msg_id is not None and self.acking:
+            root = self._root()
+            e = _getrandbits(62)
+            ex.put_tuple(task, [task, self.task, stream, values, {root: e}])
+            self.pending.add(root, msg_id, ex.now)
+            ex.out.control.append([wire.INIT, ex.acker_for(root), root, e, self.task])
+        else:
+            ex.put_tuple(task, [task, self.task, stream, values, None])
+            if msg_id is not None:
+                self._ack_now.append(msg_id)
+
+    def report_error(self, exc: BaseException) -> None:
+        self.ex.report_error(self.task, exc)
+
+
+class SpoutExecutor(Executor):
+    kind = "spout"
+
+    def __init__(self, worker: Worker, executor: ExecutorId, component: str, cls: type, conf: Mapping[str, Any]) -> None:
+        super().__init__(worker, executor, component)
+        self.conf = conf
+        self.now = time.monotonic()
+        self.contexts = {t: Context(worker, worker.routing.plan, t) for t in self.tasks}
+        self.instances = {t: cls() for t in self.tasks}
+        timeout = float(worker.spec.message_timeout_secs)
+        self.collectors = {t: SpoutCollector(self, t, PendingTuples(timeout, self.now)) for t in self.tasks}
+        self.max_pending = worker.spec.max_spout_pending
+        self.active = False
+        self.closing = False
+
+    def on_routing(self) -> None:
+        routing = self.routing
+        assert routing is not None
+        local = [i for i, t in enumerate(self.acker_tasks) if t in routing.local_tasks]
+        for c in self.collectors.values():
+            c.acking = self.n_ackers > 0
+            c._local_ackers = local
+
+    def on_done(self, items: list[list[int]]) -> None:
+        now = time.monotonic()
+        for _kind, task, root, ok, _x in items:
+            c = self.collectors.get(task)
+            if c is None:
+                continue
+            got = c.pending.complete(root)
+            if got is None:
+                continue  # timed out already: fail() was called then
+            msg_id, t0 = got
+            spout = self.instances[task]
+            try:
+                if ok:
+                    self.stats.acked += 1
+                    self.stats.latency((now - t0) * 1000.0)
+                    spout.ack(msg_id)
+                else:
+                    self.stats.failed += 1
+                    spout.fail(msg_id)
+            except Exception as exc:
+                self.report_error(task, exc)
+
+    def run(self) -> None:
+        self.refresh_routing()
+        for task, spout in self.instances.items():
+            try:
+                spout.open(self.conf, self.contexts[task], self.collectors[task])
+            except Exception as exc:
+                self.report_error(task, exc)
+                raise
+        control = self.inbox
+        idle_wait = 0.0005
+        while not self.stop_event.is_set():
+            self.now = now = time.monotonic()
+            self.refresh_routing()
+            while True:
+                try:
+                    items = control.get_nowait()
+                except queue.Empty:
+                    break
+                self.on_done(items)
+            for task, c in self.collectors.items():
+                expired = c.pending.expire(now)
+                for msg_id in expired:
+                    self.stats.failed += 1
+                    try:
+                        self.instances[task].fail(msg_id)
+                    except Exception as exc:
+                        self.report_error(task, exc)
+            self._set_active(self.worker.active and not self.closing)
+            emitted = 0
+            if self.active and not (self.out.local or self.out.remote):
+                emitted = self._emit_batch()
+            flushed = self.flush(block=False)
+            if not emitted or not flushed:
+                try:
+                    items = control.get(timeout=idle_wait if flushed else 0.001)
+                    self.on_done(items)
+                except queue.Empty:
+                    pass
+        self._shutdown()
+
+    def _emit_batch(self) -> int:
+        emitted = 0
+        for task, spout in self.instances.items():
+            c = self.collectors[task]
+            pending = c.pending
+            limit = self.max_pending
+            before = self.stats.emitted
+            calls = 0
+            while calls < SPOUT_BATCH:
+                if limit is not None and len(pending) >= limit:
+                    break
+                calls += 1
+                n0 = self.stats.emitted
+                try:
+                    spout.next_tuple()
+                except Exception as exc:
+                    self.report_error(task, exc)
+                    break
+                if self.stats.emitted == n0 and not c._ack_now:
+                    break  # nothing to emit right now
+                if c._ack_now:
+                    acked, c._ack_now = c._ack_now, []
+                    for m in acked:
+                        self.stats.acked += 1
+                        try:
+                            spout.ack(m)
+                        except Exception as exc:
+                            self.report_error(task, exc)
+            emitted += self.stats.emitted - before
+        return emitted
+
+    def _set_active(self, active: bool) -> None:
+        if active == self.active:
+            return
+        self.active = active
+        for task, spout in self.instances.items():
+            try:
+                spout.activate() if active else spout.deactivate()
+            except Exception as exc:
+                self.report_error(task, exc)
+
+    def _shutdown(self) -> None:
+        self._set_active(False)
+        for task, spout in self.instances.items():
+            # nothing is forgotten: un-acked messages are failed before the spout closes
+            for msg_id in self.collectors[task].pending.drain():
+                self.stats.failed += 1
+                try:
+                    spout.fail(msg_id)
+                except Exception as exc:
+                    self.report_error(task, exc)
+            try:
+                spout.close()
+            except Exception as exc:
+                self.report_error(task, exc)
+
+    def pending_count(self) -> int:
+        return sum(len(c.pending) for c in self.collectors.values())
+
+
+# ------------------------------------------------------------------------------------------
+class BoltCollector:
+    """Storm's OutputCollector for one task."""
+
+    __slots__ = ("ex", "task")
+
+    def __init__(self, ex: BoltExecutor, task: int) -> None:
+        self.ex = ex
+        self.task = task
+
+    def _anchored(self, dest: int, stream: str, values: list[Any], anchors: Any) -> list[Any]:
+        if anchors is None:
+            return [dest, self.task, stream, values, None]
+        if type(anchors) is Tuple:
+            a = anchors.anchors
+            if not a:
+                return [dest, self.task, stream, values, None]
+            e = _getrandbits(62)
+            anchors.ack_val ^= e
+            return [dest, self.task, stream, values, {r: e for r in a}]
+        out: dict[int, int] = {}
+        e = _getrandbits(62)
+        for t in anchors:
+            if t.anchors:
+                t.ack_val ^= e
+                for r in t.anchors:
+                    out[r] = out.get(r, 0) ^ e
+        return [dest, self.task, stream, values, out or None]
+
+    def emit(self, values: Sequence[Any], stream: str = "default", anchors: Any = None) -> list[int]:
+        ex = self.ex
+        targets = ex.route(self.task, stream, values)
+        if not isinstance(values, list):
+            values = list(values)
+        if anchors is None:
+            anchors = ex.auto_anchor
+        for t in targets:
+            ex.put_tuple(t, self._anchored(t, stream, values, anchors))
+        return targets
+
+    def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default", anchors: Any = None) -> None:
+        ex = self.ex
+        ex.check_direct(self.task, stream, task)
+        if anchors is None:
+            anchors = ex.auto_anchor
+        ex.put_tuple(task, self._anchored(task, stream, list(values), anchors))
+
+    def ack(self, tup: Tuple) -> None:
+        ex = self.ex
+        a = tup.anchors
+        if a:
+            ctl = ex.out.control
+            v = tup.ack_val
+            n = ex.n_ackers
+            at = ex.acker_tasks
+            for r, edge in a.items():
+                ctl.append([wire.ACK, at[r % n], r, edge ^ v, 0])
+        ex.stats.acked += 1
+
+    def fail(self, tup: Tuple) -> None:
+        ex = self.ex
+        if tup.anchors:
+            for r in tup.anchors:
+                ex.out.control.append([wire.FAIL, ex.acker_for(r), r, 0, 0])
+        ex.stats.failed += 1
+
+    def report_error(self, exc: BaseException) -> None:
+        self.ex.report_error(self.task, exc)
+
+
+class BoltExecutor(Executor):
+    kind = "bolt"
+
+    def __init__(self, worker: Worker, executor: ExecutorId, component: str, cls: type, conf: Mapping[str, Any], tick_secs: float | None) -> None:
+        super().__init__(worker, executor, component)
+        self.conf = conf
+        self.contexts = {t: Context(worker, worker.routing.plan, t) for t in self.tasks}
+        self.instances = {t: cls() for t in self.tasks}
+        self.collectors = {t: BoltCollector(self, t) for t in self.tasks}
+        self.basic = issubclass(cls, BasicBolt)
+        self.auto_anchor: Tuple | None = None
+        self.tick_secs = tick_secs
+        self.fields_of: dict[tuple[int, str], Mapping[str, int]] = {}
+
+    def on_routing(self) -> None:
+        plan = self.routing.plan  # type: ignore[union-attr]
+        idx: dict[tuple[str, str], Mapping[str, int]] = {}
+        for (comp, stream) in plan.subscriptions:
+            idx[(comp, stream)] = plan.fields_index(comp, stream)
+        idx[(SYSTEM, TICK_STREAM)] = {"rate_secs": 0}
+        self._fields_by_comp = idx
+        self._task_component = plan.task_component
+
+    def run(self) -> None:
+        self.refresh_routing()
+        for task, bolt in self.instances.items():
+            try:
+                bolt.prepare(self.conf, self.contexts[task], self.collectors[task])
+            except Exception as exc:
+                self.report_error(task, exc)
+                raise
+        inbox = self.inbox
+        next_tick = time.monotonic() + self.tick_secs if self.tick_secs else None
+        stop = self.stop_event
+        while not stop.is_set():
+            wait = 0.1
+            if next_tick is not None:
+                now = time.monotonic()
+                if now >= next_tick:
+                    next_tick = now + self.tick_secs  # type: ignore[operator]
+                    self.process([[t, SYSTEM_TASK, TICK_STREAM, [self.tick_secs], None] for t in self.tasks])
+                    self.flush(block=True)
+                    continue
+                wait = min(wait, next_tick - now)
+            try:
+                batch = inbox.get(timeout=wait)
+            except queue.Empty:
+                continue
+            self.refresh_routing()
+            self.process(batch)
+            # keep going while input is queued, but hand output on at least every few batches
+            for _ in range(3):
+                try:
+                    batch = inbox.get_nowait()
+                except queue.Empty:
+                    break
+                self.process(batch)
+            self.flush(block=True)
+        for task, bolt in self.instances.items():
+            try:
+                bolt.cleanup()
+            except Exception as exc:
+                self.report_error(task, exc)
+
+    def process(self, batch: list[list[Any]]) -> None:
+        comp_of = self._task_component
+        fields = self._fields_by_comp
+        instances = self.instances
+        basic = self.basic
+        stats = self.stats
+        perf = time.perf_counter
+        for dest, src, stream, values, anchors in batch:
+            bolt = instances.get(dest)
+            if bolt is None:
+                stats.dropped += 1
+                continue
+            comp = comp_of.get(src, SYSTEM)
+            tup = Tuple(values, src, comp, stream, fields.get((comp, stream), {}), anchors)
+            t0 = perf()
+            if basic:
+                self.auto_anchor = tup
+                try:
+                    bolt.process(tup)
+                except FailedException:
+                    self.collectors[dest].fail(tup)
+                except Exception as exc:
+                    self.report_error(dest, exc)
+                    self.collectors[dest].fail(tup)
+                else:
+                    self.collectors[dest].ack(tup)
+                self.auto_anchor = None
+            else:
+                try:
+                    bolt.execute(tup)
+                except Exception as exc:
+                    # a bolt that raises fails its input (the spout replays it) and keeps running
+                    self.report_error(dest, exc)
+                    self.collectors[dest].fail(tup)
+            stats.executed += 1
+            stats.latency((perf() - t0) * 1000.0)

@@ -1,0 +1,568 @@
+"""One worker process: the executors of one slot, and the loops of seeds 000 and 003.
+
+Threads: data receive (PULL bound on the slot port -> executor inboxes), control receive (acker
+traffic: the acker ledgers live here and run inline, so acks never wait behind data), data and
+control transfer (send queues -> one PUSH socket per peer), one thread per executor, and the
+main thread running refresh-connections, refresh-active, heartbeats and error reports.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import queue
+import signal
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
+
+from squall import wire
+from squall.acker import AckerLedger
+from squall.models.cluster import (
+    Assignment,
+    Endpoint,
+    ErrorInfo,
+    ExecutorId,
+    ExecutorStats,
+    StormBase,
+    TopologyStatus,
+    WorkerHeartbeat,
+    WorkerSlot,
+    executor_key,
+)
+from squall.models.v1alpha1 import Topology
+from squall.plan import ACKER, TopologyPlan, build_plan
+from squall.state import ClusterState
+from squall.worker.executor import BoltExecutor, Executor, Inbox, SpoutExecutor
+
+log = logging.getLogger("squall.worker")
+
+SEND_QUEUE_BATCHES = 256
+SOCKET_HWM = 200
+CONNECT_CMD = object()
+
+
+@dataclass(frozen=True)
+class Routing:
+    """A snapshot of where every task lives, swapped whole when the assignment changes."""
+
+    plan: TopologyPlan
+    local_tasks: frozenset[int]
+    # every task -> the local executor inbox, or the remote slot
+    task_dest: Mapping[int, Any]
+    task_slot: Mapping[int, WorkerSlot]
+    spout_inbox: Mapping[int, Inbox]
+
+
+class Worker:
+    def __init__(
+        self,
+        state: ClusterState,
+        topology_id: str,
+        slot: WorkerSlot,
+        host: str = "127.0.0.1",
+        bind_host: str | None = None,
+        search_paths: tuple[str, ...] = (),
+    ) -> None:
+        self.state = state
+        self.topology_id = topology_id
+        self.slot = slot
+        self.host = host
+        self.bind_host = bind_host or host
+        self.search_paths = search_paths
+        self.stop_event = threading.Event()
+        self.wake = threading.Event()
+        self.started = time.time()
+        self.zmq = zmq.Context()
+        self.acker_lock = threading.Lock()
+        self.ledgers: dict[int, AckerLedger] = {}
+        self.executors: dict[ExecutorId, Executor] = {}
+        self.data_queue: queue.Queue[Any] = queue.Queue(SEND_QUEUE_BATCHES)
+        self.control_queue: queue.Queue[Any] = queue.Queue(SEND_QUEUE_BATCHES)
+        self.endpoints: dict[WorkerSlot, Endpoint] = {}
+        self.errors: collections.deque[tuple[str, int, str]] = collections.deque(maxlen=100)
+        self.bad_frames = 0
+        self.dropped = 0
+        self.active = False
+        self.storm_active = False
+        self.threads: list[threading.Thread] = []
+        self.assignment: Assignment | None = None
+        self.acker_executors: list[ExecutorId] = []
+        self.routing: Routing
+        self.exit_code = 0
+
+    # -- setup -----------------------------------------------------------------------------
+    def _load(self) -> None:
+        from squall.validation import check_topology
+
+        base = self.state.get_storm(self.topology_id)
+        if base is None:
+            raise RuntimeError(f"topology {self.topology_id!r} is not in ZooKeeper")
+        self.base = base
+        self.topology = Topology.model_validate(base.topology)
+        self.spec = self.topology.spec
+        resolved = check_topology(self.topology, resolve_classes=True, search_paths=self.search_paths)
+        self.classes = resolved.classes
+        self.streams = resolved.streams
+        self.conf: dict[str, Any] = {
+            "topology.name": self.topology.name,
+            "topology.workers": self.spec.num_workers,
+            "topology.message.timeout.secs": self.spec.message_timeout_secs,
+            "topology.max.spout.pending": self.spec.max_spout_pending,
+            "topology.tick.tuple.freq.secs": self.spec.tick_tuple_freq_secs,
+            **self.spec.config,
+        }
+
+    def _bind(self) -> None:
+        self.data_sock = self.zmq.socket(zmq.PULL)
+        self.data_sock.setsockopt(zmq.RCVHWM, SOCKET_HWM)
+        self.data_sock.setsockopt(zmq.LINGER, 0)
+        self.data_sock.bind(f"tcp://{self.bind_host}:{self.slot.port}")
+        self.control_sock = self.zmq.socket(zmq.PULL)
+        self.control_sock.setsockopt(zmq.LINGER, 0)
+        self.control_port = self.control_sock.bind_to_random_port(f"tcp://{self.bind_host}")
+
+    def start(self) -> None:
+        self._load()
+        self._bind()
+        self.state.register_endpoint(
+            self.topology_id,
+            self.slot,
+            Endpoint(host=self.host, port=self.slot.port, control_port=self.control_port, pid=os.getpid()),
+        )
+        self.routing = Routing(build_plan(self.topology, self.streams, self.base.component_executors), frozenset(), {}, {}, {})
+        self.refresh()
+        for name, target in (
+            ("receive-data", self._receive_data),
+            ("receive-control", self._receive_control),
+            ("transfer-data", lambda: self._transfer(self.data_queue, "port")),
+            ("transfer-control", lambda: self._transfer(self.control_queue, "control_port")),
+        ):
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    # -- refresh-connections and refresh-active ----------------------------------------------
+    def _watch(self, *_args: Any) -> None:
+        self.wake.set()
+
+    def refresh(self) -> None:
+        base = self.state.get_storm(self.topology_id, watch=self._watch)
+        if base is None or base.status is TopologyStatus.KILLED and base.delayed_action is None:
+            log.info("topology %s is gone; worker %s stops", self.topology_id, self.slot.key())
+            self.stop_event.set()
+            return
+        self.storm_active = base.status is TopologyStatus.ACTIVE
+        assignment = self.state.get_assignment(self.topology_id, watch=self._watch)
+        endpoints = self.state.get_endpoints(self.topology_id, watch=self._watch)
+        if endpoints != self.endpoints:
+            self.endpoints = endpoints
+        if assignment is not None and (assignment != self.assignment or base.component_executors != self.base.component_executors):
+            self.base = base
+            self._apply_assignment(assignment)
+        slots_needed = set(self.routing.task_slot.values())
+        ready = all(s in self.endpoints for s in slots_needed)
+        self.active = self.storm_active and ready
+
+    def _apply_assignment(self, assignment: Assignment) -> None:
+        """Hot update: start executors newly assigned here, stop removed ones, keep the rest."""
+        plan = build_plan(self.topology, self.streams, self.base.component_executors)
+        slots = assignment.slots()
+        mine = {e for e, s in slots.items() if s == self.slot}
+        for e in [e for e in self.executors if e not in mine]:
+            ex = self.executors.pop(e)
+            ex.stop()
+            ex.join(5.0)
+            log.info("executor %s of %s removed from %s", e, ex.component, self.slot.key())
+        new_execs: list[Executor] = []
+        task_slot: dict[int, WorkerSlot] = {}
+        for e, s in slots.items():
+            for t in range(e[0], e[1] + 1):
+                task_slot[t] = s
+        local_tasks = frozenset(t for t, s in task_slot.items() if s == self.slot)
+        now = time.monotonic()
+        with self.acker_lock:
+            for t in plan.acker_tasks:
+                if t in local_tasks and t not in self.ledgers:
+                    self.ledgers[t] = AckerLedger(float(self.spec.message_timeout_secs), now)
+            for t in list(self.ledgers):
+                if t not in local_tasks:
+                    del self.ledgers[t]
+        # build executors before publishing the routing that points at their inboxes
+        pending_execs: dict[ExecutorId, Executor] = {}
+        for e in sorted(mine):
+            if e in self.executors:
+                continue
+            comp = plan.task_component[e[0]]
+            if comp == ACKER:
+                continue
+            pending_execs[e] = None  # type: ignore[assignment]
+        self.acker_executors = [e for e in sorted(mine) if plan.task_component[e[0]] == ACKER]
+        task_dest: dict[int, Any] = dict(task_slot)
+        spout_inbox: dict[int, Inbox] = {}
+        self.assignment = assignment
+        # a provisional routing lets new executors read the plan while they are constructed
+        self.routing = Routing(plan, local_tasks, task_dest, task_slot, spout_inbox)
+        for e in pending_execs:
+            comp = plan.task_component[e[0]]
+            spec = next(c for c in self.spec.components if c.name == comp)
+            conf = {**self.conf, **spec.config}
+            if comp in plan.spouts:
+                ex: Executor = SpoutExecutor(self, e, comp, self.classes[comp], conf)
+            else:
+                tick = spec.config.get("topology.tick.tuple.freq.secs", self.spec.tick_tuple_freq_secs)
+                ex = BoltExecutor(self, e, comp, self.classes[comp], conf, float(tick) if tick else None)
+            self.executors[e] = ex
+            new_execs.append(ex)
+        for e, ex in self.executors.items():
+            for t in ex.tasks:
+                task_dest[t] = ex.inbox
+                if ex.kind == "spout":
+                    spout_inbox[t] = ex.inbox
+        for t in self.ledgers:
+            task_dest.pop(t, None)
+        self.routing = Routing(plan, local_tasks, task_dest, task_slot, spout_inbox)
+        for ex in new_execs:
+            ex.start()
+        log.info(
+            "worker %s: %d executors (%d new), %d ackers",
+            self.slot.key(), len(self.executors), len(new_execs), len(self.ledgers),
+        )
+
+    def executor_died(self, ex: Executor, exc: BaseException) -> None:
+        log.error("executor %s died: %s; the worker exits so that it is restarted", ex.id, exc)
+        self.exit_code = 3
+        self.stop_event.set()
+
+    # -- acker traffic -----------------------------------------------------------------------
+    def handle_control(self, items: list[list[int]], caller: Executor | None) -> list[list[int]]:
+        """Apply acker messages: local ackers inline, the rest to the spouts or peers they are for.
+        Returns completions meant for the calling spout executor (it handles them itself)."""
+        routing = self.routing
+        ledgers = self.ledgers
+        done: list[list[int]] = []
+        remote: dict[WorkerSlot, list[list[int]]] = {}
+        with self.acker_lock:
+            for it in items:
+                kind = it[0]
+                if kind == wire.DONE:
+                    done.append(it)
+                    continue
+                led = ledgers.get(it[1])
+                if led is None:
+                    slot = routing.task_slot.get(it[1])
+                    if slot is None:
+                        self.dropped += 1
+                    else:
+                        remote.setdefault(slot, []).append(it)
+                    continue
+                if kind == wire.ACK:
+                    r = led.ack(it[2], it[3])
+                    if r is not None:
+                        done.append([wire.DONE, r[0], it[2], 1 if r[1] else 0, 0])
+                elif kind == wire.INIT:
+                    ok = led.init(it[2], it[3], it[4])
+                    if ok is not None:
+                        done.append([wire.DONE, it[4], it[2], 1 if ok else 0, 0])
+                elif kind == wire.FAIL:
+                    r = led.fail(it[2])
+                    if r is not None:
+                        done.append([wire.DONE, r[0], it[2], 0, 0])
+        own: list[list[int]] = []
+        if not done and not remote:
+            return own
+        local: dict[Inbox, list[list[int]]] = {}
+        own_tasks = caller.tasks if caller is not None and caller.kind == "spout" else ()
+        for it in done:
+            t = it[1]
+            if t in own_tasks:
+                own.append(it)
+                continue
+            inbox = routing.spout_inbox.get(t)
+            if inbox is not None:
+                local.setdefault(inbox, []).append(it)
+                continue
+            slot = routing.task_slot.get(t)
+            if slot is None or slot == self.slot:
+                self.dropped += 1
+            else:
+                remote.setdefault(slot, []).append(it)
+        for inbox, batch in local.items():
+            self._put(inbox, batch)
+        for slot, batch in remote.items():
+            self._put(self.control_queue, (slot, batch))
+        return own
+
+    def _put(self, q: queue.Queue[Any], item: Any, stop: threading.Event | None = None) -> bool:
+        stop = stop or self.stop_event
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def send_data(self, slot: WorkerSlot, batch: list[list[Any]], block: bool, stop: threading.Event) -> bool:
+        if not block:
+            try:
+                self.data_queue.put_nowait((slot, batch))
+                return True
+            except queue.Full:
+                return False
+        return self._put(self.data_queue, (slot, batch), stop)
+
+    # -- receive ---------------------------------------------------------------------------
+    def _bad_frame(self, exc: Exception) -> None:
+        self.bad_frames += 1
+        if self.bad_frames <= 10 or self.bad_frames % 1000 == 0:
+            log.warning("worker %s dropped a bad frame (%d so far): %s", self.slot.key(), self.bad_frames, exc)
+
+    def _receive_data(self) -> None:
+        sock = self.data_sock
+        while not self.stop_event.is_set():
+            if not sock.poll(100):
+                continue
+            while True:
+                try:
+                    frame = sock.recv(zmq.NOBLOCK, copy=True)
+                except zmq.Again:
+                    break
+                try:
+                    items = wire.unpack_data(frame)
+                except wire.WireError as exc:
+                    self._bad_frame(exc)
+                    continue
+                dest = self.routing.task_dest
+                groups: dict[Inbox, list[list[Any]]] = {}
+                last_task = None
+                last_batch: list[list[Any]] = []
+                for it in items:
+                    t = it[0]
+                    if t != last_task:
+                        inbox = dest.get(t)
+                        if type(inbox) is not queue.Queue:
+                            self.dropped += 1
+                            last_task = None
+                            continue
+                        last_batch = groups.get(inbox)  # type: ignore[assignment]
+                        if last_batch is None:
+                            last_batch = groups[inbox] = []
+                        last_task = t
+                    last_batch.append(it)
+                for inbox, batch in groups.items():
+                    self._put(inbox, batch)
+
+    def _receive_control(self) -> None:
+        sock = self.control_sock
+        while not self.stop_event.is_set():
+            if not sock.poll(100):
+                continue
+            while True:
+                try:
+                    frame = sock.recv(zmq.NOBLOCK, copy=True)
+                except zmq.Again:
+                    break
+                try:
+                    items = wire.unpack_control(frame)
+                except wire.WireError as exc:
+                    self._bad_frame(exc)
+                    continue
+                self.handle_control(items, None)
+
+    # -- transfer ----------------------------------------------------------------------------
+    def _transfer(self, q: queue.Queue[Any], port_attr: str) -> None:
+        """Drain a send queue, batch per destination, send; connect and close as endpoints change."""
+        socks: dict[WorkerSlot, tuple[Endpoint, zmq.Socket[bytes]]] = {}
+        stop = self.stop_event
+        try:
+            while not stop.is_set():
+                try:
+                    first = q.get(timeout=0.1)
+                except queue.Empty:
+                    self._prune(socks)
+                    continue
+                by_slot: dict[WorkerSlot, list[Any]] = {first[0]: list(first[1])}
+                for _ in range(64):
+                    try:
+                        slot, batch = q.get_nowait()
+                    except queue.Empty:
+                        break
+                    got = by_slot.get(slot)
+                    if got is None:
+                        by_slot[slot] = list(batch)
+                    else:
+                        got.extend(batch)
+                self._prune(socks)
+                for slot, items in by_slot.items():
+                    ep = self.endpoints.get(slot)
+                    if ep is None:
+                        self.dropped += len(items)
+                        continue
+                    have = socks.get(slot)
+                    if have is None or have[0] != ep:
+                        if have is not None:
+                            have[1].close(0)
+                        s = self.zmq.socket(zmq.PUSH)
+                        s.setsockopt(zmq.SNDHWM, SOCKET_HWM)
+                        s.setsockopt(zmq.LINGER, 0)
+                        s.connect(f"tcp://{ep.host}:{getattr(ep, port_attr)}")
+                        have = socks[slot] = (ep, s)
+                    frame = wire.pack(items)
+                    while not stop.is_set():
+                        try:
+                            have[1].send(frame, zmq.NOBLOCK, copy=False)
+                            break
+                        except zmq.Again:
+                            # the peer is slow (backpressure) or gone: give up only if it is gone
+                            if self.endpoints.get(slot) != ep:
+                                self.dropped += len(items)
+                                break
+                            have[1].poll(50, zmq.POLLOUT)
+        finally:
+            for _ep, s in socks.values():
+                s.close(0)
+
+    def _prune(self, socks: dict[WorkerSlot, tuple[Endpoint, Any]]) -> None:
+        for slot in [s for s, (ep, _) in socks.items() if self.endpoints.get(s) != ep]:
+            socks.pop(slot)[1].close(0)
+
+    # -- heartbeats and errors -------------------------------------------------------------
+    def report_error(self, component: str, task: int, text: str) -> None:
+        self.errors.append((component, task, text))
+
+    def heartbeat(self) -> WorkerHeartbeat:
+        execs: dict[str, ExecutorStats] = {}
+        for e, ex in list(self.executors.items()):
+            s = ex.stats
+            hist = dict(s.hist)
+            from squall.stats import percentile
+
+            execs[executor_key(e)] = ExecutorStats(
+                component=ex.component,
+                emitted=s.emitted,
+                transferred=s.transferred,
+                executed=s.executed,
+                acked=s.acked,
+                failed=s.failed,
+                dropped=s.dropped,
+                latency_ms_mean=(s.lat_sum / s.lat_n) if s.lat_n else 0.0,
+                latency_ms_p50=percentile(hist, 0.5),
+                latency_ms_p99=percentile(hist, 0.99),
+                latency_samples=s.lat_n,
+                latency_hist=hist,
+                pending=ex.pending_count() if isinstance(ex, SpoutExecutor) else 0,
+            )
+        for e in self.acker_executors:
+            execs[executor_key(e)] = ExecutorStats(component=ACKER)
+        now = time.time()
+        return WorkerHeartbeat(time_secs=now, uptime_secs=now - self.started, executors=execs)
+
+    def _flush_errors(self) -> None:
+        latest: dict[str, tuple[int, str]] = {}
+        while self.errors:
+            comp, task, text = self.errors.popleft()
+            latest[comp] = (task, text)
+        for comp, (task, text) in latest.items():
+            try:
+                self.state.report_error(
+                    self.topology_id,
+                    comp,
+                    ErrorInfo(component=comp, task=task, time_secs=time.time(), error=text[-4000:], host=self.host, port=self.slot.port),
+                )
+            except Exception:
+                log.exception("could not report an error to ZooKeeper")
+
+    # -- main loop ---------------------------------------------------------------------------
+    def run(self) -> int:
+        hb_every = float(self.conf.get("worker.heartbeat.frequency.secs", 1.0))
+        poll_every = float(self.conf.get("task.refresh.poll.secs", 10.0))
+        next_hb = 0.0
+        next_poll = time.monotonic() + poll_every
+        while not self.stop_event.is_set():
+            now = time.monotonic()
+            if self.wake.is_set() or now >= next_poll:
+                self.wake.clear()
+                try:
+                    self.refresh()
+                except Exception:
+                    log.exception("refresh failed; retrying")
+                next_poll = now + poll_every
+            if now >= next_hb:
+                try:
+                    self.state.worker_heartbeat(self.topology_id, self.slot, self.heartbeat())
+                except Exception:
+                    log.exception("heartbeat failed")
+                self._flush_errors()
+                with self.acker_lock:
+                    for led in self.ledgers.values():
+                        led.expire(now)
+                next_hb = now + hb_every
+            if not self.active and self.storm_active and not self.wake.is_set():
+                # waiting for peers' endpoints: poll quickly
+                self.wake.wait(0.05)
+                self.wake.set()
+                continue
+            self.wake.wait(max(0.0, min(next_hb, next_poll) - time.monotonic()))
+        return self.exit_code
+
+    def shutdown(self) -> None:
+        self.stop_event.set()
+        self.active = False
+        # spouts first: they fail what is pending, so nothing is forgotten
+        order = sorted(self.executors.values(), key=lambda ex: ex.kind != "spout")
+        for ex in order:
+            ex.stop()
+        for ex in order:
+            ex.join(5.0)
+        for t in self.threads:
+            t.join(2.0)
+        try:
+            self._flush_errors()
+            self.state.worker_heartbeat(self.topology_id, self.slot, self.heartbeat())
+            self.state.remove_endpoint(self.topology_id, self.slot)
+        except Exception:
+            pass
+        self.data_sock.close(0)
+        self.control_sock.close(0)
+        self.zmq.term()
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m squall.worker", description="Run one Squall worker slot.")
+    p.add_argument("--zookeeper", required=True, help="ZooKeeper connect string HOST:PORT[,...]")
+    p.add_argument("--root", default="/squall", help="ZooKeeper root path")
+    p.add_argument("--topology", required=True)
+    p.add_argument("--node", required=True)
+    p.add_argument("--port", type=int, required=True, help="slot port: data tuples arrive here")
+    p.add_argument("--host", default=os.environ.get("SQUALL_WORKER_HOST", "127.0.0.1"), help="address peers connect to")
+    p.add_argument("--bind", default=None, help="address to bind (default: --host)")
+    p.add_argument("--search-path", action="append", default=[], help="directory holding component modules")
+    p.add_argument("--log-level", default=os.environ.get("SQUALL_LOG_LEVEL", "INFO"))
+    args = p.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format=f"%(asctime)s worker {args.node}-{args.port} %(levelname)s %(name)s: %(message)s")
+    state = ClusterState.connect(args.zookeeper, root=args.root)
+    worker = Worker(state, args.topology, WorkerSlot(args.node, args.port), args.host, args.bind, tuple(args.search_path))
+
+    def _stop(_sig: int, _frame: Any) -> None:
+        worker.stop_event.set()
+        worker.wake.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    code = 0
+    try:
+        worker.start()
+        code = worker.run()
+    finally:
+        worker.shutdown()
+        state.close()
+    return code
