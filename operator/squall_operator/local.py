@@ -139,16 +139,18 @@ class LocalCluster:
         )
 
     def shutdown(self) -> None:
+        # Workers get PR_SET_PDEATHSIG from the supervisors' thread that spawned them, so they
+        # are stopped gracefully while that thread still lives, and only then is it joined.
         self.stop_event.set()
-        self.sync_wake.set()
-        if self._thread is not None:
-            self._thread.join(10)
         if hasattr(self, "nimbus"):
             self.nimbus.stop()
         with self.lock:
             for sup in self.supervisors.values():
                 for wp in list(sup.workers.values()):
                     self._stop_worker(sup, wp, grace=10.0)
+        self.sync_wake.set()
+        if self._thread is not None:
+            self._thread.join(10)
         if hasattr(self, "state"):
             try:
                 self.state.client.delete(self.root, recursive=True)

@@ -10,12 +10,12 @@ snake_case in Python. The checks here are the ones a CRD's OpenAPI schema can al
 from __future__ import annotations
 
 import enum
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-API_VERSION = "squall.io/v1alpha1"
-KIND = "Topology"
+API_VERSION: Final = "squall.io/v1alpha1"
+KIND: Final = "Topology"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 # Storm-style stream names: the default stream, or anything a user declares.
 STREAM_NAME = r"^[A-Za-z_][A-Za-z0-9_.-]{0,62}$"

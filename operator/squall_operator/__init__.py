@@ -1,0 +1,1 @@
+"""Nimbus: the pure scheduler, lifecycle table and heartbeat monitor, and their I/O shell."""

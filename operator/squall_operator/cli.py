@@ -1,0 +1,231 @@
+"""The `squall` command.
+
+    squall build MODULE:FUNCTION [--output FILE]   a Python-built topology -> checked YAML
+    squall validate FILE [--no-classes]            check a topology file
+
+Adding a command: define a function decorated with `@app.command()` and wrap its body in
+`with user_errors():`, which turns a `TopologyError` (or a `CliError`) into plain messages on
+stderr and exit code 2, without a traceback. Put output for the user on stdout with `typer.echo`,
+diagnostics on stderr with `stderr_console()`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from squall.builder import TopologyBuilder, topology_to_yaml
+from squall.errors import TopologyError
+from squall.models import Topology
+from squall.validation import check_topology, parse_topology, validate_file
+
+__all__ = [
+    "EXIT_INVALID",
+    "CliError",
+    "app",
+    "report_topology_error",
+    "stderr_console",
+    "topology_from_target",
+    "user_errors",
+]
+
+# Exit status for a topology (or an argument) that cannot be used; click's usage errors use it too.
+EXIT_INVALID = 2
+
+app = typer.Typer(
+    name="squall",
+    help="Squall: Apache Storm's model in Python.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+
+@app.callback()
+def _main() -> None:
+    """Squall: Apache Storm's model in Python."""
+
+
+class CliError(Exception):
+    """A problem the user can fix, reported as one line on stderr (no traceback)."""
+
+    def __init__(self, message: str, code: int = EXIT_INVALID) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def stderr_console() -> Console:
+    # Created per use so that the current sys.stderr is used (test runners swap it).
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def report_topology_error(exc: TopologyError, console: Console | None = None) -> None:
+    console = console or stderr_console()
+    for line in exc.lines():
+        console.print(line, style="red", markup=False)
+    n = len(exc.problems)
+    console.print(
+        f"invalid topology: {n} problem{'' if n == 1 else 's'}", style="bold red", markup=False
+    )
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Report `TopologyError` / `CliError` on stderr and exit with their code, no traceback."""
+    try:
+        yield
+    except TopologyError as exc:
+        report_topology_error(exc)
+        raise typer.Exit(EXIT_INVALID) from None
+    except CliError as exc:
+        stderr_console().print(f"error: {exc}", style="red", markup=False)
+        raise typer.Exit(exc.code) from None
+
+
+@contextmanager
+def _cwd_on_path() -> Iterator[None]:
+    cwd = str(Path.cwd())
+    added = cwd not in sys.path and "" not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+        importlib.invalidate_caches()
+    try:
+        yield
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
+
+
+def topology_from_target(target: str) -> Topology:
+    """The `Topology` named by "module:attribute" (the current directory is importable).
+
+    The attribute may be a `Topology`, a `TopologyBuilder`, a mapping shaped like the resource,
+    or a function taking no arguments that returns one of those.
+    """
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise CliError(f"expected MODULE:FUNCTION, got {target!r}")
+    with _cwd_on_path():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            raise CliError(f"cannot import module '{module_name}': {exc}") from exc
+        obj: Any = module
+        for part in attr.split("."):
+            try:
+                obj = getattr(obj, part)
+            except AttributeError:
+                raise CliError(f"module '{module_name}' has no attribute '{attr}'") from None
+        if callable(obj) and not isinstance(obj, (Topology, TopologyBuilder)):
+            obj = obj()
+    if isinstance(obj, TopologyBuilder):
+        obj = obj.build()
+    if isinstance(obj, Mapping):
+        obj = parse_topology(obj, source=target)
+    if not isinstance(obj, Topology):
+        raise CliError(
+            f"{target} gave a {type(obj).__name__}; expected a Topology or a TopologyBuilder"
+        )
+    return obj
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+@app.command()
+def build(
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="MODULE:FUNCTION",
+            help="A function returning a Topology or a TopologyBuilder "
+            "(the current directory is importable).",
+        ),
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write the YAML to this file instead of stdout."),
+    ] = None,
+) -> None:
+    """Build a topology from Python, check it, and print it as YAML."""
+    with user_errors():
+        topo = topology_from_target(target)
+        with _cwd_on_path():
+            check_topology(topo, search_paths=(Path.cwd(),), source=target)
+        text = topology_to_yaml(topo)
+        if output is None:
+            typer.echo(text, nl=False)
+            return
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"cannot write {output}: {exc.strerror or exc}") from exc
+        stderr_console().print(f"wrote {output}", markup=False)
+
+
+@app.command()
+def validate(
+    file: Annotated[Path, typer.Argument(help="A Topology resource (YAML).")],
+    classes: Annotated[
+        bool,
+        typer.Option(
+            "--classes/--no-classes",
+            help="Import each component class (from the file's directory) and check it.",
+        ),
+    ] = True,
+) -> None:
+    """Check a topology file: schema, graph, groupings and (by default) classes."""
+    with user_errors():
+        resolved = validate_file(file, resolve_classes=classes)
+    spec = resolved.topology.spec
+    typer.echo(
+        f"ok: {resolved.name} ({_count(len(spec.spouts), 'spout')}, "
+        f"{_count(len(spec.bolts), 'bolt')})"
+    )
+
+
+@app.command()
+def run(
+    file: Annotated[Path, typer.Argument(help="topology.yaml (apiVersion squall.io/v1alpha1, kind Topology)")],
+    nodes: Annotated[int, typer.Option(help="simulated supervisor nodes", min=1)] = 2,
+    slots: Annotated[int, typer.Option(help="worker slots per node", min=1)] = 2,
+    zookeeper: Annotated[str | None, typer.Option(help="HOST:PORT of an existing ZooKeeper (default: start an embedded one)")] = None,
+    duration: Annotated[float | None, typer.Option(help="stop after this many seconds (default: run until Ctrl-C)", min=0)] = None,
+    kill_wait: Annotated[float | None, typer.Option(help="seconds to let in-flight tuples finish on stop (default: killWaitSecs)", min=0)] = None,
+    summary_json: Annotated[Path | None, typer.Option(help="write per-component counts and latency percentiles here")] = None,
+    progress: Annotated[bool, typer.Option(help="show live progress")] = True,
+    log_level: Annotated[str, typer.Option(help="log level of the local cluster")] = "WARNING",
+) -> None:
+    """Run a topology on the local cluster (embedded ZooKeeper, simulated nodes, real workers)."""
+    import logging
+
+    from squall_operator.run import run_topology
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    with user_errors():
+        resolved = validate_file(file)
+        spec = resolved.topology.spec
+        if nodes * slots < spec.num_workers:
+            raise CliError(f"{file}: numWorkers {spec.num_workers} needs {spec.num_workers} slots; "
+                           f"--nodes {nodes} x --slots {slots} offers {nodes * slots}")
+        code = run_topology(
+            resolved,
+            search_paths=[str(file.resolve().parent)],
+            nodes=nodes,
+            slots=slots,
+            zookeeper=zookeeper,
+            duration=duration,
+            kill_wait=kill_wait,
+            summary_json=summary_json,
+            console=Console(),
+            progress=progress,
+        )
+    raise typer.Exit(code)

@@ -1,0 +1,294 @@
+"""Storm's EvenScheduler, with DefaultScheduler's repair of uneven topologies, as a pure function.
+
+Nimbus reads the cluster state, calls `schedule` on an in-memory snapshot, compares the result
+with what ZooKeeper holds (`diff_assignment`) and writes only what changed. The decision itself
+does no I/O and reads no clock, so every placement rule is tested with plain values.
+
+The rules, per topology and in the order the requests are given:
+
+1. A slot serves at most one topology. Before anything is placed, every topology's *usable*
+   current slots that hold a needed executor are reserved (at most ``min(num_workers,
+   executors)`` of them: a topology shrinking to fewer workers gives up the rest first), so a
+   topology early in the order never takes the slot a healthy topology later in the order
+   runs on. If two current assignments name the same slot, the topology earlier in the order
+   gets it.
+2. A current slot is usable when it still exists in the cluster and every needed executor on it
+   is alive. A slot with a dead executor is freed as a whole, alive executors included (Storm
+   frees the worker: executors of a worker share its heartbeat, so one dead executor means the
+   worker is in trouble). Such a slot is *suspect*: it is picked again, by any topology, only
+   when no other free slot is left. Executors the topology no longer needs are ignored here
+   and vanish from the result.
+3. The target is ``T = min(num_workers, executors needed, usable slots + free slots)``. A
+   topology whose needed executors all sit on usable slots, using exactly ``T`` slots, is
+   returned as it is: a healthy topology is never moved, even if its layout is uneven.
+4. Otherwise it gets ``T`` slots: its usable slots holding needed executors first (when it
+   holds more than ``T``, the fullest ones, spread across nodes), then its slots holding only
+   executors no longer needed, then free slots spread across nodes. Spreading is
+   Storm's sort-slots (interleave the nodes round-robin, the node with the most free slots
+   first, ties by name, ports ascending) extended to count the slots the topology already holds
+   on each node; suspect slots come after every other free slot.
+5. Executors are spread evenly: each slot gets ``n // T`` executors and ``n % T`` slots one
+   more. An executor stays on its current slot while that slot is chosen and below its share;
+   the others, in sorted order, go to the least-loaded slot (ties in the order of step 4).
+
+When slots are short, a topology gets what is there (all its executors on fewer workers, or
+nothing when there is no slot at all); a later call with more slots brings it to ``T``.
+
+Rebalance needs no flag: since every call converges to ``T`` evenly loaded slots, nimbus
+rebalances by calling `schedule` with the new ``num_workers`` and the new executor set. Storm
+frees all of the topology's slots and starts from scratch; Squall prefers the current slots and
+keeps executors where the new even layout allows, which saves worker restarts.
+
+A dead executor can land on its old slot again when that slot is the only one left; the
+assignment is then unchanged and the worker's supervisor (the kubelet, locally the local
+cluster) restarts it in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from squall.models.cluster import ExecutorId, WorkerSlot
+
+__all__ = [
+    "AssignmentDiff",
+    "ClusterSnapshot",
+    "SchedulingRequest",
+    "diff_assignment",
+    "schedule",
+]
+
+
+@dataclass(frozen=True)
+class SchedulingRequest:
+    """What one topology needs now, and where it runs."""
+
+    topology_id: str
+    # every executor the topology needs now
+    executors: tuple[ExecutorId, ...]
+    num_workers: int
+    # existing assignment; may name executors no longer needed, or slots that are gone
+    current: Mapping[ExecutorId, WorkerSlot] = field(default_factory=dict)
+    # executors whose heartbeats are fresh (or that are still launching)
+    alive: frozenset[ExecutorId] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.num_workers < 1:
+            raise ValueError(
+                f"topology {self.topology_id}: num_workers must be at least 1, "
+                f"got {self.num_workers}"
+            )
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """The slots the healthy nodes offer."""
+
+    # healthy node -> ports it offers
+    slots: Mapping[str, tuple[int, ...]]
+
+    def all_slots(self) -> frozenset[WorkerSlot]:
+        return frozenset(
+            WorkerSlot(node, port) for node, ports in self.slots.items() for port in ports
+        )
+
+
+@dataclass(frozen=True)
+class AssignmentDiff:
+    """How a new assignment differs from the old one, executor by executor."""
+
+    # executor -> its slot, for executors only in the new assignment
+    added: dict[ExecutorId, WorkerSlot]
+    # executor -> its old slot, for executors only in the old assignment
+    removed: dict[ExecutorId, WorkerSlot]
+    # executor -> (old slot, new slot)
+    moved: dict[ExecutorId, tuple[WorkerSlot, WorkerSlot]]
+    unchanged: frozenset[ExecutorId]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.removed or self.moved)
+
+
+def diff_assignment(
+    old: Mapping[ExecutorId, WorkerSlot], new: Mapping[ExecutorId, WorkerSlot]
+) -> AssignmentDiff:
+    """Compare two assignments; nimbus writes (and restamps start times) only when `changed`."""
+    added = {e: s for e, s in new.items() if e not in old}
+    removed = {e: s for e, s in old.items() if e not in new}
+    moved = {e: (old[e], s) for e, s in new.items() if e in old and old[e] != s}
+    unchanged = frozenset(e for e, s in new.items() if e in old and old[e] == s)
+    return AssignmentDiff(added=added, removed=removed, moved=moved, unchanged=unchanged)
+
+
+@dataclass(frozen=True)
+class _Current:
+    """One topology's current slots, sorted into usable and suspect (rules 1 and 2)."""
+
+    # usable slot -> the needed executors on it (possibly none)
+    usable: dict[WorkerSlot, list[ExecutorId]]
+    # existing slots freed because a needed executor on them is dead
+    suspect: frozenset[WorkerSlot]
+
+
+def schedule(
+    requests: Sequence[SchedulingRequest], cluster: ClusterSnapshot
+) -> dict[str, dict[ExecutorId, WorkerSlot]]:
+    """Place every requested topology's executors on the cluster's slots (see the module doc).
+
+    Returns topology id -> executor -> slot, for every request (an empty mapping when no slot
+    could be given).
+    """
+    ids = [r.topology_id for r in requests]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"duplicate topology ids in scheduling requests: {sorted(ids)}")
+    existing = cluster.all_slots()
+
+    claimed: set[WorkerSlot] = set()
+    currents: list[_Current] = []
+    for request in requests:
+        current = _sort_current(request, existing, claimed)
+        claimed.update(slot for slot, executors in current.usable.items() if executors)
+        currents.append(current)
+    suspect = frozenset(slot for c in currents for slot in c.suspect) - claimed
+
+    # `taken` holds the slots reserved or handed out so far. A usable slot holding only
+    # executors no longer needed is a preference, not a reservation: the topology gets it
+    # back only if no topology before it took it; if it does not use it, topologies later in
+    # the order may.
+    taken = set(claimed)
+    result: dict[str, dict[ExecutorId, WorkerSlot]] = {}
+    for request, current in zip(requests, currents):
+        usable = {s: ex for s, ex in current.usable.items() if ex or s not in taken}
+        free = existing - taken - set(usable)
+        placed = _schedule_topology(request, usable, free, suspect)
+        used = set(placed.values())
+        taken.difference_update(usable.keys() - used)
+        taken.update(used)
+        result[request.topology_id] = placed
+    return result
+
+
+def _sort_current(
+    request: SchedulingRequest, existing: frozenset[WorkerSlot], claimed: set[WorkerSlot]
+) -> _Current:
+    needed = set(request.executors)
+    on_slot: dict[WorkerSlot, list[ExecutorId]] = {}
+    for executor, slot in request.current.items():
+        executors = on_slot.setdefault(slot, [])
+        if executor in needed:
+            executors.append(executor)
+    usable: dict[WorkerSlot, list[ExecutorId]] = {}
+    suspect: set[WorkerSlot] = set()
+    for slot, executors in sorted(on_slot.items()):
+        if slot not in existing or slot in claimed:
+            continue
+        if all(e in request.alive for e in executors):
+            usable[slot] = sorted(executors)
+        else:
+            suspect.add(slot)
+    # a topology holding more slots than it may use (fewer workers now) gives up the surplus
+    # before any slot is handed out, so that topologies earlier in the order can have it
+    keep = _fullest(usable, min(request.num_workers, len(needed)))
+    usable = {slot: ex for slot, ex in usable.items() if not ex or slot in keep}
+    return _Current(usable=usable, suspect=frozenset(suspect))
+
+
+def _fullest(usable: Mapping[WorkerSlot, Sequence[ExecutorId]], count: int) -> list[WorkerSlot]:
+    """The usable slots holding needed executors, at most `count` of them: the fullest,
+    spread across nodes."""
+    held = [slot for slot, executors in usable.items() if executors]
+    if len(held) <= count:
+        return held
+    return _spread(held, count, {}, lambda s: (-len(usable[s]), s.port))
+
+
+def _schedule_topology(
+    request: SchedulingRequest,
+    usable: Mapping[WorkerSlot, Sequence[ExecutorId]],
+    free: frozenset[WorkerSlot],
+    suspect: frozenset[WorkerSlot],
+) -> dict[ExecutorId, WorkerSlot]:
+    """Rules 3 to 5 for one topology: `usable` maps its usable slots to the needed executors
+    on them, `free` holds the slots no topology has."""
+    needed = sorted(set(request.executors))
+    target = min(request.num_workers, len(needed), len(usable) + len(free))
+
+    kept = {e: slot for slot, executors in usable.items() for e in executors}
+    if len(kept) == len(needed) and len(set(kept.values())) == target:
+        return kept
+    if target == 0:
+        return {}
+
+    chosen = _fullest(usable, target)
+    # then slots that hold only executors no longer needed (a worker runs there already),
+    # then free slots, suspect ones last
+    empty = [slot for slot, executors in usable.items() if not executors]
+    for pool in (empty, free - suspect, free & suspect):
+        missing = target - len(chosen)
+        chosen += _spread(sorted(pool), missing, _node_load(chosen), lambda s: (s.port,))
+    return _distribute(needed, chosen, kept)
+
+
+def _node_load(slots: Iterable[WorkerSlot]) -> dict[str, int]:
+    load: dict[str, int] = {}
+    for slot in slots:
+        load[slot.node] = load.get(slot.node, 0) + 1
+    return load
+
+
+def _spread(
+    candidates: Iterable[WorkerSlot],
+    count: int,
+    node_load: Mapping[str, int],
+    rank: Callable[[WorkerSlot], tuple[int, ...]],
+) -> list[WorkerSlot]:
+    """Pick `count` slots across nodes: each pick from the node holding fewest picks so far
+    (`node_load` counts slots already held), then the node with most candidates left, then by
+    name; within a node by `rank`. With an empty `node_load` this is Storm's sort-slots."""
+    pools: dict[str, list[WorkerSlot]] = {}
+    for slot in candidates:
+        pools.setdefault(slot.node, []).append(slot)
+    for pool in pools.values():
+        pool.sort(key=rank)
+    load = dict(node_load)
+    picks: list[WorkerSlot] = []
+    while len(picks) < count and pools:
+        node = min(pools, key=lambda n: (load.get(n, 0), -len(pools[n]), n))
+        picks.append(pools[node].pop(0))
+        if not pools[node]:
+            del pools[node]
+        load[node] = load.get(node, 0) + 1
+    return picks
+
+
+def _distribute(
+    executors: Sequence[ExecutorId],
+    slots: Sequence[WorkerSlot],
+    kept: Mapping[ExecutorId, WorkerSlot],
+) -> dict[ExecutorId, WorkerSlot]:
+    """Spread `executors` evenly over `slots`, leaving executors on their kept slot while the
+    slot is below its share (rule 5)."""
+    share, extra = divmod(len(executors), len(slots))
+    order = {slot: i for i, slot in enumerate(slots)}
+    load = dict.fromkeys(slots, 0)
+    above = 0  # slots holding share + 1
+    placed: dict[ExecutorId, WorkerSlot] = {}
+    for executor in executors:
+        slot = kept.get(executor)
+        if slot is None or slot not in load:
+            continue
+        if load[slot] < share or (load[slot] == share and above < extra):
+            placed[executor] = slot
+            load[slot] += 1
+            if load[slot] == share + 1:
+                above += 1
+    # least-loaded first keeps every load within one of the others: loads are at most
+    # share + 1 here, and at most `extra` slots hold share + 1
+    for executor in executors:
+        if executor not in placed:
+            slot = min(slots, key=lambda s: (load[s], order[s]))
+            placed[executor] = slot
+            load[slot] += 1
+    return placed

@@ -1,0 +1,94 @@
+"""Errors a user can act on: what is wrong with a topology, and where.
+
+A `TopologyError` carries every problem found, not just the first, each pointing at a field of the
+resource in its own (camelCase) naming, so one run of `squall validate` shows everything to fix:
+
+    topology.yaml: spec.bolts[1].inputs[0].component: 'splitt' — unknown component (known: ...)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Iterable
+from typing import Any, Final
+
+__all__ = ["NO_VALUE", "Problem", "TopologyError", "format_value"]
+
+
+class _NoValue(enum.Enum):
+    """Marks a problem that has no offending value to show (a missing field, a YAML syntax error)."""
+
+    NO_VALUE = "NO_VALUE"
+
+    def __repr__(self) -> str:
+        return "NO_VALUE"
+
+
+NO_VALUE: Final = _NoValue.NO_VALUE
+
+_MAX_VALUE_CHARS = 80
+
+
+def format_value(value: object) -> str:
+    """A value as the user wrote it, near enough: YAML spellings for null and booleans, `repr`
+    for the rest, cut short when long."""
+    if isinstance(value, enum.Enum) and value is not NO_VALUE:
+        value = value.value
+    if value is None:
+        text = "null"
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    else:
+        text = repr(value)
+    if len(text) > _MAX_VALUE_CHARS:
+        text = text[: _MAX_VALUE_CHARS - 3] + "..."
+    return text
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a topology.
+
+    `path` names the field in the resource's own naming (`spec.bolts[1].inputs[0].component`);
+    it is "" for a problem with the document as a whole. `value` is the offending value, or
+    `NO_VALUE` when there is none to show (a missing field).
+    """
+
+    path: str
+    value: Any
+    message: str
+
+    def __str__(self) -> str:
+        head = self.path
+        if self.value is not NO_VALUE:
+            shown = format_value(self.value)
+            head = f"{head}: {shown}" if head else shown
+        return f"{head} — {self.message}" if head else self.message
+
+
+class TopologyError(ValueError):
+    """A topology that cannot run, with every problem found (in document order)."""
+
+    def __init__(self, problems: Iterable[Problem], source: str | None = None) -> None:
+        self.problems: list[Problem] = list(problems)
+        self.source: str | None = source
+        super().__init__(str(self))
+
+    def lines(self) -> list[str]:
+        """One line per problem, prefixed with the source file name when it is known."""
+        prefix = f"{self.source}: " if self.source else ""
+        return [f"{prefix}{problem}" for problem in self.problems]
+
+    def with_source(self, source: str | None) -> TopologyError:
+        """The same problems, attributed to `source` (a file name)."""
+        return TopologyError(self.problems, source)
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def __repr__(self) -> str:
+        return f"TopologyError({self.problems!r}, source={self.source!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TopologyError, (self.problems, self.source))

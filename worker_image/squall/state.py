@@ -1,0 +1,396 @@
+"""The cluster state in ZooKeeper (Storm's ``StormClusterState``), over kazoo.
+
+Nimbus, supervisors and workers never talk to each other directly about placement: nimbus writes
+what should run, workers write what is running, and each side reads and watches the other's
+nodes. This module is the one place that knows the node layout and the payload encoding, so the
+rest of Squall deals only in the pydantic models of ``squall.models.cluster``.
+
+Layout (``root`` defaults to ``/squall``; see docs/design.md, which is the contract)::
+
+    <root>/storms/<topo>                         StormBase          persistent
+    <root>/assignments/<topo>                    Assignment         persistent
+    <root>/workerbeats/<topo>/<node>-<port>      WorkerHeartbeat    persistent
+    <root>/endpoints/<topo>/<node>-<port>        Endpoint           ephemeral
+    <root>/errors/<topo>/<component>/e<seq>      ErrorInfo          persistent, sequential, last 10
+    <root>/supervisors/<node>                    SupervisorInfo     ephemeral
+
+Payloads are ``model_dump_json()`` bytes. A reader checks ``v`` first and raises
+``PayloadVersionError`` on a version it does not know rather than misreading it.
+
+Watches: every ``watch=`` argument takes a zero-argument callable. It is called once, on kazoo's
+event thread, after the next change of what the call read (data changed, node created or deleted,
+children added or removed), like Storm's state callbacks. It is a hint to read again (and pass the
+callback again to keep watching), never the new value; it may occasionally fire without a visible
+change, and it is lost if the ZooKeeper session expires, so callers also re-read periodically.
+Keep callbacks short (set an event, enqueue): they run on the thread that delivers all watches.
+A watch on a node that does not exist yet fires when it is created.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from typing import TypeVar
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.protocol.states import WatchedEvent
+from pydantic import BaseModel, ValidationError
+
+from squall.models.cluster import (
+    PAYLOAD_VERSION,
+    Assignment,
+    Endpoint,
+    ErrorInfo,
+    StormBase,
+    SupervisorInfo,
+    WorkerHeartbeat,
+    WorkerSlot,
+)
+
+__all__ = ["ClusterState", "PayloadVersionError", "StateError", "Watch", "connect", "MAX_ERRORS"]
+
+log = logging.getLogger(__name__)
+
+Watch = Callable[[], None]
+M = TypeVar("M", bound=BaseModel)
+
+MAX_ERRORS = 10
+STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS, SUPERVISORS = (
+    "storms",
+    "assignments",
+    "workerbeats",
+    "endpoints",
+    "errors",
+    "supervisors",
+)
+_SUBTREES = (STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS, SUPERVISORS)
+
+
+class StateError(Exception):
+    """A node holds something this version of Squall cannot read, or ZooKeeper is unreachable."""
+
+
+class PayloadVersionError(StateError):
+    """A payload carries a ``v`` this version of Squall does not know."""
+
+    def __init__(self, path: str, version: object) -> None:
+        super().__init__(
+            f"{path}: payload version {version!r} is not supported (this Squall reads "
+            f"v={PAYLOAD_VERSION}); was it written by a different Squall version?"
+        )
+        self.path = path
+        self.version = version
+
+
+def _name(kind: str, value: str) -> str:
+    if not value or "/" in value or value in (".", "..") or value == "zookeeper":
+        raise ValueError(f"invalid {kind} for a ZooKeeper node name: {value!r}")
+    return value
+
+
+def _encode(payload: BaseModel) -> bytes:
+    return payload.model_dump_json().encode("utf-8")
+
+
+def _decode(model: type[M], data: bytes, path: str) -> M:
+    try:
+        obj = json.loads(data)
+    except ValueError as exc:
+        raise StateError(f"{path}: not a JSON payload: {exc}") from None
+    if not isinstance(obj, dict):
+        raise StateError(f"{path}: payload is not a JSON object")
+    if obj.get("v") != PAYLOAD_VERSION:
+        raise PayloadVersionError(path, obj.get("v"))
+    try:
+        return model.model_validate(obj)
+    except ValidationError as exc:
+        raise StateError(f"{path}: invalid {model.__name__}: {exc}") from None
+
+
+def _wrap(watch: Watch | None) -> Callable[[WatchedEvent], None] | None:
+    if watch is None:
+        return None
+
+    def fire(_event: WatchedEvent) -> None:
+        try:
+            watch()
+        except Exception:
+            log.exception("cluster-state watch callback %r failed", watch)
+
+    return fire
+
+
+class ClusterState:
+    """Typed reads, writes and watches of Squall's ZooKeeper nodes.
+
+    ``client`` must be started; the object does not own it (``close()`` leaves it alone) unless
+    it was made by ``connect()``. The subtree roots are created on construction.
+    """
+
+    def __init__(self, client: KazooClient, root: str = "/squall", *, _owns_client: bool = False):
+        if not root.startswith("/") or root.endswith("/"):
+            raise ValueError(f"root must be an absolute ZooKeeper path, no trailing '/': {root!r}")
+        self.client = client
+        self.root = root
+        self._owns_client = _owns_client
+        for sub in _SUBTREES:
+            client.ensure_path(self._path(sub))
+
+    @classmethod
+    def connect(
+        cls,
+        hosts: str,
+        timeout: float = 15.0,
+        session_timeout: float = 10.0,
+        *,
+        root: str = "/squall",
+    ) -> ClusterState:
+        """Make and start a kazoo client for ``hosts`` ("h1:p1,h2:p2") and wrap it.
+
+        ``timeout``: seconds to wait for the first connection; ``session_timeout``: the session
+        timeout asked of the server (which clamps it to its min/max), after which ephemeral nodes
+        vanish. The client reconnects on its own after connection loss.
+        """
+        client = KazooClient(
+            hosts=hosts,
+            timeout=session_timeout,
+            connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 2.0},
+        )
+        try:
+            client.start(timeout=timeout)
+        except Exception as exc:
+            client.stop()
+            client.close()
+            raise StateError(f"cannot connect to ZooKeeper at {hosts} within {timeout}s") from exc
+        try:
+            return cls(client, root, _owns_client=True)
+        except BaseException:
+            client.stop()
+            client.close()
+            raise
+
+    def close(self) -> None:
+        """Stop and close the client if ``connect()`` made it (its ephemeral nodes go away)."""
+        if self._owns_client:
+            self._owns_client = False
+            self.client.stop()
+            self.client.close()
+
+    def __enter__(self) -> ClusterState:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- paths and generic node access ----------------------------------------------------
+
+    def _path(self, *parts: str) -> str:
+        return "/".join((self.root, *parts))
+
+    def _get(self, path: str, watch: Watch | None) -> bytes | None:
+        w = _wrap(watch)  # one function object, so kazoo registers it once per path
+        while True:
+            try:
+                data, _ = self.client.get(path, watch=w)
+                return bytes(data)
+            except NoNodeError:
+                if w is None or self.client.exists(path, watch=w) is None:
+                    return None
+                # created between get and exists: read it
+
+    def _children(self, path: str, watch: Watch | None) -> list[str]:
+        w = _wrap(watch)
+        while True:
+            try:
+                return sorted(self.client.get_children(path, watch=w))
+            except NoNodeError:
+                if w is None or self.client.exists(path, watch=w) is None:
+                    return []
+
+    def _read(self, model: type[M], path: str, watch: Watch | None = None) -> M | None:
+        data = self._get(path, watch)
+        return None if data is None else _decode(model, data, path)
+
+    def _read_children(self, model: type[M], path: str, watch: Watch | None) -> dict[str, M]:
+        out: dict[str, M] = {}
+        for child in self._children(path, watch):
+            value = self._read(model, f"{path}/{child}")
+            if value is not None:  # deleted since listed
+                out[child] = value
+        return out
+
+    def _put(self, path: str, data: bytes) -> None:
+        """Create-or-set a persistent node (parents made as needed)."""
+        while True:
+            try:
+                self.client.set(path, data)
+                return
+            except NoNodeError:
+                try:
+                    self.client.create(path, data, makepath=True)
+                    return
+                except NodeExistsError:
+                    continue
+
+    def _put_ephemeral(self, path: str, data: bytes) -> None:
+        """Create an ephemeral node owned by this session, replacing one left by another session
+        (or with other data) in one transaction so that children watchers see a single change."""
+        while True:
+            stat = self.client.exists(path)
+            if stat is None:
+                try:
+                    self.client.create(path, data, ephemeral=True, makepath=True)
+                    return
+                except NodeExistsError:
+                    continue
+            if stat.ephemeralOwner == self.client.client_id[0]:
+                current = self._get(path, None)
+                if current == data:
+                    return
+            tx = self.client.transaction()
+            tx.delete(path, version=stat.version)
+            tx.create(path, data, ephemeral=True)
+            if not any(isinstance(r, Exception) for r in tx.commit()):
+                return
+
+    def _delete(self, path: str, recursive: bool = False) -> None:
+        for _ in range(5):
+            try:
+                self.client.delete(path, recursive=recursive)
+                return
+            except NoNodeError:
+                return
+            except NotEmptyError:  # a child appeared during a recursive delete: go again
+                continue
+        self.client.delete(path, recursive=recursive)
+
+    # --- storms ---------------------------------------------------------------------------
+
+    def set_storm(self, topo: str, base: StormBase) -> None:
+        self._put(self._path(STORMS, _name("topology id", topo)), _encode(base))
+
+    def get_storm(self, topo: str, watch: Watch | None = None) -> StormBase | None:
+        return self._read(StormBase, self._path(STORMS, _name("topology id", topo)), watch)
+
+    def remove_storm(self, topo: str) -> None:
+        self._delete(self._path(STORMS, _name("topology id", topo)))
+
+    def storm_ids(self, watch: Watch | None = None) -> list[str]:
+        return self._children(self._path(STORMS), watch)
+
+    # --- assignments ----------------------------------------------------------------------
+
+    def set_assignment(self, topo: str, assignment: Assignment) -> bool:
+        """Write the assignment unless the stored one is equal; return whether it wrote.
+
+        Skipping unchanged writes keeps workers' watches quiet. A stored payload that cannot be
+        read (unknown version, garbage) is overwritten: nimbus owns this node.
+        """
+        path = self._path(ASSIGNMENTS, _name("topology id", topo))
+        try:
+            if self._read(Assignment, path) == assignment:
+                return False
+        except StateError:
+            log.warning("overwriting unreadable assignment at %s", path)
+        self._put(path, _encode(assignment))
+        return True
+
+    def get_assignment(self, topo: str, watch: Watch | None = None) -> Assignment | None:
+        return self._read(Assignment, self._path(ASSIGNMENTS, _name("topology id", topo)), watch)
+
+    def assignment_ids(self, watch: Watch | None = None) -> list[str]:
+        return self._children(self._path(ASSIGNMENTS), watch)
+
+    def remove_assignment(self, topo: str) -> None:
+        self._delete(self._path(ASSIGNMENTS, _name("topology id", topo)))
+
+    # --- worker heartbeats ----------------------------------------------------------------
+
+    def worker_heartbeat(self, topo: str, slot: WorkerSlot, beat: WorkerHeartbeat) -> None:
+        self._put(self._path(WORKERBEATS, _name("topology id", topo), slot.key()), _encode(beat))
+
+    def get_worker_heartbeats(self, topo: str) -> dict[WorkerSlot, WorkerHeartbeat]:
+        path = self._path(WORKERBEATS, _name("topology id", topo))
+        beats = self._read_children(WorkerHeartbeat, path, None)
+        return {WorkerSlot.from_key(k): v for k, v in beats.items()}
+
+    def remove_worker_heartbeat(self, topo: str, slot: WorkerSlot) -> None:
+        self._delete(self._path(WORKERBEATS, _name("topology id", topo), slot.key()))
+
+    # --- endpoints ------------------------------------------------------------------------
+
+    def register_endpoint(self, topo: str, slot: WorkerSlot, endpoint: Endpoint) -> None:
+        """Ephemeral: vanishes when this client's session ends; replaces a stale registration."""
+        path = self._path(ENDPOINTS, _name("topology id", topo), slot.key())
+        self._put_ephemeral(path, _encode(endpoint))
+
+    def get_endpoints(self, topo: str, watch: Watch | None = None) -> dict[WorkerSlot, Endpoint]:
+        """Endpoints of the topology's workers; ``watch`` fires when one is added or removed
+        (a re-registration is a remove and an add)."""
+        path = self._path(ENDPOINTS, _name("topology id", topo))
+        found = self._read_children(Endpoint, path, watch)
+        return {WorkerSlot.from_key(k): v for k, v in found.items()}
+
+    def remove_endpoint(self, topo: str, slot: WorkerSlot) -> None:
+        self._delete(self._path(ENDPOINTS, _name("topology id", topo), slot.key()))
+
+    # --- errors ---------------------------------------------------------------------------
+
+    def report_error(self, topo: str, component: str, error: ErrorInfo) -> None:
+        """Append an error; only the newest ``MAX_ERRORS`` of a component are kept."""
+        path = self._path(ERRORS, _name("topology id", topo), _name("component", component))
+        self.client.create(f"{path}/e", _encode(error), sequence=True, makepath=True)
+        # sequence suffixes are zero-padded, so name order is creation order
+        for old in sorted(self.client.get_children(path))[:-MAX_ERRORS]:
+            self._delete(f"{path}/{old}")
+
+    def errors(self, topo: str, component: str) -> list[ErrorInfo]:
+        """The component's kept errors, oldest first (newest last)."""
+        path = self._path(ERRORS, _name("topology id", topo), _name("component", component))
+        return list(self._read_children(ErrorInfo, path, None).values())
+
+    def last_error(self, topo: str, component: str) -> ErrorInfo | None:
+        path = self._path(ERRORS, _name("topology id", topo), _name("component", component))
+        for child in reversed(self._children(path, None)):
+            error = self._read(ErrorInfo, f"{path}/{child}")
+            if error is not None:
+                return error
+        return None
+
+    # --- supervisors ----------------------------------------------------------------------
+
+    def register_supervisor(self, node: str, info: SupervisorInfo) -> None:
+        """Ephemeral: vanishes when this client's session ends; replaces a stale registration."""
+        self._put_ephemeral(self._path(SUPERVISORS, _name("node", node)), _encode(info))
+
+    def supervisors(self, watch: Watch | None = None) -> dict[str, SupervisorInfo]:
+        return self._read_children(SupervisorInfo, self._path(SUPERVISORS), watch)
+
+    def remove_supervisor(self, node: str) -> None:
+        self._delete(self._path(SUPERVISORS, _name("node", node)))
+
+    # --- whole topologies -----------------------------------------------------------------
+
+    def topologies_with_state(self) -> set[str]:
+        """Every topology id with any node (storm, assignment, beats, endpoints, errors): what
+        nimbus compares with ``storm_ids()`` to clean up leftovers."""
+        ids: set[str] = set()
+        for sub in (STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS):
+            ids.update(self._children(self._path(sub), None))
+        return ids
+
+    def teardown_topology(self, topo: str) -> None:
+        """Remove every node of the topology; missing nodes are fine."""
+        topo = _name("topology id", topo)
+        for sub in (STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS):
+            self._delete(self._path(sub, topo), recursive=True)
+
+
+def connect(
+    hosts: str, timeout: float = 15.0, session_timeout: float = 10.0, *, root: str = "/squall"
+) -> ClusterState:
+    """``ClusterState.connect``: a started client on ``hosts``, owned by the returned state."""
+    return ClusterState.connect(hosts, root=root, timeout=timeout, session_timeout=session_timeout)

@@ -1,0 +1,767 @@
+"""Reading and checking a `Topology` resource.
+
+Two steps, both reporting every problem at once as a `TopologyError`:
+
+- `parse_topology` / `load_topology`: YAML -> `Topology`. What a CRD's OpenAPI schema can also
+  check (types, bounds, patterns) fails here, with pydantic's errors turned into messages in the
+  resource's own camelCase naming (`spec.bolts[0].parallelism: 0 — must be >= 1`).
+- `check_topology`: what needs the whole graph or an import: names, subscriptions, streams,
+  groupings, and (optionally) the component classes themselves. Its result, `ResolvedTopology`,
+  carries the imported classes and every component's declared output streams.
+
+Pure: imports only the standard library, pydantic, yaml and squall's models and errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import re
+import sys
+import types
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Union, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from squall.errors import NO_VALUE, Problem, TopologyError
+from squall.models.v1alpha1 import (
+    API_VERSION,
+    CLASS_PATH,
+    DNS_LABEL,
+    KIND,
+    STREAM_NAME,
+    BoltSpec,
+    ComponentSpec,
+    Grouping,
+    InputSpec,
+    StreamSpec,
+    Topology,
+)
+
+__all__ = [
+    "DEFAULT_STREAM",
+    "RESERVED_PREFIX",
+    "ResolvedTopology",
+    "check_topology",
+    "declared_streams",
+    "load_topology",
+    "normalize_outputs",
+    "parse_topology",
+    "resolve_class",
+    "validate_file",
+]
+
+DEFAULT_STREAM = "default"
+# Component and stream names starting with this are Squall's own (`__acker`, `__system`, `__tick`).
+RESERVED_PREFIX = "__"
+_FIELD_GROUPINGS = frozenset({Grouping.FIELDS, Grouping.PARTIAL_KEY})
+
+
+# --------------------------------------------------------------------------------------------
+# YAML -> Topology
+# --------------------------------------------------------------------------------------------
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe YAML that refuses a key given twice in one mapping (PyYAML keeps the last silently)."""
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            duplicate = key in seen
+            seen.add(key)
+        except TypeError:  # an unhashable key: let the stock constructor report it
+            continue
+        if duplicate:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+    return loader.construct_mapping(node, deep=True)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> Problem:
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = exc.problem or "invalid YAML"
+        if exc.context:
+            what = f"{what} ({exc.context})"
+        return Problem(where, NO_VALUE, f"invalid YAML: {what}")
+    return Problem("", NO_VALUE, f"invalid YAML: {exc}")
+
+
+def parse_topology(data: Mapping[str, Any] | str | bytes, source: str = "<string>") -> Topology:
+    """A `Topology` from YAML text or an already-parsed mapping.
+
+    Raises `TopologyError` listing every problem: a YAML syntax error, a wrong `apiVersion` or
+    `kind`, and every schema violation, with paths in the resource's camelCase naming. `source`
+    (a file name) prefixes each problem line; the default "<string>" means none.
+    """
+    src = None if source == "<string>" else source
+    if isinstance(data, (str, bytes)):
+        try:
+            data = yaml.load(data, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+        except yaml.YAMLError as exc:
+            raise TopologyError([_yaml_problem(exc)], src) from None
+    if data is None:
+        raise TopologyError(
+            [Problem("", NO_VALUE, "the document is empty; expected a Topology resource")], src
+        )
+    if not isinstance(data, Mapping):
+        raise TopologyError(
+            [Problem("", data, "expected a mapping (a Topology resource), not a "
+                     f"{_yaml_type(data)}")],
+            src,
+        )
+    header = _header_problems(data)
+    if header:  # not a Squall topology at all: the rest would only be noise
+        raise TopologyError(header, src)
+    try:
+        return Topology.model_validate(dict(data))
+    except ValidationError as exc:
+        raise TopologyError([_problem_from_pydantic(e) for e in exc.errors()], src) from None
+
+
+def load_topology(path: str | Path) -> Topology:
+    """`parse_topology` on a file; problems are prefixed with the path as given."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise TopologyError([Problem("", NO_VALUE, f"cannot read the file: {reason}")], source)
+    except UnicodeDecodeError as exc:
+        raise TopologyError([Problem("", NO_VALUE, f"not UTF-8 text: {exc}")], source) from None
+    return parse_topology(text, source=source)
+
+
+def _yaml_type(value: object) -> str:
+    if isinstance(value, (list, tuple)):
+        return "list"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return type(value).__name__
+
+
+def _header_problems(data: Mapping[str, Any]) -> list[Problem]:
+    problems = []
+    if "apiVersion" in data and data["apiVersion"] != API_VERSION:
+        problems.append(
+            Problem(
+                "apiVersion",
+                data["apiVersion"],
+                f"unsupported apiVersion; this Squall reads '{API_VERSION}'",
+            )
+        )
+    if "kind" in data and data["kind"] != KIND:
+        problems.append(
+            Problem("kind", data["kind"], f"not a Squall topology; expected kind '{KIND}'")
+        )
+    return problems
+
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _format_loc(loc: Sequence[int | str]) -> str:
+    out = ""
+    for item in loc:
+        if isinstance(item, int):
+            out += f"[{item}]"
+        elif _IDENTIFIER.match(item):
+            out += f".{item}" if out else item
+        else:
+            out += f"[{item!r}]"
+    return out
+
+
+_PATTERN_MESSAGES = {
+    DNS_LABEL: "must be a DNS label (lowercase letters, digits, '-'; starting and ending with a "
+    "letter or digit; at most 63 characters)",
+    CLASS_PATH: "must be a class path 'module:Class' (for example 'wordcount.bolts:SplitBolt')",
+    STREAM_NAME: "must be a stream name (a letter or '_', then letters, digits, '_', '.', '-')",
+}
+
+_TYPE_MESSAGES = {
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be an integer",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "string_type": "must be a string",
+    "list_type": "must be a list",
+    "dict_type": "must be a mapping",
+    "model_type": "must be a mapping",
+    "model_attributes_type": "must be a mapping",
+}
+
+
+def _problem_from_pydantic(err: Mapping[str, Any]) -> Problem:
+    loc: tuple[int | str, ...] = tuple(err["loc"])
+    kind: str = err["type"]
+    ctx: Mapping[str, Any] = err.get("ctx") or {}
+    value: Any = err.get("input", NO_VALUE)
+    path = _format_loc(loc)
+    last = loc[-1] if loc else None
+
+    if kind == "missing":
+        return Problem(path, NO_VALUE, "required field missing")
+    if kind == "extra_forbidden":
+        if len(loc) == 4 and loc[:2] == ("spec", "spouts") and last == "inputs":
+            return Problem(
+                path, value, "spouts take no inputs; only bolts subscribe to streams"
+            )
+        return Problem(path, value, "unknown field" + _did_you_mean(loc))
+    if kind == "string_pattern_mismatch":
+        pattern = str(ctx.get("pattern"))
+        message = _PATTERN_MESSAGES.get(pattern, f"must match the pattern {pattern}")
+        return Problem(path, value, message)
+    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        bound, op = {
+            "greater_than_equal": ("ge", ">="),
+            "greater_than": ("gt", ">"),
+            "less_than_equal": ("le", "<="),
+            "less_than": ("lt", "<"),
+        }[kind]
+        return Problem(path, value, f"must be {op} {ctx.get(bound)}")
+    if kind == "too_short":
+        if loc == ("spec", "spouts"):
+            return Problem(path, value, "a topology needs at least one spout")
+        n = ctx.get("min_length")
+        return Problem(path, value, f"must have at least {n} item{'s' if n != 1 else ''}")
+    if kind == "string_too_long":
+        return Problem(path, value, f"must be at most {ctx.get('max_length')} characters")
+    if kind == "enum" and last == "grouping":
+        known = ", ".join(g.value for g in Grouping)
+        return Problem(path, value, f"unknown grouping (one of: {known})")
+    if kind == "enum":
+        return Problem(path, value, f"must be one of {ctx.get('expected')}")
+    if kind == "literal_error":
+        return Problem(path, value, f"must be {ctx.get('expected')}")
+    if kind == "list_type" and last == "outputs":
+        return Problem(
+            path,
+            value,
+            "must be a list of streams, for example [{stream: default, fields: [word]}]",
+        )
+    if kind in _TYPE_MESSAGES:
+        return Problem(path, value, _TYPE_MESSAGES[kind])
+    message = str(err.get("msg", kind))
+    message = message.replace("Input should be", "must be").replace("Value error, ", "")
+    return Problem(path, value, message[:1].lower() + message[1:])
+
+
+def _did_you_mean(loc: Sequence[int | str]) -> str:
+    key = loc[-1] if loc else None
+    model = _model_at(loc[:-1])
+    if model is None or not isinstance(key, str):
+        return ""
+    names = [f.alias or name for name, f in model.model_fields.items()]
+    close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _unwrap_optional(tp: Any) -> Any:
+    if get_origin(tp) in (Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+def _model_at(loc: Sequence[int | str]) -> type[BaseModel] | None:
+    """The model class of the object at `loc` inside a Topology, if the path leads to one."""
+    tp: Any = Topology
+    for item in loc:
+        tp = _unwrap_optional(tp)
+        if isinstance(item, int):
+            if get_origin(tp) is not list:
+                return None
+            tp = get_args(tp)[0]
+        elif isinstance(tp, type) and issubclass(tp, BaseModel):
+            for name, field in tp.model_fields.items():
+                if item in (name, field.alias):
+                    tp = field.annotation
+                    break
+            else:
+                return None
+        else:
+            return None
+    tp = _unwrap_optional(tp)
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+
+
+# --------------------------------------------------------------------------------------------
+# Output streams
+# --------------------------------------------------------------------------------------------
+
+
+def normalize_outputs(declaration: object) -> list[StreamSpec]:
+    """Output streams from a declaration in any of the accepted forms.
+
+    - `None`, or an empty list or dict: no streams;
+    - a list of field names: the "default" stream with those fields;
+    - a dict stream name -> list of field names (or -> `StreamSpec`, or -> a mapping with
+      `fields` and `direct`): one stream per entry;
+    - a list of `StreamSpec` (or of mappings shaped like one).
+
+    Raises `ValueError` (or `TypeError`) saying what is wrong with any other shape.
+    """
+    if declaration is None:
+        return []
+    if isinstance(declaration, (str, bytes)):
+        raise TypeError(
+            f"outputs must be a list of field names or a dict stream -> fields, "
+            f"not the string {declaration!r}"
+        )
+    try:
+        if isinstance(declaration, Mapping):
+            return [_stream_entry(name, entry) for name, entry in declaration.items()]
+        if not isinstance(declaration, (list, tuple)):
+            raise TypeError(
+                "outputs must be a list of field names or a dict stream -> fields, "
+                f"not {type(declaration).__name__}"
+            )
+        items = list(declaration)
+        if not items:
+            return []
+        if all(isinstance(i, str) for i in items):
+            return [StreamSpec(stream=DEFAULT_STREAM, fields=items)]
+        if all(isinstance(i, (StreamSpec, Mapping)) for i in items):
+            return [i if isinstance(i, StreamSpec) else StreamSpec.model_validate(i) for i in items]
+        raise TypeError(
+            "outputs must be a list of field names (all strings) or a list of streams, "
+            f"not {declaration!r}"
+        )
+    except ValidationError as exc:
+        raise ValueError(
+            "; ".join(str(_problem_from_pydantic(e)) for e in exc.errors())
+        ) from None
+
+
+def _stream_entry(name: object, entry: object) -> StreamSpec:
+    if not isinstance(name, str):
+        raise TypeError(f"stream names must be strings, not {name!r}")
+    if isinstance(entry, StreamSpec):
+        return entry if entry.stream == name else entry.model_copy(update={"stream": name})
+    if isinstance(entry, Mapping):
+        return StreamSpec.model_validate({**entry, "stream": name})
+    if isinstance(entry, (list, tuple)) and all(isinstance(f, str) for f in entry):
+        return StreamSpec(stream=name, fields=list(entry))
+    raise TypeError(f"stream {name!r}: expected a list of field names, not {entry!r}")
+
+
+def declared_streams(
+    component: ComponentSpec, cls: type | None = None
+) -> dict[str, StreamSpec]:
+    """Every output stream a component declares, by name.
+
+    The class's `outputs` attribute first (if a class is given), then the spec's `outputs`, a
+    spec stream replacing the class's stream of the same name. Raises `ValueError`/`TypeError`
+    for a malformed class declaration.
+    """
+    streams: dict[str, StreamSpec] = {}
+    if cls is not None:
+        for stream in normalize_outputs(getattr(cls, "outputs", None)):
+            streams[stream.stream] = stream
+    for stream in component.outputs or ():
+        streams[stream.stream] = stream
+    return streams
+
+
+# --------------------------------------------------------------------------------------------
+# Class resolution
+# --------------------------------------------------------------------------------------------
+
+
+class _ResolveError(Exception):
+    pass
+
+
+@contextmanager
+def _on_sys_path(paths: Iterable[str | Path]) -> Iterator[None]:
+    added: list[str] = []
+    for p in paths:
+        entry = str(Path(p).resolve())
+        if entry not in sys.path and entry not in added:
+            added.append(entry)
+    sys.path[0:0] = added
+    if added:
+        importlib.invalidate_caches()
+    try:
+        yield
+    finally:
+        for entry in added:
+            try:
+                sys.path.remove(entry)
+            except ValueError:
+                pass
+
+
+def _import_path(class_path: str) -> object:
+    module_name, sep, attr = class_path.partition(":")
+    if not sep or not module_name or not attr:
+        raise _ResolveError("must be a class path 'module:Class'")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise _ResolveError(f"cannot import module '{module_name}': {exc}") from exc
+    except Exception as exc:  # the module itself failed: a SyntaxError, an exception at import
+        raise _ResolveError(
+            f"importing module '{module_name}' failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    obj: object = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise _ResolveError(f"module '{module_name}' has no attribute '{attr}'") from None
+    return obj
+
+
+def resolve_class(
+    class_path: str, role: str | None = None, *, search_paths: Iterable[str | Path] = ()
+) -> type:
+    """Import `module:Class`, with `search_paths` on `sys.path` for the duration.
+
+    `role` is "spout" (the class must have `next_tuple`), "bolt" (it must have `execute`),
+    "custom grouping" (it must have `choose_tasks`) or None (any class). Raises `ImportError`
+    with a message fit for a user.
+    """
+    with _on_sys_path(search_paths):
+        try:
+            return _resolve(class_path, role)
+        except _ResolveError as exc:
+            raise ImportError(str(exc)) from exc.__cause__
+
+
+# What each kind of class must have (duck typing: no base class required).
+_ROLE_METHOD = {"spout": "next_tuple", "bolt": "execute", "custom grouping": "choose_tasks"}
+
+
+def _resolve(class_path: str, role: str | None) -> type:
+    obj = _import_path(class_path)
+    if not isinstance(obj, type):
+        raise _ResolveError(f"'{class_path}' is not a class (it is a {type(obj).__name__})")
+    if role is not None:
+        method = _ROLE_METHOD[role]
+        if not callable(getattr(obj, method, None)):
+            hint = ""
+            for other, other_method in _ROLE_METHOD.items():
+                if other != role and callable(getattr(obj, other_method, None)):
+                    hint = f"; it looks like a {other}"
+            raise _ResolveError(
+                f"not a {role}: {obj.__name__} has no {method}() method{hint}"
+            )
+    return obj
+
+
+# --------------------------------------------------------------------------------------------
+# The whole-graph check
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedTopology:
+    """A topology that passed `check_topology`.
+
+    `classes`: component name -> its imported class (empty when classes were not resolved).
+    `streams`: component name -> stream name -> `StreamSpec`, every declared output stream after
+    merging the class's and the spec's declarations (the spec's alone when classes were not
+    resolved).
+    """
+
+    topology: Topology
+    classes: dict[str, type]
+    streams: dict[str, dict[str, StreamSpec]]
+
+    @property
+    def name(self) -> str:
+        return self.topology.name
+
+    @property
+    def components(self) -> dict[str, ComponentSpec]:
+        return {c.name: c for c in self.topology.spec.components}
+
+
+def check_topology(
+    topo: Topology,
+    *,
+    resolve_classes: bool = True,
+    search_paths: Iterable[str | Path] = (),
+    source: str | None = None,
+) -> ResolvedTopology:
+    """Check what the schema cannot: the graph, the groupings and the component classes.
+
+    Raises `TopologyError` with every problem found (prefixed with `source` when given). With
+    `resolve_classes`, each `class` (and each custom grouping's `customClass`) is imported with
+    `search_paths` (typically the directory holding the topology file) put on `sys.path` first.
+    """
+    with _on_sys_path(search_paths if resolve_classes else ()):
+        return _Checker(topo, resolve_classes).run(source)
+
+
+class _Checker:
+    def __init__(self, topo: Topology, resolve_classes: bool) -> None:
+        self.topo = topo
+        self.resolve = resolve_classes
+        self.problems: list[Problem] = []
+        self.specs: dict[str, ComponentSpec] = {}
+        self.classes: dict[str, type] = {}
+        self.streams: dict[str, dict[str, StreamSpec]] = {}
+        # Components whose declared streams are fully known: their class resolved. For the
+        # others only the spec's streams are known, so a missing stream is not an error.
+        self.complete: set[str] = set()
+
+    def add(self, path: str, value: object, message: str) -> None:
+        self.problems.append(Problem(path, value, message))
+
+    def run(self, source: str | None) -> ResolvedTopology:
+        spec = self.topo.spec
+        first_use: dict[str, str] = {}
+        located: list[tuple[str, ComponentSpec, str]] = [
+            *((f"spec.spouts[{i}]", s, "spout") for i, s in enumerate(spec.spouts)),
+            *((f"spec.bolts[{i}]", b, "bolt") for i, b in enumerate(spec.bolts)),
+        ]
+        for base, component, role in located:
+            self.check_component(base, component, role, first_use)
+        for i, bolt in enumerate(spec.bolts):
+            self.check_inputs(f"spec.bolts[{i}]", bolt)
+        if self.problems:
+            raise TopologyError(self.problems, source)
+        return ResolvedTopology(self.topo, self.classes, self.streams)
+
+    # -- components ---------------------------------------------------------------------------
+
+    def check_component(
+        self, base: str, component: ComponentSpec, role: str, first_use: dict[str, str]
+    ) -> None:
+        name = component.name
+        if name.startswith(RESERVED_PREFIX):
+            self.add(
+                f"{base}.name",
+                name,
+                f"names starting with '{RESERVED_PREFIX}' are reserved for system components",
+            )
+        elif name in first_use:
+            self.add(
+                f"{base}.name",
+                name,
+                f"duplicate component name (first used at {first_use[name]}); "
+                "spouts and bolts share one namespace",
+            )
+        else:
+            first_use[name] = f"{base}.name"
+            self.specs[name] = component
+
+        if component.num_tasks is not None and component.parallelism > component.num_tasks:
+            self.add(
+                f"{base}.numTasks",
+                component.num_tasks,
+                f"parallelism {component.parallelism} > numTasks {component.num_tasks}; "
+                "every executor needs at least one task",
+            )
+
+        self.check_spec_outputs(base, component)
+
+        cls: type | None = None
+        if self.resolve:
+            try:
+                cls = _resolve(component.class_name, role)
+            except _ResolveError as exc:
+                self.add(f"{base}.class", component.class_name, str(exc))
+        if name not in self.specs or self.specs[name] is not component:
+            return  # a duplicate or reserved name: its streams would shadow the first one's
+        try:
+            streams = declared_streams(component, cls)
+        except (TypeError, ValueError) as exc:
+            self.add(f"{base}.class", component.class_name, f"invalid outputs declaration: {exc}")
+            streams = declared_streams(component, None)
+            cls = None
+        if cls is not None:
+            self.classes[name] = cls
+            self.complete.add(name)
+            self.check_class_outputs(base, component, cls)
+        self.streams[name] = streams
+
+    def check_spec_outputs(self, base: str, component: ComponentSpec) -> None:
+        seen: set[str] = set()
+        for k, stream in enumerate(component.outputs or ()):
+            path = f"{base}.outputs[{k}]"
+            if stream.stream.startswith(RESERVED_PREFIX):
+                self.add(
+                    f"{path}.stream",
+                    stream.stream,
+                    f"stream names starting with '{RESERVED_PREFIX}' are reserved for system "
+                    "streams",
+                )
+            elif stream.stream in seen:
+                self.add(f"{path}.stream", stream.stream, "stream declared twice")
+            seen.add(stream.stream)
+            self.check_fields_unique(path, stream)
+
+    def check_class_outputs(self, base: str, component: ComponentSpec, cls: type) -> None:
+        overridden = {s.stream for s in component.outputs or ()}
+        for stream in normalize_outputs(getattr(cls, "outputs", None)):
+            if stream.stream in overridden:
+                continue
+            where = f"{base}.class"
+            if stream.stream.startswith(RESERVED_PREFIX):
+                self.add(
+                    where,
+                    component.class_name,
+                    f"declares stream '{stream.stream}'; stream names starting with "
+                    f"'{RESERVED_PREFIX}' are reserved for system streams",
+                )
+            dupes = _duplicates(stream.fields)
+            if dupes:
+                self.add(
+                    where,
+                    component.class_name,
+                    f"stream '{stream.stream}' declares field(s) twice: {', '.join(dupes)}",
+                )
+
+    def check_fields_unique(self, path: str, stream: StreamSpec) -> None:
+        seen: set[str] = set()
+        for m, field in enumerate(stream.fields):
+            if field in seen:
+                self.add(f"{path}.fields[{m}]", field, f"field declared twice in stream "
+                         f"'{stream.stream}'")
+            seen.add(field)
+
+    # -- inputs -------------------------------------------------------------------------------
+
+    def check_inputs(self, base: str, bolt: BoltSpec) -> None:
+        subscribed: dict[tuple[str, str], int] = {}
+        for j, inp in enumerate(bolt.inputs):
+            path = f"{base}.inputs[{j}]"
+            self.check_grouping_args(path, inp)
+            if inp.component not in self.specs:
+                known = ", ".join(sorted(self.specs)) or "none"
+                self.add(f"{path}.component", inp.component, f"unknown component (known: {known})")
+                continue
+            key = (inp.component, inp.stream)
+            if key in subscribed:
+                self.add(
+                    f"{path}.stream",
+                    inp.stream,
+                    f"'{bolt.name}' already subscribes to stream '{inp.stream}' of "
+                    f"'{inp.component}' (inputs[{subscribed[key]}]); subscribe once per stream",
+                )
+                continue
+            subscribed[key] = j
+            self.check_stream(path, inp)
+
+    def check_grouping_args(self, path: str, inp: InputSpec) -> None:
+        grouping = inp.grouping
+        if grouping in _FIELD_GROUPINGS:
+            if not inp.fields:
+                self.add(
+                    f"{path}.fields",
+                    inp.fields,
+                    f"{grouping.value} grouping needs fields (the fields to group by)",
+                )
+        elif inp.fields is not None:
+            self.add(
+                f"{path}.fields",
+                inp.fields,
+                f"{grouping.value} grouping takes no fields; only fields and partialKey "
+                "groupings do",
+            )
+        if grouping is Grouping.CUSTOM:
+            if inp.custom_class is None:
+                self.add(
+                    f"{path}.customClass",
+                    NO_VALUE,
+                    "custom grouping needs customClass ('module:Class')",
+                )
+            elif self.resolve:
+                try:
+                    _resolve(inp.custom_class, "custom grouping")
+                except _ResolveError as exc:
+                    self.add(f"{path}.customClass", inp.custom_class, str(exc))
+        elif inp.custom_class is not None:
+            self.add(
+                f"{path}.customClass",
+                inp.custom_class,
+                f"only custom grouping takes customClass (this input's grouping is "
+                f"{grouping.value})",
+            )
+
+    def check_stream(self, path: str, inp: InputSpec) -> None:
+        source = inp.component
+        streams = self.streams.get(source, {})
+        stream = streams.get(inp.stream)
+        if stream is None:
+            if source in self.complete:
+                declared = ", ".join(sorted(streams))
+                what = f"declared: {declared}" if declared else "it declares no output streams"
+                self.add(
+                    f"{path}.stream",
+                    inp.stream,
+                    f"'{source}' declares no stream '{inp.stream}' ({what})",
+                )
+            return
+        if inp.grouping in _FIELD_GROUPINGS and inp.fields:
+            for k, field in enumerate(inp.fields):
+                if field not in stream.fields:
+                    available = ", ".join(stream.fields) or "none"
+                    self.add(
+                        f"{path}.fields[{k}]",
+                        field,
+                        f"stream '{inp.stream}' of '{source}' has no field '{field}' "
+                        f"(fields: {available})",
+                    )
+        if inp.grouping is Grouping.DIRECT and not stream.direct:
+            self.add(
+                f"{path}.grouping",
+                inp.grouping,
+                f"stream '{inp.stream}' of '{source}' is not declared direct; direct grouping "
+                "needs a direct stream",
+            )
+        elif inp.grouping is not Grouping.DIRECT and stream.direct:
+            self.add(
+                f"{path}.grouping",
+                inp.grouping,
+                f"stream '{inp.stream}' of '{source}' is direct; subscribe to it with direct "
+                "grouping",
+            )
+
+
+def _duplicates(items: Iterable[str]) -> list[str]:
+    seen: set[str] = set()
+    dupes: list[str] = []
+    for item in items:
+        if item in seen and item not in dupes:
+            dupes.append(item)
+        seen.add(item)
+    return dupes
+
+
+def validate_file(path: str | Path, *, resolve_classes: bool = True) -> ResolvedTopology:
+    """Load and check a topology file, importing classes from the file's directory."""
+    topo = load_topology(path)
+    return check_topology(
+        topo,
+        resolve_classes=resolve_classes,
+        search_paths=(Path(path).parent,),
+        source=str(path),
+    )
