@@ -15,26 +15,33 @@ V = TypeVar("V")
 
 
 class RotatingMap(Generic[V]):
-    """A dict split into time buckets; `rotate` drops the oldest bucket and returns it."""
+    """A dict split into time buckets; `rotate` drops the oldest bucket and returns it.
+
+    Keys are random 62-bit root ids, so `put` assumes a new key (no search of older buckets);
+    the size is kept as a counter because spouts read it before every `next_tuple`."""
 
     def __init__(self, buckets: int = 3) -> None:
         if buckets < 2:
             raise ValueError("RotatingMap needs at least 2 buckets")
         self._buckets: list[dict[int, V]] = [{} for _ in range(buckets)]
+        self._head = self._buckets[0]
+        self.size = 0
 
     def __len__(self) -> int:
-        return sum(len(b) for b in self._buckets)
+        return self.size
 
     def __contains__(self, key: int) -> bool:
         return any(key in b for b in self._buckets)
 
     def put(self, key: int, value: V) -> None:
-        head = self._buckets[0]
-        for b in self._buckets[1:]:
-            b.pop(key, None)
-        head[key] = value
+        """Insert a key that is not in the map (root ids are random)."""
+        self._head[key] = value
+        self.size += 1
 
     def get(self, key: int) -> V | None:
+        v = self._head.get(key)
+        if v is not None:
+            return v
         for b in self._buckets:
             v = b.get(key)
             if v is not None:
@@ -45,12 +52,15 @@ class RotatingMap(Generic[V]):
         for b in self._buckets:
             v = b.pop(key, None)
             if v is not None:
+                self.size -= 1
                 return v
         return None
 
     def rotate(self) -> dict[int, V]:
         dead = self._buckets.pop()
-        self._buckets.insert(0, {})
+        self._head = {}
+        self._buckets.insert(0, self._head)
+        self.size -= len(dead)
         return dead
 
     def items(self) -> Iterator[tuple[int, V]]:
@@ -107,6 +117,49 @@ class AckerLedger:
         done = self._settle(root, entry)
         return None if done is None else (entry[1], done)
 
+    def apply(self, items: list[list[int]], done: list[list[int]]) -> None:
+        """Apply a batch of wire messages `[kind, acker task, root, val, extra]` (kinds from
+        `squall.wire`: 0 init with extra = spout task, 1 ack, 2 fail) and append a completion
+        `[3, spout task, root, 1 or 0, 0]` to `done` for every tree that completed or failed.
+        The same rules as `init`/`ack`/`fail`, written out once for the per-tuple path."""
+        buckets = self.pending._buckets
+        head = self.pending._head
+        rmap = self.pending
+        for kind, _task, root, val, extra in items:
+            entry = head.get(root)
+            if entry is None:
+                for b in buckets:
+                    entry = b.get(root)
+                    if entry is not None:
+                        break
+            if entry is None:
+                if kind == 0:
+                    if val == 0:
+                        done.append([3, extra, root, 1, 0])  # a tree with no edges: complete
+                        continue
+                    head[root] = [val, extra, 0]
+                elif kind == 1:
+                    head[root] = [val, -1, 0]
+                else:
+                    head[root] = [0, -1, 1]
+                rmap.size += 1
+                continue
+            if kind == 0:
+                entry[0] ^= val
+                entry[1] = extra
+            elif kind == 1:
+                entry[0] ^= val
+            else:
+                entry[2] = 1
+            if entry[1] < 0:
+                continue
+            if entry[2]:
+                rmap.pop(root)
+                done.append([3, entry[1], root, 0, 0])
+            elif entry[0] == 0:
+                rmap.pop(root)
+                done.append([3, entry[1], root, 1, 0])
+
     def fail(self, root: int) -> tuple[int, bool] | None:
         """A bolt failed a tuple of root's tree; returns (spout task, False) once the spout is known."""
         entry = self.pending.get(root)
@@ -144,7 +197,7 @@ class PendingTuples:
         self.rotator = Rotator(timeout_secs, buckets, now)
 
     def __len__(self) -> int:
-        return len(self.pending)
+        return self.pending.size
 
     def add(self, root: int, msg_id: Any, now: float) -> None:
         self.pending.put(root, (msg_id, now))

@@ -30,22 +30,28 @@ def pack(items: list[Any]) -> bytes:
 
 
 def unpack_data(frame: bytes) -> list[list[Any]]:
+    """Decode a data frame. Items are checked by `check_tuple` where they are dispatched, so
+    that the receive loop walks a frame once."""
     try:
         items = msgpack.unpackb(frame, raw=False, strict_map_key=False, use_list=True)
     except Exception as exc:
         raise WireError(f"undecodable data frame of {len(frame)} bytes: {exc}") from None
     if type(items) is not list:
         raise WireError(f"data frame is a {type(items).__name__}, not a list of tuples")
-    for item in items:
-        if (
-            type(item) is not list
-            or len(item) != 5
-            or type(item[0]) is not int
-            or type(item[2]) is not str
-            or type(item[3]) is not list
-        ):
-            raise WireError(f"malformed tuple in data frame: {str(item)[:80]}")
     return items
+
+
+def check_tuple(item: Any) -> bool:
+    """Whether a decoded item has the shape of a tuple: [int, int, str, list, dict | None]."""
+    return (
+        type(item) is list
+        and len(item) == 5
+        and type(item[0]) is int
+        and type(item[1]) is int
+        and type(item[2]) is str
+        and type(item[3]) is list
+        and (item[4] is None or type(item[4]) is dict)
+    )
 
 
 def unpack_control(frame: bytes) -> list[list[int]]:
@@ -55,7 +61,9 @@ def unpack_control(frame: bytes) -> list[list[int]]:
         raise WireError(f"undecodable control frame of {len(frame)} bytes: {exc}") from None
     if type(items) is not list:
         raise WireError(f"control frame is a {type(items).__name__}, not a list")
-    for item in items:
-        if type(item) is not list or len(item) != 5 or not all(type(x) is int for x in item):
-            raise WireError(f"malformed control message: {str(item)[:80]}")
+    # items are checked where they are applied (Worker.handle_control), in the same pass
     return items
+
+
+def check_control(item: Any) -> bool:
+    return type(item) is list and len(item) == 5 and all(type(x) is int for x in item)

@@ -7,18 +7,19 @@ than misreading it.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
 PAYLOAD_VERSION = 1
 
 
-@dataclasses.dataclass(frozen=True, order=True)
-class WorkerSlot:
-    """A slot a node offers: one worker process (locally) or one worker pod (on Kubernetes)."""
+class WorkerSlot(NamedTuple):
+    """A slot a node offers: one worker process (locally) or one worker pod (on Kubernetes).
+
+    A NamedTuple rather than a dataclass: it keys the per-destination buffers on the tuple hot
+    path, and a tuple's hash is computed in C."""
 
     node: str
     port: int

@@ -91,6 +91,7 @@ class Worker:
         self.dropped = 0
         self.active = False
         self.storm_active = False
+        self.peers_ready = False
         self.threads: list[threading.Thread] = []
         self.assignment: Assignment | None = None
         self.acker_executors: list[ExecutorId] = []
@@ -166,9 +167,13 @@ class Worker:
         if assignment is not None and (assignment != self.assignment or base.component_executors != self.base.component_executors):
             self.base = base
             self._apply_assignment(assignment)
-        slots_needed = set(self.routing.task_slot.values())
-        ready = all(s in self.endpoints for s in slots_needed)
-        self.active = self.storm_active and ready
+        if not self.peers_ready:
+            # spouts start once every worker of the assignment listens, so the first tuples are
+            # not dropped; a peer lost later does not deactivate them (its tuples time out and
+            # are replayed once nimbus has moved its executors)
+            slots_needed = set(self.routing.task_slot.values())
+            self.peers_ready = bool(slots_needed) and all(s in self.endpoints for s in slots_needed)
+        self.active = self.storm_active and self.peers_ready
 
     def _apply_assignment(self, assignment: Assignment) -> None:
         """Hot update: start executors newly assigned here, stop removed ones, keep the rest."""
@@ -241,40 +246,53 @@ class Worker:
         self.stop_event.set()
 
     # -- acker traffic -----------------------------------------------------------------------
-    def handle_control(self, items: list[list[int]], caller: Executor | None) -> list[list[int]]:
+    def handle_control(self, items: list[list[int]], caller: Executor | None, trusted: bool = True) -> list[list[int]]:
         """Apply acker messages: local ackers inline, the rest to the spouts or peers they are for.
-        Returns completions meant for the calling spout executor (it handles them itself)."""
+        Returns completions meant for the calling spout executor (it handles them itself).
+        Items from the network (`trusted=False`) are shape-checked here, in the same pass."""
         routing = self.routing
         ledgers = self.ledgers
         done: list[list[int]] = []
         remote: dict[WorkerSlot, list[list[int]]] = {}
-        with self.acker_lock:
-            for it in items:
-                kind = it[0]
-                if kind == wire.DONE:
-                    done.append(it)
-                    continue
-                led = ledgers.get(it[1])
-                if led is None:
-                    slot = routing.task_slot.get(it[1])
-                    if slot is None:
-                        self.dropped += 1
-                    else:
-                        remote.setdefault(slot, []).append(it)
-                    continue
-                if kind == wire.ACK:
-                    r = led.ack(it[2], it[3])
-                    if r is not None:
-                        done.append([wire.DONE, r[0], it[2], 1 if r[1] else 0, 0])
-                elif kind == wire.INIT:
-                    ok = led.init(it[2], it[3], it[4])
-                    if ok is not None:
-                        done.append([wire.DONE, it[4], it[2], 1 if ok else 0, 0])
-                elif kind == wire.FAIL:
-                    r = led.fail(it[2])
-                    if r is not None:
-                        done.append([wire.DONE, r[0], it[2], 0, 0])
+        bad = 0
+        mine: dict[int, list[list[int]]] = {}
+        for it in items:
+            if not trusted and not (
+                type(it) is list
+                and len(it) == 5
+                and type(it[0]) is int
+                and 0 <= it[0] <= 3
+                and type(it[1]) is int
+                and type(it[2]) is int
+                and type(it[3]) is int
+                and type(it[4]) is int
+            ):
+                bad += 1
+                continue
+            kind = it[0]
+            if kind == wire.DONE:
+                done.append(it)
+            elif it[1] in ledgers:
+                got = mine.get(it[1])
+                if got is None:
+                    mine[it[1]] = [it]
+                else:
+                    got.append(it)
+            else:
+                slot = routing.task_slot.get(it[1])
+                if slot is None:
+                    self.dropped += 1
+                else:
+                    remote.setdefault(slot, []).append(it)
+        if mine:
+            with self.acker_lock:
+                for task, batch in mine.items():
+                    led = ledgers.get(task)
+                    if led is not None:
+                        led.apply(batch, done)
         own: list[list[int]] = []
+        if bad:
+            self._bad_frame(wire.WireError(f"{bad} malformed acker messages in a control frame"))
         if not done and not remote:
             return own
         local: dict[Inbox, list[list[int]]] = {}
@@ -343,7 +361,20 @@ class Worker:
                 groups: dict[Inbox, list[list[Any]]] = {}
                 last_task = None
                 last_batch: list[list[Any]] = []
+                bad = 0
                 for it in items:
+                    # the shape check of wire.check_tuple, inlined: this loop runs per tuple
+                    if not (
+                        type(it) is list
+                        and len(it) == 5
+                        and type(it[0]) is int
+                        and type(it[1]) is int
+                        and type(it[2]) is str
+                        and type(it[3]) is list
+                        and (it[4] is None or type(it[4]) is dict)
+                    ):
+                        bad += 1
+                        continue
                     t = it[0]
                     if t != last_task:
                         inbox = dest.get(t)
@@ -356,6 +387,8 @@ class Worker:
                             last_batch = groups[inbox] = []
                         last_task = t
                     last_batch.append(it)
+                if bad:
+                    self._bad_frame(wire.WireError(f"{bad} malformed tuples in a data frame"))
                 for inbox, batch in groups.items():
                     self._put(inbox, batch)
 
@@ -374,7 +407,7 @@ class Worker:
                 except wire.WireError as exc:
                     self._bad_frame(exc)
                     continue
-                self.handle_control(items, None)
+                self.handle_control(items, None, trusted=False)
 
     # -- transfer ----------------------------------------------------------------------------
     def _transfer(self, q: queue.Queue[Any], port_attr: str) -> None:
@@ -548,6 +581,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--search-path", action="append", default=[], help="directory holding component modules")
     p.add_argument("--log-level", default=os.environ.get("SQUALL_LOG_LEVEL", "INFO"))
     args = p.parse_args(argv)
+    if os.environ.get("SQUALL_GC"):
+        import gc
+
+        gc.set_threshold(*[int(x) for x in os.environ["SQUALL_GC"].split(",")])
     logging.basicConfig(level=args.log_level, format=f"%(asctime)s worker {args.node}-{args.port} %(levelname)s %(name)s: %(message)s")
     state = ClusterState.connect(args.zookeeper, root=args.root)
     worker = Worker(state, args.topology, WorkerSlot(args.node, args.port), args.host, args.bind, tuple(args.search_path))

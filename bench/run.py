@@ -1,0 +1,127 @@
+"""Squall's benchmark: the ceiling, a no-op topology (acking off and on) and word count, in one
+run on one machine, each as tuples/s, complete latency p50/p99 and the ratio to the ceiling.
+
+    .venv/bin/python bench/run.py [--seconds 10] [--json results.json]
+
+Throughput is measured from the workers' heartbeats over a window after a warm-up, so start-up
+is not counted. Figures are only comparable within one run: report ratios, not absolutes.
+"per cpu-s" divides by the CPU seconds of the busiest process (each process is bound to one
+core by the GIL), which is what the case would reach on a quiet machine and is much less
+sensitive to other load than wall-clock rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from ceiling import cpu_secs, run as ceiling_run  # noqa: E402
+
+from squall import stats  # noqa: E402
+from squall.builder import TopologyBuilder  # noqa: E402
+from squall.models.v1alpha1 import Topology  # noqa: E402
+from squall.validation import check_topology, load_topology  # noqa: E402
+from squall_operator.local import LocalCluster  # noqa: E402
+
+
+def noop_topology(ack: bool) -> Topology:
+    b = TopologyBuilder("bench-noop-ack" if ack else "bench-noop")
+    b.set_spout("numbers", "noop:NumberSpout")
+    b.set_bolt("sink", "noop:AckBolt").shuffle_grouping("numbers")
+    return b.build(
+        num_workers=2,
+        num_ackers=2 if ack else 0,
+        max_spout_pending=20000 if ack else None,
+        config={"bench.ack": ack},
+    )
+
+
+def snapshot(cluster: LocalCluster, name: str) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for beat in cluster.state.get_worker_heartbeats(name).values():
+        for ex in beat.executors.values():
+            s = out.setdefault(ex.component, {"acked": 0, "executed": 0, "emitted": 0, "hist": {}, "t": 0.0})
+            s["acked"] += ex.acked
+            s["executed"] += ex.executed
+            s["emitted"] += ex.emitted
+            s["hist"] = stats.merge([s["hist"], ex.latency_hist])
+            s["t"] = max(s["t"], beat.time_secs)
+    return out
+
+
+def measure(topology: Topology, search: Path, seconds: float, rate_of: tuple[str, str], warmup: float = 4.0) -> dict[str, float]:
+    check_topology(topology, search_paths=[str(search)])
+    name = topology.name
+    with LocalCluster(nodes=1, slots=2, search_paths=[str(search)]) as cluster:
+        cluster.submit(topology)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            snap = snapshot(cluster, name)
+            if snap.get(rate_of[0], {}).get(rate_of[1], 0) > 0:
+                break
+            time.sleep(0.2)
+        time.sleep(warmup)
+        pids = list(cluster.worker_pids(name).values())
+        a = snapshot(cluster, name)
+        cpu0 = {p: cpu_secs(p) for p in pids}
+        time.sleep(seconds)
+        b = snapshot(cluster, name)
+        busiest = max(cpu_secs(p) - c for p, c in cpu0.items())
+        cluster.kill(name, 0)
+        cluster.wait_removed(name, 20)
+    comp, field = rate_of
+    dt = max(1e-6, b[comp]["t"] - a[comp]["t"])
+    spout = next(c for c in ("numbers", "sentences") if c in b)
+    hist = {k: v - a[spout]["hist"].get(k, 0) for k, v in b[spout]["hist"].items()}
+    count = b[comp][field] - a[comp][field]
+    return {
+        "tuples_per_sec": count / dt,
+        # heartbeats are 1 s apart, CPU is read at the sleeps: scale the count to the CPU window
+        "tuples_per_cpu_sec": count * (seconds / dt) / max(busiest, 1e-6),
+        "p50_ms": stats.percentile(hist, 0.5),
+        "p99_ms": stats.percentile(hist, 0.99),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=10.0, help="measurement window per case")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--only", action="append", help="run only these cases (ceiling, noop, noop-ack, wordcount)")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    results: dict[str, dict[str, float]] = {}
+    want = set(args.only or ["ceiling", "noop", "noop-ack", "wordcount"])
+    if "ceiling" in want:
+        results["(a) ceiling: bare pyzmq + msgpack, XOR acks back"] = ceiling_run(args.seconds, True)
+    if "noop" in want:
+        results["(b) no-op spout -> bolt, 2 workers, acking off"] = measure(
+            noop_topology(False), HERE / "topologies", args.seconds, ("sink", "executed"))
+    if "noop-ack" in want:
+        results["(b) no-op spout -> bolt, 2 workers, acking on"] = measure(
+            noop_topology(True), HERE / "topologies", args.seconds, ("numbers", "acked"))
+    if "wordcount" in want:
+        wc = load_topology(HERE.parent / "examples/wordcount/topology.yaml")
+        results["(c) wordcount, acking on (words/s)"] = measure(
+            wc, HERE.parent / "examples/wordcount", args.seconds, ("count", "executed"))
+    ceiling = next((v["tuples_per_sec"] for k, v in results.items() if k.startswith("(a)")), None)
+    ceiling_cpu = next((v["tuples_per_cpu_sec"] for k, v in results.items() if k.startswith("(a)")), None)
+    print(f"{'case':52} {'tuples/s':>10} {'p50 ms':>7} {'p99 ms':>7} {'/ceiling':>8} {'per cpu-s':>10} {'/ceiling':>8}")
+    for case, r in results.items():
+        ratio = f"{r['tuples_per_sec'] / ceiling:8.2f}" if ceiling else "       -"
+        cratio = f"{r['tuples_per_cpu_sec'] / ceiling_cpu:8.2f}" if ceiling_cpu else "       -"
+        print(f"{case:52} {r['tuples_per_sec']:10,.0f} {r['p50_ms']:7.2f} {r['p99_ms']:7.2f} {ratio}"
+              f" {r['tuples_per_cpu_sec']:10,.0f} {cratio}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
