@@ -277,3 +277,28 @@ def test_diff_assignment() -> None:
     )
     assert diff_assignment(old, new).changed
     assert not diff_assignment({}, {}).changed
+
+
+def test_slot_given_up_by_a_shrinking_topology_serves_an_earlier_one_at_once() -> None:
+    snapshot = cluster(a=(6700, 6701))
+    results = schedule(
+        [
+            request(2, 2, topology_id="new"),
+            request(2, 1, {(1, 1): A0, (2, 2): A1}, topology_id="old"),
+        ],
+        snapshot,
+    )
+    assert results == {"new": {(1, 1): A1, (2, 2): A1}, "old": {(1, 1): A0, (2, 2): A0}}
+
+
+def test_slot_holding_only_removed_executors_is_not_reserved() -> None:
+    # "old" now needs (1, 1) and (2, 2); its b worker only ran (3, 4), gone after a rebalance
+    snapshot = cluster(a=(6700,), b=(6700,))
+    old = {(1, 1): A0, (3, 4): B0}
+    results = schedule(
+        [request(1, 1, topology_id="new"), request(((1, 1), (2, 2)), 2, old, topology_id="old")],
+        snapshot,
+    )
+    assert results == {"new": {(1, 1): B0}, "old": {(1, 1): A0, (2, 2): A0}}
+    # alone, the topology keeps both of its workers
+    assert one(request(((1, 1), (2, 2)), 2, old), snapshot) == {(1, 1): A0, (2, 2): B0}

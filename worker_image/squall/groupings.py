@@ -33,9 +33,18 @@ def stable_hash(value: Any) -> int:
         return zlib.crc32(value.encode())
     if isinstance(value, bytes):
         return zlib.crc32(value)
+    if isinstance(value, (list, tuple)):
+        # element-wise, so a tuple and the list msgpack turns it into hash alike
+        h = 1
+        for v in value:
+            h = (h * 31 + stable_hash(v)) & 0xFFFFFFFF
+        return h
     if isinstance(value, bool) or not isinstance(value, int):
         return zlib.crc32(repr(value).encode())
-    return zlib.crc32(value.to_bytes(16, "little", signed=True))
+    try:
+        return zlib.crc32(value.to_bytes(16, "little", signed=True))
+    except OverflowError:  # beyond 128 bits
+        return zlib.crc32(repr(value).encode())
 
 
 def fields_hash(values: Sequence[Any], indexes: Sequence[int]) -> int:

@@ -139,7 +139,7 @@ def build_plan(
             s: StreamSpec(stream=s, fields=["id"], direct=True)
             for s in (ACK_ACK_STREAM, ACK_FAIL_STREAM)
         }
-        for spout in spouts:
+        for spout in sorted(spouts):  # not the frozenset's order: it follows the hash seed
             for s in (ACK_ACK_STREAM, ACK_FAIL_STREAM):
                 subs.setdefault((ACKER, s), []).append(
                     Subscription(spout, Grouping.DIRECT, None, None, component_tasks[spout])

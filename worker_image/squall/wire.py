@@ -50,7 +50,10 @@ def check_tuple(item: Any) -> bool:
         and type(item[1]) is int
         and type(item[2]) is str
         and type(item[3]) is list
-        and (item[4] is None or type(item[4]) is dict)
+        and (
+            item[4] is None
+            or (type(item[4]) is dict and all(type(k) is int and type(v) is int for k, v in item[4].items()))
+        )
     )
 
 

@@ -43,8 +43,10 @@ from squall.worker.executor import BoltExecutor, Executor, Inbox, SpoutExecutor
 
 log = logging.getLogger("squall.worker")
 
-SEND_QUEUE_BATCHES = 256
-SOCKET_HWM = 200
+SEND_QUEUE_BATCHES = 64
+SOCKET_HWM = 32
+# batches coalesced into one frame per destination
+FRAME_BATCHES = 16
 CONNECT_CMD = object()
 
 
@@ -375,6 +377,15 @@ class Worker:
                     ):
                         bad += 1
                         continue
+                    if it[4] is not None:
+                        # anchors come from the network: root and edge ids must be ints
+                        ok = True
+                        for k, v in it[4].items():
+                            if type(k) is not int or type(v) is not int:
+                                ok = False
+                        if not ok:
+                            bad += 1
+                            continue
                     t = it[0]
                     if t != last_task:
                         inbox = dest.get(t)
@@ -422,7 +433,7 @@ class Worker:
                     self._prune(socks)
                     continue
                 by_slot: dict[WorkerSlot, list[Any]] = {first[0]: list(first[1])}
-                for _ in range(64):
+                for _ in range(FRAME_BATCHES):
                     try:
                         slot, batch = q.get_nowait()
                     except queue.Empty:
@@ -581,10 +592,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--search-path", action="append", default=[], help="directory holding component modules")
     p.add_argument("--log-level", default=os.environ.get("SQUALL_LOG_LEVEL", "INFO"))
     args = p.parse_args(argv)
-    if os.environ.get("SQUALL_GC"):
-        import gc
+    if os.environ.get("SQUALL_SWITCH_INTERVAL"):
+        import sys
 
-        gc.set_threshold(*[int(x) for x in os.environ["SQUALL_GC"].split(",")])
+        sys.setswitchinterval(float(os.environ["SQUALL_SWITCH_INTERVAL"]))
     logging.basicConfig(level=args.log_level, format=f"%(asctime)s worker {args.node}-{args.port} %(levelname)s %(name)s: %(message)s")
     state = ClusterState.connect(args.zookeeper, root=args.root)
     worker = Worker(state, args.topology, WorkerSlot(args.node, args.port), args.host, args.bind, tuple(args.search_path))
