@@ -24,7 +24,7 @@ from squall.groupings import Chooser, make_chooser
 from squall.models.cluster import ExecutorId, WorkerSlot
 from squall.models.v1alpha1 import Grouping
 from squall.plan import ACKER, SYSTEM, SYSTEM_TASK, TICK_STREAM, TopologyPlan
-from squall.stats import Counters
+from squall.stats import _LUT, Counters, bucket_of
 from squall.acker import PendingTuples
 
 if TYPE_CHECKING:
@@ -365,23 +365,32 @@ class SpoutExecutor(Executor):
 
     def on_done(self, items: list[list[int]]) -> None:
         now = time.monotonic()
+        collectors = self.collectors
+        instances = self.instances
+        stats = self.stats
+        hist = stats.hist
+        lut = _LUT
         for _kind, task, root, ok, _x in items:
-            c = self.collectors.get(task)
+            c = collectors.get(task)
             if c is None:
                 continue
-            got = c.pending.complete(root)
+            got = c.pending.pending.pop(root)
             if got is None:
                 continue  # timed out already: fail() was called then
             msg_id, t0 = got
-            spout = self.instances[task]
             try:
                 if ok:
-                    self.stats.acked += 1
-                    self.stats.latency((now - t0) * 1000.0)
-                    spout.ack(msg_id)
+                    stats.acked += 1
+                    ms = (now - t0) * 1000.0
+                    stats.lat_sum += ms
+                    stats.lat_n += 1
+                    i = int(ms * 100.0)
+                    b = lut[i] if 0 <= i < 10000 else bucket_of(max(ms, 0.0))
+                    hist[b] = hist.get(b, 0) + 1
+                    instances[task].ack(msg_id)
                 else:
-                    self.stats.failed += 1
-                    spout.fail(msg_id)
+                    stats.failed += 1
+                    instances[task].fail(msg_id)
             except Exception as exc:
                 self.report_error(task, exc)
 
