@@ -194,13 +194,13 @@ class Nimbus:
                 currents[topo] = current
                 slots = current.slots()
                 beats = self.state.get_worker_heartbeats(topo)
-                starts = {
+                launched = {
                     e: current.executor_start_time_secs.get(executor_key(e), 0.0) for e in slots
                 }
                 alive = monitor.alive_executors(
                     slots,
                     monitor.executor_heartbeat_times(slots, beats),
-                    starts,
+                    launched,
                     now,
                     self.timeouts.task_timeout,
                     self.timeouts.launch_timeout,

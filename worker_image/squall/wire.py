@@ -18,15 +18,14 @@ ACK = 1  # bolt -> acker: val = input edge xor the edges it created
 FAIL = 2  # bolt -> acker
 DONE = 3  # acker -> spout: val = 1 completed, 0 failed
 
-_packer = msgpack.Packer(use_bin_type=True)
-
 
 class WireError(ValueError):
     pass
 
 
 def pack(items: list[Any]) -> bytes:
-    return msgpack.packb(items, use_bin_type=True)
+    frame: bytes = msgpack.packb(items, use_bin_type=True)
+    return frame
 
 
 def unpack_data(frame: bytes) -> list[list[Any]]:

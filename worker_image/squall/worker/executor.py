@@ -16,7 +16,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from squall import wire
 from squall.components import BasicBolt, FailedException, Tuple
@@ -35,7 +35,8 @@ log = logging.getLogger("squall.executor")
 SPOUT_BATCH = 256  # next_tuple calls per turn before flushing
 INBOX_BATCHES = 64  # bounded executor inbox, in batches
 _getrandbits = random.getrandbits
-Inbox = queue.Queue  # of list[list[Any]] batches
+# an executor's bounded inbox of batches (bolts: tuples; spouts: acker completions)
+Inbox: TypeAlias = "queue.Queue[list[list[Any]]]"
 
 
 class Context:
@@ -98,6 +99,7 @@ class Executor:
         self.task_dest: Mapping[int, Any] = {}
         self.acker_tasks: Sequence[int] = ()
         self.n_ackers = 0
+        self.contexts: dict[int, Context] = {}
 
     # -- routing ---------------------------------------------------------------------------
     def refresh_routing(self) -> None:

@@ -183,10 +183,10 @@ class Worker:
         slots = assignment.slots()
         mine = {e for e, s in slots.items() if s == self.slot}
         for e in [e for e in self.executors if e not in mine]:
-            ex = self.executors.pop(e)
-            ex.stop()
-            ex.join(5.0)
-            log.info("executor %s of %s removed from %s", e, ex.component, self.slot.key())
+            gone = self.executors.pop(e)
+            gone.stop()
+            gone.join(5.0)
+            log.info("executor %s of %s removed from %s", e, gone.component, self.slot.key())
         new_execs: list[Executor] = []
         task_slot: dict[int, WorkerSlot] = {}
         for e, s in slots.items():
