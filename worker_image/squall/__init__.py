@@ -26,3 +26,13 @@ __all__ = [
     "Tuple",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # `from squall import TopologyBuilder` without importing the builder (and pydantic's
+    # model machinery) into every worker at start-up
+    if name == "TopologyBuilder":
+        from squall.builder import TopologyBuilder
+
+        return TopologyBuilder
+    raise AttributeError(f"module 'squall' has no attribute {name!r}")
