@@ -59,6 +59,12 @@ class Context:
     def this_component_tasks(self) -> list[int]:
         return self.component_tasks(self.component_id)
 
+    def output_fields(self, stream: str = "default") -> list[str]:
+        """The fields this component declares on `stream` (the topology file's win over the
+        class's `outputs`); [] for an undeclared stream."""
+        spec = self._plan.streams.get(self.component_id, {}).get(stream)
+        return list(spec.fields) if spec is not None else []
+
 
 class Outbox:
     """An executor's output buffers: per local inbox and per remote slot, plus acker messages."""
@@ -654,6 +660,8 @@ class BoltExecutor(Executor):
                 bolt.cleanup()
             except Exception as exc:
                 self.report_error(task, exc)
+        # what cleanup emitted, acked or failed still goes out (if peers still listen)
+        self.flush(block=False)
 
     def _fail_input(self, task: int, tup: Tuple) -> None:
         try:

@@ -1,0 +1,829 @@
+"""Squall on Spark: micro-batch bolts, a dataset sink and a dataset source, through PySpark.
+
+- `SparkBatchBolt` collects input tuples into micro-batches (by count and by time), turns each
+  batch into a DataFrame whose columns are the input's declared fields, applies a transform
+  (`transform(df, spark)` or the config key `spark.transform: module:function`), emits the result
+  rows as tuples anchored to the batch's inputs and acks the inputs only after Spark succeeded.
+  A Spark failure fails every input of the batch, so the spouts replay them.
+- `SparkSinkBolt` appends micro-batches to a dataset (Parquet by default) partitioned by a time
+  column; every row keeps the id of the spout message it came from (the id field) and the id of
+  the batch that wrote it, so readers can deduplicate replays (`read_dataset(..., dedup=True)`).
+- `SparkSourceSpout` reads a dataset through Spark (any format or a table) and emits its rows
+  with message ids; failed rows are replayed.
+
+One SparkSession per worker process, created lazily by `get_spark(conf)` from the topology
+config (`spark.master`, `spark.app.name`, `spark.conf.<spark key>`). See docs/spark.md.
+
+The id convention: the spout puts the message id into the values as a declared field (default
+name `msg_id`, configurable), and every bolt keeps that field, so the sink can store it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import importlib
+import json
+import logging
+import math
+import re
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from squall.components import DEFAULT_STREAM, Bolt, Spout, Tuple
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+log = logging.getLogger("squall.spark")
+
+# Defaults, chosen from the benchmark in docs/performance.md ("Spark").
+DEFAULT_BATCH_SIZE = 2000
+DEFAULT_BATCH_INTERVAL_SECS = 0.5
+DEFAULT_MASTER = "local[*]"
+ERROR_STREAM = "errors"
+ERROR_FIELDS = ["reason", "values"]
+DEFAULT_ID_FIELD = "msg_id"
+ROW_COLUMN = "_squall_row"  # the input row's index in its batch, for per-row anchoring
+BATCH_COLUMN = "_batch_id"
+
+# Spark settings applied unless the topology config sets them (spark.conf.<key>): micro-batches
+# are small, so few shuffle partitions; no UI port per worker.
+SESSION_DEFAULTS = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+# -- the per-process SparkSession -----------------------------------------------------------
+_session_lock = threading.Lock()
+_session: SparkSession | None = None
+
+
+def spark_settings(conf: Mapping[str, Any]) -> dict[str, str]:
+    """The Spark settings a config asks for: defaults, then every `spark.conf.<key>: value`."""
+    out = {**SESSION_DEFAULTS, "spark.pyspark.python": sys.executable}
+    for key, value in conf.items():
+        if key.startswith("spark.conf."):
+            out[key[len("spark.conf."):]] = str(value).lower() if isinstance(value, bool) else str(value)
+    return out
+
+
+def get_spark(conf: Mapping[str, Any] | None = None) -> SparkSession:
+    """The SparkSession of this process, created on first use from `conf` (the topology config).
+
+    Later calls return the same session whatever their conf: put Spark keys in the topology's
+    `spec.config` so every component of a worker agrees. A session created before (by a test or
+    a driver program) is reused."""
+    global _session
+    with _session_lock:
+        if _session is not None and _session.sparkContext._jsc is not None:  # not stopped
+            return _session
+        from pyspark.sql import SparkSession
+
+        conf = conf or {}
+        name = conf.get("spark.app.name") or f"squall-{conf.get('topology.name', 'local')}"
+        builder = SparkSession.builder.appName(str(name))
+        active = SparkSession.getActiveSession()
+        if active is None:
+            builder = builder.master(str(conf.get("spark.master", DEFAULT_MASTER)))
+            for key, value in spark_settings(conf).items():
+                builder = builder.config(key, value)
+        t0 = time.monotonic()
+        _session = builder.getOrCreate()
+        log.info("SparkSession ready in %.1fs (master %s)", time.monotonic() - t0, _session.sparkContext.master)
+        return _session
+
+
+def stop_spark() -> None:
+    """Stop this process's session (tests, benchmarks); the next get_spark starts a new one."""
+    global _session
+    with _session_lock:
+        if _session is not None:
+            _session.stop()
+            _session = None
+
+
+def load_function(ref: str) -> Callable[..., Any]:
+    """`module:function` (dots allowed after the colon) -> the callable."""
+    module, _, attr = ref.partition(":")
+    if not module or not attr:
+        raise ValueError(f"expected module:function, got {ref!r}")
+    obj: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TypeError(f"{ref} is not callable")
+    return obj  # type: ignore[no-any-return]
+
+
+def _conf_list(value: Any) -> list[str]:
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [str(v) for v in value]
+
+
+def _prefixed(conf: Mapping[str, Any], prefix: str) -> dict[str, str]:
+    return {k[len(prefix):]: str(v) for k, v in conf.items() if k.startswith(prefix)}
+
+
+# -- schema: declared types and the conversion of tuple values --------------------------------
+class SchemaError(ValueError):
+    """A value does not convert to its field's declared type."""
+
+
+_INT_RANGES = {
+    "tinyint": (-(2**7), 2**7 - 1),
+    "smallint": (-(2**15), 2**15 - 1),
+    "int": (-(2**31), 2**31 - 1),
+    "bigint": (-(2**63), 2**63 - 1),
+}
+_ALIASES = {
+    "byte": "tinyint", "short": "smallint", "integer": "int", "long": "bigint",
+    "bool": "boolean", "real": "float", "str": "string", "text": "string",
+}
+_DECIMAL = re.compile(r"decimal\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+
+
+def _to_int(name: str) -> Callable[[Any], int]:
+    lo, hi = _INT_RANGES[name]
+
+    def conv(v: Any) -> int:
+        if isinstance(v, bool):
+            raise SchemaError(f"expected {name}, got a boolean")
+        if isinstance(v, int):
+            out = v
+        elif isinstance(v, float) and v.is_integer():
+            out = int(v)
+        elif isinstance(v, str) and re.fullmatch(r"\s*[-+]?\d+\s*", v):
+            out = int(v)
+        else:
+            raise SchemaError(f"expected {name}, got {type(v).__name__} {v!r:.60}")
+        if not lo <= out <= hi:
+            raise SchemaError(f"{out} is out of range for {name}")
+        return out
+
+    return conv
+
+
+def _to_float(name: str) -> Callable[[Any], float]:
+    def conv(v: Any) -> float:
+        if isinstance(v, bool):
+            raise SchemaError(f"expected {name}, got a boolean")
+        if isinstance(v, (int, float, decimal.Decimal)):
+            return float(v)
+        if isinstance(v, str):
+            try:
+                return float(v)
+            except ValueError:
+                pass
+        raise SchemaError(f"expected {name}, got {type(v).__name__} {v!r:.60}")
+
+    return conv
+
+
+def _to_string(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    raise SchemaError(f"expected string, got {type(v).__name__} {v!r:.60}")
+
+
+def _to_bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.lower() in ("true", "false"):
+        return v.lower() == "true"
+    raise SchemaError(f"expected boolean, got {type(v).__name__} {v!r:.60}")
+
+
+def _to_timestamp(v: Any) -> _dt.datetime:
+    if isinstance(v, _dt.datetime):
+        return v
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if not math.isfinite(v):
+            raise SchemaError(f"expected timestamp, got {v!r}")
+        return _dt.datetime.fromtimestamp(v, tz=_dt.timezone.utc)
+    if isinstance(v, str):
+        try:
+            return _dt.datetime.fromisoformat(v)
+        except ValueError:
+            pass
+    raise SchemaError(f"expected timestamp (datetime, epoch seconds or ISO 8601), got {type(v).__name__} {v!r:.60}")
+
+
+def _to_date(v: Any) -> _dt.date:
+    if isinstance(v, _dt.datetime):
+        return v.date()
+    if isinstance(v, _dt.date):
+        return v
+    if isinstance(v, str):
+        try:
+            return _dt.date.fromisoformat(v)
+        except ValueError:
+            pass
+    raise SchemaError(f"expected date (date or YYYY-MM-DD), got {type(v).__name__} {v!r:.60}")
+
+
+def _to_binary(v: Any) -> bytearray:
+    if isinstance(v, (bytes, bytearray)):
+        return bytearray(v)
+    raise SchemaError(f"expected binary, got {type(v).__name__}")
+
+
+def _to_decimal(precision: int, scale: int) -> Callable[[Any], decimal.Decimal]:
+    quantum = decimal.Decimal(1).scaleb(-scale)
+
+    def conv(v: Any) -> decimal.Decimal:
+        if isinstance(v, bool) or not isinstance(v, (int, float, str, decimal.Decimal)):
+            raise SchemaError(f"expected decimal({precision},{scale}), got {type(v).__name__}")
+        try:
+            d = decimal.Decimal(str(v)).quantize(quantum, rounding=decimal.ROUND_HALF_EVEN)
+        except decimal.InvalidOperation:
+            raise SchemaError(f"expected decimal({precision},{scale}), got {v!r:.60}") from None
+        if len(d.as_tuple().digits) > precision:
+            raise SchemaError(f"{v!r:.60} does not fit decimal({precision},{scale})")
+        return d
+
+    return conv
+
+
+class FieldType:
+    """One field's Spark type and the converter of a tuple value to it."""
+
+    def __init__(self, name: str) -> None:
+        from pyspark.sql import types as T
+
+        self.name = name.strip().lower()
+        n = _ALIASES.get(self.name, self.name)
+        self.convert: Callable[[Any], Any]
+        simple: dict[str, tuple[DataType, Callable[[Any], Any]]] = {
+            "string": (T.StringType(), _to_string),
+            "tinyint": (T.ByteType(), _to_int("tinyint")),
+            "smallint": (T.ShortType(), _to_int("smallint")),
+            "int": (T.IntegerType(), _to_int("int")),
+            "bigint": (T.LongType(), _to_int("bigint")),
+            "double": (T.DoubleType(), _to_float("double")),
+            "float": (T.FloatType(), _to_float("float")),
+            "boolean": (T.BooleanType(), _to_bool),
+            "timestamp": (T.TimestampType(), _to_timestamp),
+            "date": (T.DateType(), _to_date),
+            "binary": (T.BinaryType(), _to_binary),
+        }
+        if n in simple:
+            self.data_type, self.convert = simple[n]
+            return
+        m = _DECIMAL.match(n)
+        if m:
+            p, s = int(m.group(1)), int(m.group(2))
+            self.data_type, self.convert = T.DecimalType(p, s), _to_decimal(p, s)
+            return
+        # anything else (array<...>, map<...>, struct<...>): Spark parses it, Spark's verifier checks
+        get_spark()
+        self.data_type = T._parse_datatype_string(name)
+        verify = T._make_type_verifier(self.data_type, nullable=True)
+
+        def conv(v: Any) -> Any:
+            try:
+                verify(v)
+            except (TypeError, ValueError) as exc:
+                raise SchemaError(str(exc)) from None
+            return v
+
+        self.convert = conv
+
+
+def infer_type(value: Any) -> str | None:
+    """A type name for a value seen on a field with no declared type (None: cannot tell yet)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "bigint"
+    if isinstance(value, float):
+        return "double"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, _dt.datetime):
+        return "timestamp"
+    if isinstance(value, _dt.date):
+        return "date"
+    if isinstance(value, (bytes, bytearray)):
+        return "binary"
+    if isinstance(value, decimal.Decimal):
+        return "decimal(38,18)"
+    raise SchemaError(f"cannot infer a Spark type for {type(value).__name__}; declare it in spark.schema")
+
+
+class BatchSchema:
+    """The schema of a bolt's input batches: the declared input fields, with types from
+    `spark.schema` (field -> Spark type) or, for undeclared fields, inferred from the first
+    non-null value seen and then fixed for the bolt's life."""
+
+    def __init__(self, declared: Mapping[str, str], required: Sequence[str] = ()) -> None:
+        self.declared = {k: FieldType(v) for k, v in declared.items()}
+        self.required = set(required)
+        self.fields: list[str] | None = None
+        self.types: dict[str, FieldType] = dict(self.declared)
+
+    def bind(self, fields: Sequence[str]) -> None:
+        self.fields = list(fields)
+        unknown = set(self.declared) - set(self.fields)
+        if unknown:
+            log.warning("spark.schema names fields the input does not declare: %s", sorted(unknown))
+
+    def convert(self, fields: Sequence[str], values: Sequence[Any]) -> tuple[Any, ...]:
+        """The row for one tuple, or SchemaError with the reason."""
+        if self.fields is None:
+            self.bind(fields)
+        if list(fields) != self.fields:
+            raise SchemaError(f"fields {list(fields)} do not match the batch's fields {self.fields}")
+        if len(values) != len(fields):
+            raise SchemaError(f"{len(values)} values for {len(fields)} fields")
+        row: list[Any] = []
+        for f, v in zip(fields, values):
+            if v is None:
+                if f in self.required:
+                    raise SchemaError(f"field {f!r} is required and is null")
+                row.append(None)
+                continue
+            t = self.types.get(f)
+            if t is None:
+                name = infer_type(v)
+                assert name is not None
+                t = self.types[f] = FieldType(name)
+            try:
+                row.append(t.convert(v))
+            except SchemaError as exc:
+                raise SchemaError(f"field {f!r}: {exc}") from None
+        return tuple(row)
+
+    def struct(self, with_row: bool = True) -> StructType:
+        from pyspark.sql import types as T
+
+        assert self.fields is not None
+        cols = [
+            T.StructField(f, self.types[f].data_type if f in self.types else T.StringType(), f not in self.required)
+            for f in self.fields
+        ]
+        if with_row:
+            cols.append(T.StructField(ROW_COLUMN, T.IntegerType(), False))
+        return T.StructType(cols)
+
+
+def to_wire(value: Any) -> Any:
+    """A Spark result value as a tuple value that Squall's wire format carries: timestamps as
+    epoch seconds (float), dates as ISO strings, decimals as strings, structs as dicts."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, _dt.datetime):
+        return value.timestamp()  # naive ones (what Spark returns) are in the local time zone
+    if isinstance(value, _dt.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    if hasattr(value, "asDict"):
+        return {k: to_wire(v) for k, v in value.asDict().items()}
+    if isinstance(value, dict):
+        return {to_wire(k): to_wire(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_wire(v) for v in value]
+    return str(value)
+
+
+# -- the micro-batch bolt ----------------------------------------------------------------------
+class SparkBatchError(RuntimeError):
+    """A micro-batch failed in Spark; its inputs were failed (the spouts replay them)."""
+
+
+class SparkBatchBolt(Bolt):
+    """Micro-batches through Spark. Subclass it and override `transform`, or name a function
+    with `spark.transform: module:function` (called as `function(df, spark)`).
+
+    Component config (topology config works too):
+      spark.batch.size          flush a batch at this many tuples (default 2000)
+      spark.batch.interval.secs flush a non-empty batch this old (default 0.5); needs tick
+                                tuples (`topology.tick.tuple.freq.secs`) to flush an idle bolt
+      spark.schema              {field: Spark type} for input fields; others are inferred
+      spark.schema.required     fields that must not be null
+      spark.transform           module:function, DataFrame -> DataFrame
+      spark.output.fields       fields of the emitted tuples (default: the declared default stream)
+      spark.master, spark.app.name, spark.conf.<key>: the process's SparkSession
+
+    Input rows that do not fit the schema go to the `errors` stream as [reason, values] (declare
+    it: `outputs = {"default": [...], "errors": ERROR_FIELDS}`) and their inputs are acked. The
+    DataFrame given to `transform` has the column `_squall_row`; result rows that keep it are
+    anchored to their own input, other rows to every input of the batch.
+    """
+
+    outputs: ClassVar[Any] = {DEFAULT_STREAM: [], ERROR_STREAM: ERROR_FIELDS}
+    schema: Mapping[str, str] = {}  # field -> Spark type; config spark.schema wins
+
+    def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
+        super().prepare(conf, context, collector)
+        self.batch_size = max(1, int(conf.get("spark.batch.size", DEFAULT_BATCH_SIZE)))
+        self.batch_interval = float(conf.get("spark.batch.interval.secs", DEFAULT_BATCH_INTERVAL_SECS))
+        declared = {**self.schema, **dict(conf.get("spark.schema") or {})}
+        self.input_schema = BatchSchema(declared, _conf_list(conf.get("spark.schema.required")))
+        ref = conf.get("spark.transform")
+        self._transform_fn = load_function(str(ref)) if ref else None
+        self.output_fields = _conf_list(conf.get("spark.output.fields")) or self._declared_fields(DEFAULT_STREAM)
+        self.error_stream = str(conf.get("spark.errors.stream", ERROR_STREAM))
+        self.batch: list[Tuple] = []
+        self.rows: list[tuple[Any, ...]] = []
+        self.batch_started = 0.0
+        self.batches = 0
+        self.batches_failed = 0
+        self.rows_emitted = 0
+        self.rows_rejected = 0
+        tick = conf.get("topology.tick.tuple.freq.secs")
+        if not tick:
+            log.warning(
+                "%s: no tick tuples (topology.tick.tuple.freq.secs); a partial batch waits for"
+                " the next tuple to be flushed by time", getattr(context, "component_id", "?"))
+        timeout = conf.get("topology.message.timeout.secs")
+        if timeout and self.batch_interval >= float(timeout):
+            log.warning("spark.batch.interval.secs %s >= the message timeout %s: tuples will time out",
+                        self.batch_interval, timeout)
+
+    def _declared_fields(self, stream: str) -> list[str]:
+        declared = getattr(self.context, "output_fields", None)  # the file's outputs win over the class's
+        if declared is not None:
+            fields = list(declared(stream))
+            if fields:
+                return fields
+        outputs = type(self).outputs
+        if isinstance(outputs, Mapping):
+            return list(outputs.get(stream, []))
+        return list(outputs or []) if stream == DEFAULT_STREAM else []
+
+    # -- the user's part -------------------------------------------------------------------
+    def transform(self, df: DataFrame, spark: SparkSession) -> DataFrame:
+        """DataFrame -> DataFrame: any PySpark transform, SQL, or a fitted ML pipeline."""
+        if self._transform_fn is not None:
+            return self._transform_fn(df, spark)  # type: ignore[no-any-return]
+        return df
+
+    # -- batching --------------------------------------------------------------------------
+    def execute(self, tup: Tuple) -> None:
+        if tup.is_tick():
+            if self.batch and time.monotonic() - self.batch_started >= self.batch_interval:
+                self.flush()
+            return
+        try:
+            row = self.input_schema.convert(tup.fields, tup.values)
+        except SchemaError as exc:
+            self.reject(tup, str(exc))
+            return
+        if not self.batch:
+            self.batch_started = time.monotonic()
+        self.batch.append(tup)
+        self.rows.append((*row, len(self.rows)))
+        if len(self.batch) >= self.batch_size or time.monotonic() - self.batch_started >= self.batch_interval:
+            self.flush()
+
+    def reject(self, tup: Tuple, reason: str) -> None:
+        """A bad input: [reason, values] on the errors stream, and the input is acked."""
+        self.rows_rejected += 1
+        try:
+            self.collector.emit([reason, list(tup.values)], stream=self.error_stream, anchors=tup)
+        except ValueError as exc:  # no errors stream declared: report it instead
+            self.collector.report_error(SchemaError(f"{reason} (and {exc})"))
+        self.collector.ack(tup)
+
+    def flush(self) -> None:
+        """Run the current batch through Spark; ack its inputs after success, fail them on error."""
+        batch, rows = self.batch, self.rows
+        self.batch, self.rows = [], []
+        if not batch:
+            return
+        self.batches += 1
+        try:
+            spark = get_spark(self.conf)
+            df = spark.createDataFrame(rows, schema=self.input_schema.struct(), verifySchema=False)
+            self.handle_result(self.transform(df, spark), batch, spark)
+        except Exception as exc:
+            self.batches_failed += 1
+            self.collector.report_error(
+                SparkBatchError(f"batch of {len(batch)} tuples failed, inputs failed for replay: {exc}"))
+            for t in batch:
+                self.collector.fail(t)
+            return
+        for t in batch:
+            self.collector.ack(t)
+
+    def handle_result(self, df: DataFrame, batch: list[Tuple], spark: SparkSession) -> None:
+        """Collect the result and emit it; raising here fails the batch."""
+        fields = self.output_fields
+        if not fields:
+            df.collect()  # run it anyway: a transform for its side effects
+            return
+        missing = [f for f in fields if f not in df.columns]
+        if missing:
+            raise SparkBatchError(f"the transform's result has no column(s) {missing} (columns: {df.columns})")
+        lineage = ROW_COLUMN in df.columns
+        result = df.select(*fields, ROW_COLUMN) if lineage else df.select(*fields)
+        rows = result.collect()
+        n = len(fields)
+        emit = self.collector.emit
+        for row in rows:
+            values = [to_wire(row[i]) for i in range(n)]
+            if lineage and row[n] is not None and 0 <= row[n] < len(batch):
+                emit(values, anchors=batch[row[n]])
+            else:
+                emit(values, anchors=batch)
+        self.rows_emitted += len(rows)
+
+
+# -- the sink ----------------------------------------------------------------------------------
+class SparkSinkBolt(SparkBatchBolt):
+    """Appends micro-batches to a dataset; acks a batch's inputs only after the write succeeded.
+
+    Config:
+      spark.sink.path              the dataset's directory (or URI: hdfs://, s3a://, ...)
+      spark.sink.table             or a table (saveAsTable, append)
+      spark.sink.format            parquet (default) or any format Spark writes
+      spark.sink.options.<key>     writer options
+      spark.sink.id.field          the message id field every row must carry (default msg_id)
+      spark.sink.time.field        the time column; a partition column is derived from it
+      spark.sink.partition.column  its name (default dt)
+      spark.sink.partition.format  its value, a Spark datetime pattern (default yyyy-MM-dd)
+      spark.sink.partition.by      partition columns (default: the derived one)
+      spark.sink.batch.column      a column with the writing batch's id (default _batch_id; "" none)
+      spark.sink.commit            staged (default: each batch is written to <path>/_staging/<id>
+                                   and its files renamed into place, so concurrent writers never
+                                   share Spark's _temporary dir and readers never see half a
+                                   batch) or direct (df.write.mode("append"), one writer per path)
+    """
+
+    outputs: ClassVar[Any] = {ERROR_STREAM: ERROR_FIELDS}
+    _path_locks: dict[str, threading.Lock] = {}
+    _path_locks_guard = threading.Lock()
+
+    def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
+        super().prepare(conf, context, collector)
+        self.path = conf.get("spark.sink.path")
+        self.table = conf.get("spark.sink.table")
+        if not self.path and not self.table:
+            raise ValueError("SparkSinkBolt needs spark.sink.path or spark.sink.table")
+        self.format = str(conf.get("spark.sink.format", "parquet"))
+        self.options = _prefixed(conf, "spark.sink.options.")
+        self.id_field = str(conf.get("spark.sink.id.field", DEFAULT_ID_FIELD))
+        self.time_field = conf.get("spark.sink.time.field")
+        self.partition_column = str(conf.get("spark.sink.partition.column", "dt"))
+        self.partition_format = str(conf.get("spark.sink.partition.format", "yyyy-MM-dd"))
+        default_parts = [self.partition_column] if self.time_field else []
+        self.partition_by = _conf_list(conf.get("spark.sink.partition.by")) or default_parts
+        self.batch_column = str(conf.get("spark.sink.batch.column", BATCH_COLUMN))
+        self.commit = str(conf.get("spark.sink.commit", "staged"))
+        if self.commit not in ("staged", "direct"):
+            raise ValueError(f"spark.sink.commit must be staged or direct, not {self.commit!r}")
+        self.input_schema.required.add(self.id_field)
+        self.rows_written = 0
+        self.output_fields = []
+
+    def handle_result(self, df: DataFrame, batch: list[Tuple], spark: SparkSession) -> None:
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        if self.id_field not in df.columns:
+            raise SparkBatchError(f"the sink's rows need the message id field {self.id_field!r} (columns: {df.columns})")
+        if ROW_COLUMN in df.columns:
+            df = df.drop(ROW_COLUMN)
+        if self.time_field:
+            col = F.col(str(self.time_field))
+            dtype = df.schema[str(self.time_field)].dataType
+            if isinstance(dtype, T.NumericType):
+                col = F.timestamp_seconds(col)
+            elif isinstance(dtype, T.StringType):
+                col = F.to_timestamp(col)
+            df = df.withColumn(self.partition_column, F.date_format(col, self.partition_format))
+        batch_id = f"{self.context.component_id}-{self.context.task_id}-{uuid.uuid4().hex}"
+        if self.batch_column:
+            df = df.withColumn(self.batch_column, F.lit(batch_id))
+        self.write(df, batch_id, spark)
+        self.rows_written += len(batch)
+
+    def write(self, df: DataFrame, batch_id: str, spark: SparkSession) -> None:
+        """Append one batch; raising fails the batch's inputs."""
+        if self.table:
+            writer = df.write.mode("append").format(self.format).options(**self.options)
+            if self.partition_by:
+                writer = writer.partitionBy(*self.partition_by)
+            with self._lock_for(f"table:{self.table}"):
+                writer.saveAsTable(str(self.table))
+            return
+        path = str(self.path).rstrip("/")
+        if self.commit == "direct":
+            writer = df.write.mode("append").format(self.format).options(**self.options)
+            if self.partition_by:
+                writer = writer.partitionBy(*self.partition_by)
+            with self._lock_for(path):
+                writer.save(path)
+            return
+        staging = f"{path}/_staging/{batch_id}"
+        writer = df.write.mode("errorifexists").format(self.format).options(**self.options)
+        if self.partition_by:
+            writer = writer.partitionBy(*self.partition_by)
+        writer.save(staging)
+        move_files(spark, staging, path)
+
+    @classmethod
+    def _lock_for(cls, key: str) -> threading.Lock:
+        with cls._path_locks_guard:
+            return cls._path_locks.setdefault(key, threading.Lock())
+
+
+def move_files(spark: SparkSession, src: str, dest: str) -> int:
+    """Rename every data file under `src` to the same relative path under `dest` (Hadoop
+    FileSystem, so any URI Spark writes to), then delete `src`. Returns the files moved."""
+    jvm: Any = spark._jvm
+    hconf = spark._jsc.hadoopConfiguration()
+    Path = jvm.org.apache.hadoop.fs.Path
+    src_path = Path(src)
+    fs = src_path.getFileSystem(hconf)
+    src_root = fs.makeQualified(src_path).toUri().getPath().rstrip("/")
+    dest_path = fs.makeQualified(Path(dest))
+    files = fs.listFiles(src_path, True)
+    moved = 0
+    while files.hasNext():
+        p = files.next().getPath()
+        if p.getName().startswith(("_", ".")):
+            continue
+        rel = p.toUri().getPath()[len(src_root) + 1:]
+        target = Path(dest_path, rel)
+        fs.mkdirs(target.getParent())
+        if not fs.rename(p, target):
+            raise OSError(f"could not move {p.toString()} to {target.toString()}")
+        moved += 1
+    fs.delete(src_path, True)
+    return moved
+
+
+def read_dataset(spark: SparkSession, path: str, fmt: str = "parquet", id_field: str = DEFAULT_ID_FIELD,
+                 dedup: bool = True, keys: Sequence[str] = ()) -> DataFrame:
+    """A sink's dataset, deduplicated by message id (plus `keys` when one message makes several
+    rows): a batch that was written and then replayed appears once."""
+    df = spark.read.format(fmt).load(path)
+    return df.dropDuplicates([id_field, *keys]) if dedup else df
+
+
+# -- the source --------------------------------------------------------------------------------
+class SparkSourceSpout(Spout):
+    """Reads a dataset through Spark and emits its rows with message ids; failed rows are
+    replayed. For backfills and for replaying history through the same topology.
+
+    Config:
+      spark.source.path / spark.source.table / spark.source.sql   what to read (one of them)
+      spark.source.format          parquet (default), json, csv, text, orc, ... (with path)
+      spark.source.schema          a DDL schema string for the reader (optional)
+      spark.source.options.<key>   reader options (header, multiLine, ...)
+      spark.source.fields          the emitted fields (default: the declared default stream)
+      spark.source.id.field        the message id field (default msg_id): a dataset column, or
+                                   if the dataset has none, ids "<prefix><row number>" are put
+                                   into that field
+      spark.source.id.prefix       prefix of generated ids (default "")
+      spark.source.max.retries     give up on a row after this many failures (default -1: never)
+
+    With several tasks, task k of P emits the rows whose id hashes to k (an id column) or whose
+    row number is k mod P (generated ids). `done` is set, and `on_done()` called, once every
+    row was emitted and acked (or given up).
+    """
+
+    outputs: ClassVar[Any] = None
+
+    def open(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
+        super().open(conf, context, collector)
+        self.fields = _conf_list(conf.get("spark.source.fields")) or self._declared_fields()
+        if not self.fields:
+            raise ValueError("SparkSourceSpout needs its fields: spark.source.fields or outputs")
+        self.id_field = str(conf.get("spark.source.id.field", DEFAULT_ID_FIELD))
+        self.id_prefix = str(conf.get("spark.source.id.prefix", ""))
+        self.max_retries = int(conf.get("spark.source.max.retries", -1))
+        tasks = sorted(context.this_component_tasks())
+        self.index, self.n_tasks = tasks.index(context.task_id), len(tasks)
+        self.rows: Iterator[tuple[Any, list[Any]]] | None = None
+        self.exhausted = False
+        self.pending: dict[Any, list[Any]] = {}
+        self.retries: dict[Any, int] = {}
+        self.replay: deque[Any] = deque()
+        self.emitted = self.acked = self.failed = self.given_up = 0
+        self.done = False
+
+    def _declared_fields(self) -> list[str]:
+        declared = getattr(self.context, "output_fields", None)
+        if declared is not None:
+            fields = list(declared(DEFAULT_STREAM))
+            if fields:
+                return fields
+        outputs = type(self).outputs
+        if isinstance(outputs, Mapping):
+            return list(outputs.get(DEFAULT_STREAM, []))
+        return list(outputs or [])
+
+    def dataframe(self, spark: SparkSession) -> DataFrame:
+        """The dataset to read; override for anything the config keys cannot say."""
+        conf = self.conf
+        if conf.get("spark.source.sql"):
+            return spark.sql(str(conf["spark.source.sql"]))
+        if conf.get("spark.source.table"):
+            return spark.read.table(str(conf["spark.source.table"]))
+        path = conf.get("spark.source.path")
+        if not path:
+            raise ValueError("SparkSourceSpout needs spark.source.path, spark.source.table or spark.source.sql")
+        reader = spark.read.format(str(conf.get("spark.source.format", "parquet")))
+        reader = reader.options(**_prefixed(conf, "spark.source.options."))
+        if conf.get("spark.source.schema"):
+            reader = reader.schema(str(conf["spark.source.schema"]))
+        return reader.load(str(path))
+
+    def _start(self) -> Iterator[tuple[Any, list[Any]]]:
+        from pyspark.sql import functions as F
+
+        spark = get_spark(self.conf)
+        df = self.dataframe(spark)
+        has_id = self.id_field in df.columns
+        missing = [f for f in self.fields if f not in df.columns and not (f == self.id_field and not has_id)]
+        if missing:
+            raise ValueError(f"the dataset has no column(s) {missing} (columns: {df.columns})")
+        if has_id and self.n_tasks > 1:
+            df = df.where(F.pmod(F.xxhash64(F.col(self.id_field)), F.lit(self.n_tasks)) == self.index)
+        cols = [f for f in self.fields if f in df.columns]
+        id_pos = self.fields.index(self.id_field) if self.id_field in self.fields else None
+        for n, row in enumerate(df.select(*cols).toLocalIterator(prefetchPartitions=True)):
+            if has_id:
+                values = [to_wire(v) for v in row]
+                msg_id = values[cols.index(self.id_field)]
+            else:
+                if self.n_tasks > 1 and n % self.n_tasks != self.index:
+                    continue
+                msg_id = f"{self.id_prefix}{n}"
+                it = iter(row)
+                values = [msg_id if i == id_pos else to_wire(next(it)) for i in range(len(self.fields))]
+            yield msg_id, values
+
+    def next_tuple(self) -> None:
+        if self.replay:
+            msg_id = self.replay.popleft()
+            values = self.pending.get(msg_id)
+            if values is not None:
+                self.emitted += 1
+                self.collector.emit(values, msg_id=msg_id)
+            return
+        if self.exhausted:
+            return
+        if self.rows is None:
+            self.rows = self._start()
+        try:
+            msg_id, values = next(self.rows)
+        except StopIteration:
+            self.exhausted = True
+            self._check_done()
+            return
+        self.pending[msg_id] = values
+        self.emitted += 1
+        self.collector.emit(values, msg_id=msg_id)
+
+    def ack(self, msg_id: Any) -> None:
+        if self.pending.pop(msg_id, None) is not None:
+            self.acked += 1
+            self.retries.pop(msg_id, None)
+        self._check_done()
+
+    def fail(self, msg_id: Any) -> None:
+        if msg_id not in self.pending:
+            return
+        self.failed += 1
+        tries = self.retries[msg_id] = self.retries.get(msg_id, 0) + 1
+        if 0 <= self.max_retries < tries:
+            self.given_up += 1
+            self.pending.pop(msg_id, None)
+            self.collector.report_error(RuntimeError(f"gave up on message {msg_id!r} after {tries} failures"))
+            self._check_done()
+            return
+        self.replay.append(msg_id)
+
+    def _check_done(self) -> None:
+        if self.exhausted and not self.pending and not self.done:
+            self.done = True
+            log.info("source %s task %s: all %d rows acked", self.context.component_id, self.context.task_id, self.acked)
+            self.on_done()
+
+    def on_done(self) -> None:
+        """Every row of this task was emitted and acked (or given up)."""
+
+
+def dumps_values(values: Sequence[Any]) -> str:
+    """Values as JSON for logs and error files (anything JSON cannot say becomes a string)."""
+    return json.dumps(list(values), default=str)
