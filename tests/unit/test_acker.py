@@ -495,3 +495,27 @@ def test_pending_drain_returns_every_id_from_every_bucket() -> None:
     assert len(p) == 0
     assert p.drain() == []
     assert p.expire(1e6) == []
+
+
+def test_init_new_registers_trees_that_then_complete_by_acks() -> None:
+    ledger = AckerLedger(timeout_secs=30, now=0.0)
+    done: list[list[int]] = []
+    ledger.init_new([(11, 0b1010, 5), (12, 0, 6)], done)
+    # a tree with no edges completes at once; the other waits for its acks
+    assert done == [[3, 6, 12, 1, 0]]
+    assert len(ledger) == 1
+    done.clear()
+    ledger.apply([[1, 1, 11, 0b1000, 0]], done)
+    assert done == [] and len(ledger) == 1
+    ledger.apply([[1, 1, 11, 0b0010, 0]], done)
+    assert done == [[3, 5, 11, 1, 0]]
+    assert len(ledger) == 0
+
+
+def test_init_new_then_fail_reports_the_spout() -> None:
+    ledger = AckerLedger(timeout_secs=30, now=0.0)
+    done: list[list[int]] = []
+    ledger.init_new([(21, 7, 9)], done)
+    ledger.apply([[2, 1, 21, 0, 0]], done)
+    assert done == [[3, 9, 21, 0, 0]]
+    assert len(ledger) == 0

@@ -117,6 +117,20 @@ class AckerLedger:
         done = self._settle(root, entry)
         return None if done is None else (entry[1], done)
 
+    def init_new(self, entries: list[tuple[int, int, int]], done: list[list[int]]) -> None:
+        """Register new trees `(root, xor, spout task)` whose tuples have not left the spout yet,
+        so no ack for them can have arrived: no lookup needed. A tree with no edges (its tuple
+        went nowhere) completes at once."""
+        head = self.pending._head
+        added = 0
+        for root, xor, task in entries:
+            if xor == 0:
+                done.append([3, task, root, 1, 0])
+            else:
+                head[root] = [xor, task, 0]
+                added += 1
+        self.pending.size += added
+
     def apply(self, items: list[list[int]], done: list[list[int]]) -> None:
         """Apply a batch of wire messages `[kind, acker task, root, val, extra]` (kinds from
         `squall.wire`: 0 init with extra = spout task, 1 ack, 2 fail) and append a completion

@@ -106,6 +106,8 @@ class Executor:
         self.acker_tasks: Sequence[int] = ()
         self.n_ackers = 0
         self.contexts: dict[int, Context] = {}
+        # spouts: (root, xor, spout task) of new trees whose acker is in this worker
+        self.local_inits: list[tuple[int, int, int]] = []
 
     # -- routing ---------------------------------------------------------------------------
     def refresh_routing(self) -> None:
@@ -194,6 +196,12 @@ class Executor:
     def flush(self, block: bool) -> bool:
         """Push buffered output on; returns True when everything left the executor."""
         out = self.out
+        if self.local_inits:
+            # before any data leaves: an ack can only follow its tree's registration
+            inits, self.local_inits = self.local_inits, []
+            own = self.worker.init_trees(inits)
+            if own:
+                self.on_done(own)
         if out.acks:
             at = self.acker_tasks
             n = self.n_ackers
@@ -321,7 +329,11 @@ class SpoutCollector:
                     buf.append([t, task, stream, values, {r: e}])
             ex.stats.emitted += len(targets)
             self.pending.pending.put(r, (msg_id, ex.now))
-            ex.out.control.append([wire.INIT, ex.acker_tasks[r % ex.n_ackers], r, xor, task])
+            if local:
+                # the acker is in this worker: registered straight into its ledger at flush
+                ex.local_inits.append((r, xor, task))
+            else:
+                ex.out.control.append([wire.INIT, ex.acker_tasks[r % ex.n_ackers], r, xor, task])
         else:
             for t in targets:
                 ex.put_tuple(t, [t, task, stream, values, None])

@@ -319,6 +319,29 @@ class Worker:
             self._put(self.control_queue, (slot, batch))
         return own
 
+    def init_trees(self, inits: list[tuple[int, int, int]]) -> list[list[int]]:
+        """Register a spout's new trees in this worker's ackers (`root % numAckers` names one of
+        them). Returns completions of trees with no edges, for the calling spout."""
+        n = len(self.routing.plan.acker_tasks)
+        tasks = self.routing.plan.acker_tasks
+        by_task: dict[int, list[tuple[int, int, int]]] = {}
+        for entry in inits:
+            t = tasks[entry[0] % n]
+            got = by_task.get(t)
+            if got is None:
+                by_task[t] = [entry]
+            else:
+                got.append(entry)
+        done: list[list[int]] = []
+        with self.acker_lock:
+            for t, entries in by_task.items():
+                led = self.ledgers.get(t)
+                if led is None:  # moved away since the spout picked the root: the tree times out
+                    self.dropped += len(entries)
+                else:
+                    led.init_new(entries, done)
+        return done
+
     def _put(self, q: queue.Queue[Any], item: Any, stop: threading.Event | None = None) -> bool:
         stop = stop or self.stop_event
         while not stop.is_set():
