@@ -38,7 +38,7 @@ def noop_topology(ack: bool) -> Topology:
     return b.build(
         num_workers=2,
         num_ackers=2 if ack else 0,
-        max_spout_pending=20000 if ack else None,
+        max_spout_pending=2000 if ack else None,
         config={"bench.ack": ack},
     )
 
