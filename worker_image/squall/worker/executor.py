@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("squall.executor")
 
 SPOUT_BATCH = 256  # next_tuple calls per turn before flushing
+FLUSH_SECS = 0.002  # a bolt busy on one batch flushes its output at least this often
 INBOX_BATCHES = 64  # bounded executor inbox, in batches
 _getrandbits = random.getrandbits
 # an executor's bounded inbox of batches (bolts: tuples; spouts: acker completions)
@@ -694,7 +695,13 @@ class BoltExecutor(Executor):
         last_stream: Any = None
         comp = SYSTEM
         fidx: Mapping[str, int] = {}
+        flushed_at = perf()
         for dest, src, stream, values, anchors in batch:
+            if not n & 7 and perf() - flushed_at > FLUSH_SECS:
+                # a slow bolt in a big batch: hand its acks and output on as it goes
+                stats.executed = n
+                self.flush(block=True)
+                flushed_at = perf()
             bolt = instances.get(dest)
             if bolt is None:
                 stats.dropped += 1
