@@ -229,3 +229,14 @@ def run(
             progress=progress,
         )
     raise typer.Exit(code)
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+    add_help_option=False,
+)
+def operator(ctx: typer.Context) -> None:
+    """Run the Kubernetes operator (nimbus for Topology resources); `squall operator --help`."""
+    from squall_operator.operator_main import main as operator_main
+
+    raise typer.Exit(operator_main(list(ctx.args)))

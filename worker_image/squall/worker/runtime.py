@@ -596,8 +596,10 @@ class Worker:
             self.state.remove_endpoint(self.topology_id, self.slot)
         except Exception:
             pass
-        self.data_sock.close(0)
-        self.control_sock.close(0)
+        # start() may have failed before binding (a port in use): close what exists
+        for sock in (getattr(self, "data_sock", None), getattr(self, "control_sock", None)):
+            if sock is not None:
+                sock.close(0)
         self.zmq.term()
 
 

@@ -1,0 +1,134 @@
+"""The kopf handlers: thin glue between the API server's events and `KubeNimbus`.
+
+Handlers only record what the API server says (spec, generation, deletion) and wake nimbus's
+reconcile loop, which does the work level-based: submit, activate / deactivate, rebalance,
+kill, worker pods, status. So a handler never blocks on ZooKeeper or a wait, and an operator
+that restarts in the middle of anything resumes from ZooKeeper and the resources (kopf calls
+`reconcile` for every existing Topology on start, and `kill` again for one being deleted).
+
+Leader election happens in `startup`, before kopf starts watching: a standby replica waits there
+until the Lease is free, so two replicas never both act.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from squall_operator.crd import GROUP, PLURAL, VERSION
+from squall_operator.kube_nimbus import (
+    KubeApi,
+    KubeClusterState,
+    KubeNimbus,
+    KubernetesApi,
+    LeaseElector,
+    OperatorConfig,
+)
+
+log = logging.getLogger("squall.operator")
+
+FINALIZER = "squall.io/kill"
+
+
+@dataclass
+class OperatorContext:
+    """What the handlers share; kopf copies `memo` per object, this object stays one."""
+
+    config: OperatorConfig
+    stop: threading.Event = field(default_factory=threading.Event)
+    nimbus: KubeNimbus | None = None
+    api: KubeApi | None = None
+    state: KubeClusterState | None = None
+    # called when the Lease is lost: the process must stop acting at once
+    on_lost: Any = None
+
+
+def _context(memo: Any) -> OperatorContext:
+    ctx = memo.context
+    assert isinstance(ctx, OperatorContext)
+    return ctx
+
+
+def _nimbus(memo: Any) -> KubeNimbus:
+    nimbus = _context(memo).nimbus
+    if nimbus is None:
+        raise kopf.TemporaryError("nimbus is not started yet", delay=2)
+    return nimbus
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="squall.io")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="squall.io", key="last-handled-configuration"
+    )
+    # the operator posts its own Events (why a worker moved, a rebalance's phases); kopf's
+    # "handler succeeded / retrying" events would only bury them
+    settings.posting.enabled = False
+    settings.peering.standalone = True
+    ctx = _context(memo)
+    config = ctx.config
+    api: KubeApi = ctx.api if ctx.api is not None else await asyncio.to_thread(KubernetesApi)
+    ctx.api = api
+    elector = LeaseElector(api, config.lease_namespace, config.lease_name, config.identity,
+                           config.lease_duration_secs)
+    log.info("waiting for lease %s/%s as %s", config.lease_namespace, config.lease_name, config.identity)
+    if not await asyncio.to_thread(elector.acquire, ctx.stop):
+        return
+    state = await asyncio.to_thread(KubeClusterState.connect, config.zookeeper, root=config.zk_root)
+    assert isinstance(state, KubeClusterState)
+    ctx.state = state
+    nimbus = KubeNimbus(state, api, config)
+    await asyncio.to_thread(nimbus.start_operator, ctx.stop)
+    ctx.nimbus = nimbus
+    threading.Thread(target=elector.keep, args=(ctx.stop, ctx.on_lost or _exit_on_lost),
+                     name="squall-lease", daemon=True).start()
+    log.info("squall operator is nimbus (zookeeper %s, root %s)", config.zookeeper, config.zk_root)
+
+
+def _exit_on_lost() -> None:
+    import os
+
+    log.critical("lost the leader lease: exiting so that only one operator acts")
+    logging.shutdown()
+    os._exit(70)
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: Any, **_: Any) -> None:
+    ctx = _context(memo)
+    ctx.stop.set()
+    if ctx.nimbus is not None:
+        await asyncio.to_thread(ctx.nimbus.stop_operator)
+    if ctx.state is not None:
+        ctx.state.close()
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL)
+def reconcile(meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, namespace: str | None,
+              name: str, uid: str, memo: Any, **_: Any) -> None:
+    """Record the spec; nimbus's loop validates it and acts (submit, (de)activate, rebalance)."""
+    _nimbus(memo).register(
+        namespace or "default", name, uid, int(meta.get("generation") or 1), dict(spec),
+        dict(meta.get("labels") or {}), dict(status or {}),
+    )
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL)
+def kill(meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, namespace: str | None, name: str,
+         uid: str, memo: Any, **_: Any) -> None:
+    """Storm's kill: the finalizer holds the resource until the workers and the ZooKeeper
+    state are gone (after killWaitSecs)."""
+    done = _nimbus(memo).request_kill(
+        namespace or "default", name, uid, int(meta.get("generation") or 1), dict(spec), dict(status or {})
+    )
+    if not done:
+        raise kopf.TemporaryError("killing: spouts deactivated, waiting for killWaitSecs", delay=2)

@@ -1,0 +1,808 @@
+"""Nimbus on Kubernetes: supervisors are Nodes, workers are pods, the user's view is the
+Topology resource.
+
+`KubeNimbus` is `squall_operator.nimbus.Nimbus` (same lifecycle table, scheduler and monitor,
+same ZooKeeper layout) with three things added:
+
+* supervisors come from the Nodes the API server lists (`KubeClusterState.supervisors`), not
+  from ephemeral ZooKeeper nodes: a NotReady or cordoned node offers no slots, so the scheduler
+  moves its executors;
+* a reconcile round (every `monitor_freq_secs`, and at once when a handler wakes it) that turns
+  each Topology resource's spec into nimbus actions (submit, activate, deactivate, rebalance,
+  kill), runs nimbus's monitor round, makes the worker pods match the assignment, and writes the
+  resource's status;
+* Events on the resource for everything a user would ask "why?" about.
+
+Everything that must survive an operator restart is in ZooKeeper (lifecycle state, pending
+delayed actions, assignments) or on the resource (spec, status, finalizer): the in-memory
+registry of resources is rebuilt by kopf's resume handlers, and `startup()` resumes pending kills
+and rebalances from ZooKeeper.
+
+Only one operator acts at a time: `LeaseElector` holds a coordination.k8s.io Lease, and the
+process exits if it cannot renew it in time (the kubelet restarts it as a standby).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from squall.errors import TopologyError
+from squall.models.cluster import StormBase, SupervisorInfo, TopologyStatus
+from squall.models.v1alpha1 import API_VERSION, KIND, Topology
+from squall.state import ClusterState, StateError, Watch
+from squall.validation import check_topology, parse_topology
+from squall_operator import monitor, pods
+from squall_operator.nimbus import Nimbus, NimbusError
+
+log = logging.getLogger("squall.operator")
+
+__all__ = [
+    "KubeApi",
+    "KubeClusterState",
+    "KubeNimbus",
+    "KubernetesApi",
+    "LeaseElector",
+    "OperatorConfig",
+    "Resource",
+]
+
+
+class ApiConflict(Exception):
+    """The object already exists, or changed since it was read (HTTP 409)."""
+
+
+class ApiNotFound(Exception):
+    """HTTP 404."""
+
+
+class KubeApi(Protocol):
+    """The few API calls the operator makes; tests pass a fake."""
+
+    def list_nodes(self) -> list[dict[str, Any]]: ...
+    def list_pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict[str, Any]]: ...
+    def create_pod(self, namespace: str, body: dict[str, Any]) -> None: ...
+    def delete_pod(self, namespace: str, name: str, grace_secs: int | None = None) -> None: ...
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None: ...
+    def list_topologies(self, namespace: str | None) -> list[dict[str, Any]]: ...
+    def post_event(self, namespace: str, name: str, uid: str, type_: str, reason: str,
+                   message: str) -> None: ...
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    def create_lease(self, namespace: str, body: dict[str, Any]) -> None: ...
+    def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    """Everything the operator is told at start (the chart turns its values into these)."""
+
+    zookeeper: str
+    worker: pods.WorkerPodConfig
+    zk_root: str = "/squall"
+    # namespaces whose Topologies this operator runs; empty: every namespace
+    namespaces: tuple[str, ...] = ()
+    slots: pods.SlotConfig = field(default_factory=pods.SlotConfig)
+    monitor_freq_secs: float = 2.0
+    task_timeout_secs: float = 10.0
+    launch_timeout_secs: float = 120.0
+    # directories the operator imports component classes from when it validates a spec
+    search_paths: tuple[str, ...] = ()
+    resolve_classes: bool = True
+    # leader election
+    lease_name: str = "squall-operator"
+    lease_namespace: str = "default"
+    lease_duration_secs: float = 15.0
+    identity: str = field(default_factory=lambda: os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or f"pid-{os.getpid()}")
+    # the status is written when it changed, and at least this often (uptime)
+    status_refresh_secs: float = 30.0
+
+
+# --- the Kubernetes API, through the official client ----------------------------------------
+
+
+def _now_micro() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse_time(text: str | None) -> float | None:
+    if not text:
+        return None
+    text = text.replace("Z", "+00:00")
+    try:
+        return dt.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+class KubernetesApi:
+    """`KubeApi` over the `kubernetes` package (in-cluster credentials, else $KUBECONFIG)."""
+
+    def __init__(self, timeout: tuple[float, float] = (5.0, 30.0)) -> None:
+        from kubernetes import client, config
+
+        # (connect, read) seconds for every call: a hung call must not stall the loop
+        self.timeout = timeout
+        try:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            config.load_kube_config()  # type: ignore[no-untyped-call]
+        self._client = client
+        self.core = client.CoreV1Api()
+        self.custom = client.CustomObjectsApi()
+        self.coordination = client.CoordinationV1Api()
+
+    def _call(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            resp = fn(*args, _preload_content=False, _request_timeout=self.timeout, **kw)
+        except ApiException as exc:
+            if exc.status == 409:
+                raise ApiConflict(str(exc.reason)) from None
+            if exc.status == 404:
+                raise ApiNotFound(str(exc.reason)) from None
+            raise
+        data = resp.data
+        return json.loads(data) if data else None
+
+    def list_nodes(self) -> list[dict[str, Any]]:
+        return list(self._call(self.core.list_node)["items"])
+
+    def list_pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict[str, Any]]:
+        sel = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        return list(self._call(self.core.list_namespaced_pod, namespace, label_selector=sel)["items"])
+
+    def create_pod(self, namespace: str, body: dict[str, Any]) -> None:
+        self._call(self.core.create_namespaced_pod, namespace, body)
+
+    def delete_pod(self, namespace: str, name: str, grace_secs: int | None = None) -> None:
+        kw: dict[str, Any] = {}
+        if grace_secs is not None:
+            kw["grace_period_seconds"] = grace_secs
+        try:
+            self._call(self.core.delete_namespaced_pod, name, namespace, **kw)
+        except ApiNotFound:
+            pass
+
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        # a JSON patch replacing the whole status: a merge patch would keep map keys that are
+        # gone (a slot the topology left stays under status.slots)
+        self._call(
+            self.custom.patch_namespaced_custom_object_status,
+            pods.GROUP, "v1alpha1", namespace, "topologies", name,
+            [{"op": "add", "path": "/status", "value": status}],
+            _content_type="application/json-patch+json",
+        )
+
+    def list_topologies(self, namespace: str | None) -> list[dict[str, Any]]:
+        if namespace is None:
+            out = self._call(self.custom.list_cluster_custom_object, pods.GROUP, "v1alpha1", "topologies")
+        else:
+            out = self._call(self.custom.list_namespaced_custom_object, pods.GROUP, "v1alpha1",
+                             namespace, "topologies")
+        return list(out["items"])
+
+    def post_event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
+        now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{name}.", "namespace": namespace},
+            "involvedObject": {"apiVersion": API_VERSION, "kind": KIND, "name": name,
+                               "namespace": namespace, "uid": uid},
+            "type": type_,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": "squall-operator"},
+            "reportingComponent": "squall-operator",
+            "reportingInstance": os.environ.get("HOSTNAME", "squall-operator"),
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        self._call(self.core.create_namespaced_event, namespace, body)
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            out: dict[str, Any] = self._call(self.coordination.read_namespaced_lease, name, namespace)
+            return out
+        except ApiNotFound:
+            return None
+
+    def create_lease(self, namespace: str, body: dict[str, Any]) -> None:
+        self._call(self.coordination.create_namespaced_lease, namespace, body)
+
+    def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> None:
+        self._call(self.coordination.replace_namespaced_lease, name, namespace, body)
+
+
+# --- leader election ---------------------------------------------------------------------------
+
+
+class LeaseElector:
+    """A coordination.k8s.io/v1 Lease as a leader lock (client-go's leader election, simplified).
+
+    The holder renews `spec.renewTime` every `duration / 5` seconds; another instance takes the
+    Lease over only when it has not been renewed for `duration` seconds. Writes carry the Lease's
+    resourceVersion, so two candidates cannot both win one round. A holder that fails to renew
+    for `duration * 2 / 3` calls `on_lost` (the operator exits): it must stop acting before a
+    standby may take over.
+    """
+
+    def __init__(self, api: KubeApi, namespace: str, name: str, identity: str,
+                 duration: float = 15.0, clock: Callable[[], float] = time.time) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.duration = duration
+        self.clock = clock
+        self.last_renew = 0.0
+
+    def _body(self, resource_version: str | None, acquire_time: str, transitions: int) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        if resource_version:
+            meta["resourceVersion"] = resource_version
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": meta,
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": max(1, int(self.duration)),
+                "acquireTime": acquire_time,
+                "renewTime": _now_micro(),
+                "leaseTransitions": transitions,
+            },
+        }
+
+    def try_acquire(self) -> bool:
+        """One attempt to take or renew the Lease; True when this instance holds it."""
+        lease = self.api.get_lease(self.namespace, self.name)
+        now = self.clock()
+        try:
+            if lease is None:
+                self.api.create_lease(self.namespace, self._body(None, _now_micro(), 0))
+                self.last_renew = now
+                return True
+            spec = lease.get("spec") or {}
+            holder = spec.get("holderIdentity")
+            renewed = _parse_time(spec.get("renewTime")) or 0.0
+            duration = float(spec.get("leaseDurationSeconds") or self.duration)
+            transitions = int(spec.get("leaseTransitions") or 0)
+            rv = lease["metadata"].get("resourceVersion")
+            if holder == self.identity:
+                body = self._body(rv, spec.get("acquireTime") or _now_micro(), transitions)
+            elif not holder or renewed + duration < now:
+                body = self._body(rv, _now_micro(), transitions + 1)
+            else:
+                return False
+            self.api.replace_lease(self.namespace, self.name, body)
+            self.last_renew = now
+            return True
+        except ApiConflict:
+            return False
+
+    def acquire(self, stop: threading.Event, poll_secs: float = 2.0) -> bool:
+        """Block until the Lease is held (True) or `stop` is set (False)."""
+        while not stop.is_set():
+            try:
+                if self.try_acquire():
+                    log.info("leader election: %s holds lease %s/%s", self.identity, self.namespace, self.name)
+                    return True
+            except Exception:
+                log.exception("leader election: cannot read or write lease %s/%s", self.namespace, self.name)
+            stop.wait(poll_secs)
+        return False
+
+    def keep(self, stop: threading.Event, on_lost: Callable[[], None]) -> None:
+        """Renew until `stop`; call `on_lost` when renewal has failed for too long."""
+        interval = max(0.5, self.duration / 5)
+        deadline = self.duration * 2 / 3
+        while not stop.wait(interval):
+            try:
+                if self.try_acquire():
+                    continue
+                log.error("leader election: lease %s taken by another instance", self.name)
+                on_lost()
+                return
+            except Exception:
+                log.exception("leader election: renewal failed")
+            if self.clock() - self.last_renew > deadline:
+                log.error("leader election: could not renew lease for %.0fs", deadline)
+                on_lost()
+                return
+
+
+# --- supervisors from Nodes ----------------------------------------------------------------------
+
+
+class KubeClusterState(ClusterState):
+    """ClusterState whose supervisors are the Nodes that offer slots (set by `set_nodes`).
+
+    Until the first node list arrives, reading supervisors raises `StateError`, so nimbus never
+    schedules against an empty cluster by mistake (which would unassign every worker)."""
+
+    _nodes: pods.NodeSlots | None = None
+
+    def set_nodes(self, nodes: pods.NodeSlots) -> None:
+        self._nodes = nodes
+
+    @property
+    def nodes(self) -> pods.NodeSlots | None:
+        return self._nodes
+
+    def supervisors(self, watch: Watch | None = None) -> dict[str, SupervisorInfo]:
+        nodes = self._nodes
+        if nodes is None:
+            raise StateError("the Nodes have not been listed yet; not scheduling")
+        return {
+            name: SupervisorInfo(host=host, ports=list(ports), time_secs=0.0)
+            for name, (host, ports) in nodes.slots.items()
+        }
+
+
+# --- the resources nimbus serves -----------------------------------------------------------------
+
+
+@dataclass
+class Resource:
+    """One Topology resource, as the handlers last saw it."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    spec: dict[str, Any]
+    labels: dict[str, str] = field(default_factory=dict)
+    deleting: bool = False
+    status: dict[str, Any] = field(default_factory=dict)
+    # outcome of validating `validated_generation`
+    validated_generation: int | None = None
+    topology: Topology | None = None
+    problem: str | None = None
+    observed_generation: int | None = None
+    # generation whose rebalance was rejected / whose ignored changes were reported
+    rejected_generation: int | None = None
+    ignored_generation: int | None = None
+    removed: bool = False
+    last_status_write: float = 0.0
+    # whether the topology stored in ZooKeeper under this name was submitted for this resource
+    owned: bool = False
+    # why this resource cannot run now although its spec is valid (a name taken elsewhere)
+    conflict: str | None = None
+
+
+def topology_resource(res: Resource) -> dict[str, Any]:
+    """The Topology as nimbus stores it: only name, namespace and labels of the metadata."""
+    meta: dict[str, Any] = {"name": res.name, "namespace": res.namespace, "uid": res.uid}
+    if res.labels:
+        meta["labels"] = dict(res.labels)
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": meta, "spec": res.spec}
+
+
+def _comparable_spec(topology: Topology) -> dict[str, Any]:
+    """The spec without what a running topology may change (workers, parallelism, active)."""
+    data = topology.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data.pop("numWorkers", None)
+    data.pop("active", None)
+    for kind in ("spouts", "bolts"):
+        for comp in data.get(kind, []):
+            comp.pop("parallelism", None)
+    return data
+
+
+class KubeNimbus(Nimbus):
+    """Nimbus for the operator (see the module doc)."""
+
+    def __init__(self, state: KubeClusterState, api: KubeApi, config: OperatorConfig,
+                 *, clock: Callable[[], float] = time.time) -> None:
+        super().__init__(
+            state,
+            clock=clock,
+            timeouts=monitor.MonitorTimeouts(config.task_timeout_secs, config.launch_timeout_secs),
+            monitor_freq_secs=config.monitor_freq_secs,
+        )
+        self.kstate = state
+        self.api = api
+        self.config = config
+        self.resources: dict[str, Resource] = {}
+        self.loop_wake = threading.Event()
+        self._loop_thread: threading.Thread | None = None
+        self._reported_unhealthy: dict[str, str] = {}
+        self._last_orphan_check = 0.0
+
+    # -- events ----------------------------------------------------------------------------------
+    def _event(self, text: str) -> None:
+        super()._event(text)
+        topo, sep, message = text.partition(": ")
+        res = self._owner(topo) if sep else None
+        if res is None:
+            return
+        if message.startswith("assignment "):
+            self.post(res, "Normal", "Assigned", message)
+        elif message == "removed" and res.deleting:
+            self.post(res, "Normal", "Removed", "worker pods and ZooKeeper state are being removed")
+
+    def _owner(self, topo: str) -> Resource | None:
+        found = [r for r in self.resources.values() if r.name == topo and not r.removed]
+        owned = [r for r in found if r.owned]
+        return next(iter(owned or found), None)
+
+    def post(self, res: Resource, type_: str, reason: str, message: str) -> None:
+        try:
+            self.api.post_event(res.namespace, res.name, res.uid, type_, reason, message)
+        except Exception:
+            log.warning("cannot post event %s on %s/%s: %s", reason, res.namespace, res.name, message,
+                        exc_info=True)
+
+    @staticmethod
+    def owns(res: Resource, base: StormBase | None) -> bool:
+        """Whether `base` (the stored topology of res's name) was submitted for `res`."""
+        if base is None:
+            return False
+        meta = base.topology.get("metadata") or {}
+        if meta.get("uid") is not None:
+            return bool(meta["uid"] == res.uid)
+        return meta.get("namespace") in (None, res.namespace)
+
+    # -- what the kopf handlers call ---------------------------------------------------------------
+    def register(self, namespace: str, name: str, uid: str, generation: int,
+                 spec: Mapping[str, Any], labels: Mapping[str, str] | None = None,
+                 status: Mapping[str, Any] | None = None, deleting: bool = False) -> Resource:
+        """Record the resource as the API server has it now and wake the reconcile loop."""
+        with self.lock:
+            res = self.resources.get(uid)
+            if res is None:
+                res = Resource(namespace, name, uid, generation, dict(spec), dict(labels or {}),
+                               status=dict(status or {}))
+                self.resources[uid] = res
+            res.generation = generation
+            res.spec = dict(spec)
+            res.labels = dict(labels or {})
+            res.deleting = res.deleting or deleting
+            if status and not res.status:
+                res.status = dict(status)
+        self.loop_wake.set()
+        return res
+
+    def request_kill(self, namespace: str, name: str, uid: str, generation: int,
+                     spec: Mapping[str, Any], status: Mapping[str, Any] | None = None) -> bool:
+        """The resource is being deleted: start Storm's kill; True once everything is gone."""
+        with self.lock:
+            res = self.register(namespace, name, uid, generation, spec, status=status, deleting=True)
+            if res.removed:
+                self.resources.pop(uid, None)
+                return True
+        return False
+
+    def forget(self, uid: str) -> None:
+        with self.lock:
+            self.resources.pop(uid, None)
+
+    # -- startup and the loop --------------------------------------------------------------------
+    def refresh_nodes(self) -> pods.NodeSlots:
+        nodes = pods.node_slots(self.api.list_nodes(), self.config.slots)
+        with self.lock:
+            old = self.kstate.nodes
+            self.kstate.set_nodes(nodes)
+            if old is not None and (old.slots != nodes.slots):
+                self.wake.set()
+            for node, why in nodes.unhealthy.items():
+                if self._reported_unhealthy.get(node) != why:
+                    self._report_node(node, why)
+            self._reported_unhealthy = dict(nodes.unhealthy)
+        return nodes
+
+    def _report_node(self, node: str, why: str) -> None:
+        for res in list(self.resources.values()):
+            if not res.owned:
+                continue
+            try:
+                assignment = self.state.get_assignment(res.name)
+            except StateError:
+                continue
+            if assignment is None:
+                continue
+            on_node = sorted({s.key() for s in assignment.slots().values() if s.node == node})
+            if on_node:
+                self.post(res, "Warning", "NodeNotReady",
+                          f"{node}: {why}; moving the executors of slots {', '.join(on_node)} to healthy slots")
+
+    def start_operator(self, stop: threading.Event) -> None:
+        """List the Nodes (retrying until it works), resume pending kills and rebalances, and
+        start the reconcile loop."""
+        while not stop.is_set():
+            try:
+                self.refresh_nodes()
+                break
+            except Exception:
+                log.exception("cannot list Nodes; retrying")
+                stop.wait(2.0)
+        self.startup()
+        self._loop_thread = threading.Thread(target=self._run, args=(stop,), name="squall-nimbus", daemon=True)
+        self._loop_thread.start()
+
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.round()
+            except Exception:
+                log.exception("reconcile round failed; retrying")
+            self.loop_wake.wait(self.config.monitor_freq_secs)
+            self.loop_wake.clear()
+
+    def stop_operator(self) -> None:
+        self.loop_wake.set()
+        if self._loop_thread is not None:
+            self._loop_thread.join(10)
+
+    def round(self) -> None:
+        """One reconcile round: nodes, specs -> actions, nimbus's monitor, pods, status."""
+        started = time.monotonic()
+        marks: list[tuple[str, float]] = []
+        try:
+            self.refresh_nodes()
+        except Exception:
+            log.warning("cannot list Nodes; keeping the last list", exc_info=True)
+        marks.append(("nodes", time.monotonic()))
+        with self.lock:
+            resources = list(self.resources.values())
+        for res in resources:
+            try:
+                with self.lock:
+                    self.reconcile_spec(res)
+            except Exception:
+                log.exception("topology %s/%s: reconcile failed", res.namespace, res.name)
+        marks.append(("specs", time.monotonic()))
+        self.tick()
+        marks.append(("monitor", time.monotonic()))
+        now = self.clock()
+        for res in resources:
+            try:
+                self.reconcile_pods(res)
+                if res.deleting:
+                    with self.lock:
+                        self._reconcile_kill(res)
+                self.write_status(res, now)
+            except Exception:
+                log.exception("topology %s/%s: pods or status failed", res.namespace, res.name)
+        marks.append(("pods+status", time.monotonic()))
+        if now - self._last_orphan_check > 30:
+            self._last_orphan_check = now
+            self.kill_orphans()
+        took = time.monotonic() - started
+        if took > 5:
+            steps, last = [], started
+            for name, t in marks:
+                steps.append(f"{name} {t - last:.1f}s")
+                last = t
+            log.warning("slow reconcile round: %.1fs (%s)", took, ", ".join(steps))
+
+    # -- spec -> nimbus actions ----------------------------------------------------------------------
+    def validate(self, res: Resource) -> None:
+        if res.validated_generation == res.generation:
+            return
+        res.validated_generation = res.generation
+        problem: str | None = None
+        topology: Topology | None = None
+        try:
+            topology = parse_topology(topology_resource(res))
+            check_topology(topology, resolve_classes=self.config.resolve_classes,
+                           search_paths=self.config.search_paths)
+        except TopologyError as exc:
+            problem = "; ".join(exc.lines())
+            topology = None
+        except Exception as exc:  # an import that blew up in a surprising way
+            problem = f"cannot check the topology: {type(exc).__name__}: {exc}"
+            topology = None
+        if problem is not None and problem != res.problem:
+            self.post(res, "Warning", "InvalidSpec", problem)
+        res.problem = problem
+        res.topology = topology
+
+    def reconcile_spec(self, res: Resource) -> None:
+        topo = res.name
+        res.conflict = None
+        if res.deleting:
+            self._reconcile_kill(res)
+            return
+        self.validate(res)
+        base = self.state.get_storm(topo)
+        res.owned = self.owns(res, base)
+        if res.problem is not None or res.topology is None:
+            res.observed_generation = res.generation
+            return
+        topology = res.topology
+        if base is None:
+            self.submit(topology)
+            res.owned = True
+            res.observed_generation = res.generation
+            self.post(res, "Normal", "Submitted",
+                      f"submitted: {len(topology.spec.components)} components, "
+                      f"{topology.spec.num_workers} workers"
+                      + ("" if topology.spec.active else ", spouts inactive"))
+            return
+        if not res.owned:
+            owner = (base.topology.get("metadata") or {}).get("namespace")
+            if base.status is TopologyStatus.KILLED:
+                res.conflict = (f"waiting for the previous topology named {topo!r} to be removed "
+                                "(it is being killed)")
+            else:
+                res.conflict = (f"a topology named {topo!r} already runs in namespace {owner!r}; "
+                                "topology names are unique per operator")
+            return
+        if base.status in (TopologyStatus.KILLED, TopologyStatus.REBALANCING):
+            return
+        spec = topology.spec
+        running = Topology.model_validate(base.topology)
+        if _comparable_spec(running) != _comparable_spec(topology):
+            if res.ignored_generation != res.generation:
+                res.ignored_generation = res.generation
+                self.post(res, "Warning", "SpecChangeIgnored",
+                          "a running topology can change numWorkers, parallelism and active only; "
+                          "delete it and apply it again to change anything else")
+        executors = {c.name: c.parallelism for c in spec.components}
+        changed = {c: n for c, n in executors.items() if base.component_executors.get(c) != n}
+        workers = spec.num_workers if spec.num_workers != base.num_workers else None
+        if changed or workers is not None:
+            if res.rejected_generation == res.generation:
+                return
+            try:
+                self.rebalance(topo, workers, changed or None)
+            except NimbusError as exc:
+                res.rejected_generation = res.generation
+                res.observed_generation = res.generation
+                self.post(res, "Warning", "RebalanceRejected", str(exc))
+                return
+            parts = [f"numWorkers {base.num_workers} -> {workers}"] if workers is not None else []
+            parts += [f"{c} parallelism {base.component_executors.get(c)} -> {n}"
+                      for c, n in sorted(changed.items())]
+            self.post(res, "Normal", "RebalanceRequested",
+                      f"rebalance ({', '.join(parts)}): spouts deactivated, reassigning in "
+                      f"{running.spec.rebalance_wait:g}s")
+            res.observed_generation = res.generation
+            return
+        if spec.active and base.status is TopologyStatus.INACTIVE:
+            self.activate(topo)
+            self.post(res, "Normal", "Activated", "spouts activated")
+        elif not spec.active and base.status is TopologyStatus.ACTIVE:
+            self.deactivate(topo)
+            self.post(res, "Normal", "Deactivated", "spouts deactivated; workers stay up")
+        res.observed_generation = res.generation
+
+    def _reconcile_kill(self, res: Resource) -> None:
+        base = self.state.get_storm(res.name)
+        res.owned = self.owns(res, base)
+        if base is not None and res.owned:
+            if base.status is not TopologyStatus.KILLED:
+                wait = Topology.model_validate(base.topology).spec.kill_wait
+                self.kill(res.name, wait)
+                self.post(res, "Normal", "Killing",
+                          f"spouts deactivated; removing the workers in {wait:g}s (killWaitSecs)")
+            return
+        # nothing of ours in ZooKeeper: done once the worker pods are gone too
+        if not self._pods_of(res):
+            if base is None and not res.removed:
+                # a worker that was still stopping may have written a last heartbeat or error
+                # after the topology was torn down; no pod is left to write more
+                self.state.teardown_topology(res.name)
+            if not res.removed:
+                self.post(res, "Normal", "Killed", "worker pods and ZooKeeper state removed")
+            res.removed = True
+
+    def _pods_of(self, res: Resource) -> list[dict[str, Any]]:
+        """The worker pods this resource owns."""
+        return [
+            p for p in self.api.list_pods(res.namespace, pods.worker_selector(res.name))
+            if any(o.get("uid") == res.uid for o in p["metadata"].get("ownerReferences") or [])
+        ]
+
+    def kill_orphans(self) -> None:
+        """Kill topologies in ZooKeeper whose resource no longer exists (deleted while no
+        operator ran and its finalizer was removed by hand), and remove the leftovers of
+        topologies that are gone."""
+        try:
+            namespaces: list[str | None] = list(self.config.namespaces) or [None]
+            names = {t["metadata"]["name"] for ns in namespaces for t in self.api.list_topologies(ns)}
+        except Exception:
+            log.warning("cannot list Topologies; not looking for orphans", exc_info=True)
+            return
+        running = set(self.state.storm_ids())
+        for topo in self.state.topologies_with_state() - running:
+            # leftovers (heartbeats, errors) of a topology that is gone and has no resource
+            if topo not in names and not any(r.name == topo for r in self.resources.values()):
+                self.state.teardown_topology(topo)
+        for topo in sorted(running):
+            if topo in names or any(r.name == topo for r in self.resources.values()):
+                continue
+            base = self.state.get_storm(topo)
+            if base is None or base.status is TopologyStatus.KILLED:
+                continue
+            owner = (base.topology.get("metadata") or {}).get("namespace")
+            if self.config.namespaces and owner not in self.config.namespaces:
+                continue
+            log.warning("topology %s has no Topology resource any more: killing it", topo)
+            try:
+                self.kill(topo)
+            except NimbusError:
+                pass
+
+    # -- pods ------------------------------------------------------------------------------------------
+    def reconcile_pods(self, res: Resource) -> None:
+        """Make the worker pods match the assignment: create, replace, delete."""
+        base = self.state.get_storm(res.name)
+        mine = self.owns(res, base)
+        assignment = self.state.get_assignment(res.name) if mine else None
+        wanted = set(assignment.slots().values()) if assignment is not None else set()
+        existing = [pods.pod_view(p) for p in self._pods_of(res)]
+        nodes = self.kstate.nodes
+        healthy = set(nodes.slots) if nodes is not None else {p.node for p in existing}
+        unhealthy = {p.node for p in existing if p.node not in healthy}
+        plan = pods.plan_pods(wanted, existing, unhealthy)
+        for name, why in sorted(plan.delete.items()):
+            forced = name in plan.force
+            self.api.delete_pod(res.namespace, name, 0 if forced else None)
+            if "no longer assigned" not in why:
+                self.post(res, "Warning", "WorkerReplaced",
+                          f"worker pod {name} deleted: {why}; it is created again")
+            log.info("topology %s: deleted worker pod %s (%s%s)", res.name, name, why,
+                     ", forced" if forced else "")
+        if not mine or res.deleting and not wanted:
+            return
+        for slot in plan.create:
+            body = pods.worker_pod(res.name, res.uid, res.namespace, slot, self.config.worker)
+            try:
+                self.api.create_pod(res.namespace, body)
+                log.info("topology %s: created worker pod %s", res.name, body["metadata"]["name"])
+            except ApiConflict:
+                pass  # the old pod of this slot is still terminating: next round
+
+    # -- status ----------------------------------------------------------------------------------------
+    def write_status(self, res: Resource, now: float) -> None:
+        if res.removed:
+            return
+        base = self.state.get_storm(res.name)
+        if not self.owns(res, base):
+            base = None
+        assignment = self.state.get_assignment(res.name) if base is not None else None
+        beats = self.state.get_worker_heartbeats(res.name) if base is not None else {}
+        views = [pods.pod_view(p) for p in self._pods_of(res)]
+        errors = {}
+        if base is not None:
+            for comp in base.component_executors:
+                errors[comp] = self.state.last_error(res.name, comp)
+        status = pods.build_status(
+            base=base, assignment=assignment, heartbeats=beats, pods=views, errors=errors, now=now,
+            generation=res.observed_generation, previous=res.status, deleting=res.deleting,
+            problem=res.problem or res.conflict,
+        )
+        old = {k: v for k, v in res.status.items() if k != "uptimeSecs"}
+        new = {k: v for k, v in status.items() if k != "uptimeSecs"}
+        if old == new and now - res.last_status_write < self.config.status_refresh_secs:
+            return
+        self._note_transitions(res, res.status, status)
+        try:
+            self.api.patch_status(res.namespace, res.name, status)
+        except ApiNotFound:
+            return
+        res.status = status
+        res.last_status_write = now
+
+    def _note_transitions(self, res: Resource, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        def cond(status: Mapping[str, Any], type_: str) -> Mapping[str, Any]:
+            return next((c for c in status.get("conditions") or [] if c.get("type") == type_), {})
+
+        before, after = cond(old, "Rebalancing"), cond(new, "Rebalancing")
+        if after.get("reason") != before.get("reason") and after.get("reason") in ("Reassigned", "Completed"):
+            self.post(res, "Normal", "Rebalance" + str(after["reason"]), str(after.get("message", "")))
+        if old.get("phase") == "Failed" and new.get("phase") != "Failed":
+            self.post(res, "Normal", "SpecFixed", "the spec is valid again")
+

@@ -1,0 +1,144 @@
+"""`python -m squall_operator.operator_main` / `squall operator`: run the operator (nimbus).
+
+Every option also reads an environment variable (shown in --help), so the chart can pass either.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from squall_operator import pods
+from squall_operator.kube_nimbus import OperatorConfig
+
+__all__ = ["config_from_args", "main", "parser"]
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(name, default)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="squall operator",
+                                description="Run the Squall operator: nimbus for Topology resources.")
+    add = p.add_argument
+    add("--zookeeper", default=_env("SQUALL_ZOOKEEPER"), help="ZooKeeper connect string [SQUALL_ZOOKEEPER]")
+    add("--zk-root", default=_env("SQUALL_ZK_ROOT", "/squall"), help="ZooKeeper root path [SQUALL_ZK_ROOT]")
+    add("--namespace", action="append", default=None,
+        help="namespace whose Topologies to run (repeat); none: all namespaces [SQUALL_NAMESPACES, comma-separated]")
+    add("--worker-image", default=_env("SQUALL_WORKER_IMAGE", "squall-worker:0.1.0"), help="[SQUALL_WORKER_IMAGE]")
+    add("--worker-image-pull-policy", default=_env("SQUALL_WORKER_IMAGE_PULL_POLICY", "IfNotPresent"))
+    add("--worker-command", default=_env("SQUALL_WORKER_COMMAND", ""),
+        help="the worker container's command (split on spaces); empty: the image's entrypoint")
+    add("--worker-resources", default=_env("SQUALL_WORKER_RESOURCES", "{}"),
+        help="worker container resources, JSON [SQUALL_WORKER_RESOURCES]")
+    add("--worker-env", action="append", default=[], metavar="NAME=VALUE", help="extra worker env (repeat)")
+    add("--worker-log-level", default=_env("SQUALL_WORKER_LOG_LEVEL", "INFO"))
+    add("--worker-run-as-user", type=int, default=int(_env("SQUALL_WORKER_RUN_AS_USER", "10001") or 10001))
+    add("--worker-termination-grace-secs", type=int, default=30)
+    add("--worker-service-account", default=_env("SQUALL_WORKER_SERVICE_ACCOUNT"))
+    add("--search-path", action="append", default=None,
+        help="directory holding component modules, for the operator's checks and the workers (repeat)"
+             " [SQUALL_SEARCH_PATHS, ':'-separated]")
+    add("--no-resolve-classes", action="store_true", help="do not import component classes when validating")
+    add("--node-selector", action="append", default=[], metavar="LABEL=VALUE",
+        help="only Nodes with these labels offer slots (repeat)")
+    add("--slots-per-node", type=int, default=int(_env("SQUALL_SLOTS_PER_NODE", "4") or 4))
+    add("--slots-label", default=_env("SQUALL_SLOTS_LABEL", pods.SLOTS_LABEL))
+    add("--base-port", type=int, default=int(_env("SQUALL_BASE_PORT", "6700") or 6700))
+    add("--monitor-freq-secs", type=float, default=float(_env("SQUALL_MONITOR_FREQ_SECS", "2") or 2))
+    add("--task-timeout-secs", type=float, default=float(_env("SQUALL_TASK_TIMEOUT_SECS", "10") or 10))
+    add("--launch-timeout-secs", type=float, default=float(_env("SQUALL_LAUNCH_TIMEOUT_SECS", "120") or 120))
+    add("--lease-name", default=_env("SQUALL_LEASE_NAME", "squall-operator"))
+    add("--lease-namespace", default=_env("SQUALL_LEASE_NAMESPACE") or _env("POD_NAMESPACE") or "default")
+    add("--lease-duration-secs", type=float, default=15.0)
+    add("--log-level", default=_env("SQUALL_LOG_LEVEL", "INFO"))
+    return p
+
+
+def _pairs(items: Sequence[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"squall operator: {what} must be NAME=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+def config_from_args(args: argparse.Namespace) -> OperatorConfig:
+    if not args.zookeeper:
+        raise SystemExit("squall operator: --zookeeper (or SQUALL_ZOOKEEPER) is required")
+    namespaces = args.namespace
+    if namespaces is None:
+        namespaces = [n for n in (_env("SQUALL_NAMESPACES") or "").split(",") if n.strip()]
+    search = args.search_path
+    if search is None:
+        search = [p for p in (_env("SQUALL_SEARCH_PATHS") or "").split(":") if p]
+    try:
+        resources = json.loads(args.worker_resources or "{}")
+    except ValueError as exc:
+        raise SystemExit(f"squall operator: --worker-resources is not JSON: {exc}") from None
+    worker = pods.WorkerPodConfig(
+        image=args.worker_image,
+        zookeeper=args.zookeeper,
+        zk_root=args.zk_root,
+        image_pull_policy=args.worker_image_pull_policy,
+        command=tuple(args.worker_command.split()),
+        search_paths=tuple(search),
+        log_level=args.worker_log_level,
+        resources=resources,
+        env=_pairs(args.worker_env, "--worker-env"),
+        run_as_user=args.worker_run_as_user,
+        termination_grace_secs=args.worker_termination_grace_secs,
+        service_account=args.worker_service_account,
+    )
+    return OperatorConfig(
+        zookeeper=args.zookeeper,
+        zk_root=args.zk_root,
+        worker=worker,
+        namespaces=tuple(n.strip() for n in namespaces),
+        slots=pods.SlotConfig(
+            node_selector=_pairs(args.node_selector, "--node-selector"),
+            default_slots=args.slots_per_node,
+            slots_label=args.slots_label,
+            base_port=args.base_port,
+        ),
+        monitor_freq_secs=args.monitor_freq_secs,
+        task_timeout_secs=args.task_timeout_secs,
+        launch_timeout_secs=args.launch_timeout_secs,
+        search_paths=tuple(search),
+        resolve_classes=not args.no_resolve_classes,
+        lease_name=args.lease_name,
+        lease_namespace=args.lease_namespace,
+        lease_duration_secs=args.lease_duration_secs,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    config = config_from_args(args)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    logging.getLogger("kubernetes").setLevel(logging.WARNING)
+    import kopf
+
+    from squall_operator import handlers
+
+    context = handlers.OperatorContext(config=config)
+    kopf.run(
+        standalone=True,
+        clusterwide=not config.namespaces,
+        namespaces=list(config.namespaces),
+        memo=kopf.Memo(context=context),
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

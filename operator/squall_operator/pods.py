@@ -1,0 +1,636 @@
+"""Pure builders for what the operator writes to Kubernetes: worker pods, the Topology status,
+and the slots each Node offers.
+
+Storm's supervisor becomes a rule: every schedulable Node offers slots (node, port), and every
+slot the assignment uses is one worker pod pinned to its node. These functions turn plain values
+(cluster-state payloads, Node and Pod objects as mappings) into plain mappings; the kopf handlers
+and the nimbus shell do the I/O. Nothing here reads a clock: `now` is passed in.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from squall.models.cluster import (
+    Assignment,
+    ErrorInfo,
+    ExecutorStats,
+    StormBase,
+    TopologyStatus,
+    WorkerHeartbeat,
+    WorkerSlot,
+)
+from squall.models.v1alpha1 import Topology
+from squall.plan import build_plan
+
+__all__ = [
+    "LABEL_COMPONENT",
+    "LABEL_MANAGED_BY",
+    "LABEL_NAME",
+    "LABEL_TOPOLOGY",
+    "ANNOTATION_SLOT",
+    "NodeSlots",
+    "PodView",
+    "SlotConfig",
+    "WorkerPodConfig",
+    "build_status",
+    "condition",
+    "iso_time",
+    "node_slots",
+    "pod_name",
+    "pod_view",
+    "worker_pod",
+    "worker_selector",
+]
+
+GROUP: Final = "squall.io"
+API_VERSION: Final = "squall.io/v1alpha1"
+LABEL_NAME: Final = "app.kubernetes.io/name"
+LABEL_COMPONENT: Final = "app.kubernetes.io/component"
+LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+LABEL_TOPOLOGY: Final = "squall.io/topology"
+LABEL_NODE: Final = "squall.io/node"
+LABEL_PORT: Final = "squall.io/port"
+ANNOTATION_SLOT: Final = "squall.io/slot"
+SLOTS_LABEL: Final = "squall.io/slots"
+MAX_NAME: Final = 63
+
+_INVALID = re.compile(r"[^a-z0-9-]+")
+_LABEL_INVALID = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+# --- names ------------------------------------------------------------------------------------
+
+
+def _digest(text: str, n: int = 8) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:n]
+
+
+def dns_label(text: str, limit: int = MAX_NAME) -> str:
+    """`text` as a DNS label (lowercase alphanumerics and '-', at most `limit` characters).
+
+    A name that had to be changed or cut keeps a short hash of the original, so two different
+    inputs do not collapse onto one name."""
+    clean = _INVALID.sub("-", text.lower()).strip("-")
+    clean = re.sub("-{2,}", "-", clean)
+    if clean == text and len(clean) <= limit:
+        return clean
+    suffix = _digest(text)
+    head = clean[: limit - len(suffix) - 1].rstrip("-")
+    return f"{head}-{suffix}" if head else suffix
+
+
+def label_value(text: str) -> str:
+    """`text` as a label value (at most 63 of [A-Za-z0-9._-], alphanumeric at both ends)."""
+    clean = _LABEL_INVALID.sub("-", text).strip("-._")
+    if clean == text and len(clean) <= MAX_NAME:
+        return clean
+    suffix = _digest(text)
+    head = clean[: MAX_NAME - len(suffix) - 1].rstrip("-._")
+    return f"{head}-{suffix}" if head else suffix
+
+
+def pod_name(topology: str, slot: WorkerSlot) -> str:
+    """The worker pod of `slot`: "<topology>-<node>-<port>", DNS-safe, at most 63 characters."""
+    return dns_label(f"{topology}-{slot.node}-{slot.port}")
+
+
+def worker_selector(topology: str) -> dict[str, str]:
+    """Labels every worker pod of `topology` carries (a label selector for them)."""
+    return {LABEL_NAME: "squall-worker", LABEL_TOPOLOGY: label_value(topology)}
+
+
+def iso_time(secs: float) -> str:
+    """Wall-clock seconds as an RFC 3339 UTC timestamp, as Kubernetes writes them."""
+    return dt.datetime.fromtimestamp(secs, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- worker pods --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkerPodConfig:
+    """How worker pods are made (the chart's `worker.*` values)."""
+
+    image: str
+    zookeeper: str
+    zk_root: str = "/squall"
+    image_pull_policy: str = "IfNotPresent"
+    # the container's command; empty: the image's entrypoint (the worker image's runs
+    # `python -m squall.worker`); only the arguments are given then
+    command: tuple[str, ...] = ()
+    # directories holding component modules, passed as --search-path
+    search_paths: tuple[str, ...] = ()
+    log_level: str = "INFO"
+    resources: Mapping[str, Any] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    run_as_user: int = 10001
+    termination_grace_secs: int = 30
+    readiness_period_secs: int = 2
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    service_account: str | None = None
+    priority_class: str | None = None
+    image_pull_secrets: tuple[str, ...] = ()
+
+
+def owner_reference(name: str, uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Topology",
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def worker_pod(
+    topology: str, uid: str, namespace: str, slot: WorkerSlot, config: WorkerPodConfig
+) -> dict[str, Any]:
+    """The pod running `slot`'s worker: pinned to the slot's node, owned by the Topology."""
+    args = [
+        "--zookeeper", config.zookeeper,
+        "--root", config.zk_root,
+        "--topology", topology,
+        "--node", slot.node,
+        "--port", str(slot.port),
+        # the kubelet expands $(POD_IP) from the env below: other workers connect to it
+        "--host", "$(POD_IP)",
+        "--log-level", config.log_level,
+    ]
+    for path in config.search_paths:
+        args += ["--search-path", path]
+    env: list[dict[str, Any]] = [
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+    ]
+    env += [{"name": k, "value": str(v)} for k, v in sorted(config.env.items())]
+    labels = {
+        **config.labels,
+        **worker_selector(topology),
+        LABEL_COMPONENT: "worker",
+        LABEL_MANAGED_BY: "squall-operator",
+        LABEL_NODE: label_value(slot.node),
+        LABEL_PORT: str(slot.port),
+    }
+    container: dict[str, Any] = {
+        "name": "worker",
+        "image": config.image,
+        "imagePullPolicy": config.image_pull_policy,
+        "args": args,
+        "env": env,
+        "ports": [{"name": "data", "containerPort": slot.port, "protocol": "TCP"}],
+        "readinessProbe": {
+            "tcpSocket": {"port": slot.port},
+            "initialDelaySeconds": 1,
+            "periodSeconds": config.readiness_period_secs,
+            "failureThreshold": 3,
+        },
+        "resources": dict(config.resources),
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }
+    if config.command:
+        container["command"] = list(config.command)
+    spec: dict[str, Any] = {
+        # pinned: the slot belongs to this node, the scheduler has no say
+        "nodeName": slot.node,
+        "restartPolicy": "Always",
+        "terminationGracePeriodSeconds": config.termination_grace_secs,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": config.run_as_user,
+            "runAsGroup": config.run_as_user,
+            "fsGroup": config.run_as_user,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": [{"name": "tmp", "emptyDir": {}}],
+    }
+    if config.service_account:
+        spec["serviceAccountName"] = config.service_account
+    if config.priority_class:
+        spec["priorityClassName"] = config.priority_class
+    if config.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": n} for n in config.image_pull_secrets]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(topology, slot),
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {**config.annotations, ANNOTATION_SLOT: slot.key()},
+            "ownerReferences": [owner_reference(topology, uid)],
+        },
+        "spec": spec,
+    }
+
+
+@dataclass(frozen=True)
+class PodView:
+    """What the operator needs to know about one worker pod."""
+
+    name: str
+    slot: WorkerSlot | None
+    node: str
+    phase: str
+    ready: bool
+    deleting: bool
+    restarts: int = 0
+    reason: str = ""
+
+    @property
+    def finished(self) -> bool:
+        """The pod will not run again (evicted, or its containers gave up): replace it."""
+        return self.phase in ("Failed", "Succeeded")
+
+
+def pod_view(pod: Mapping[str, Any]) -> PodView:
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    key = (meta.get("annotations") or {}).get(ANNOTATION_SLOT)
+    slot: WorkerSlot | None
+    try:
+        slot = WorkerSlot.from_key(key) if key else None
+    except ValueError:
+        slot = None
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+    restarts = sum(int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or [])
+    return PodView(
+        name=str(meta.get("name", "")),
+        slot=slot,
+        node=str(spec.get("nodeName") or ""),
+        phase=str(status.get("phase") or "Pending"),
+        ready=ready,
+        deleting=meta.get("deletionTimestamp") is not None,
+        restarts=restarts,
+        reason=str(status.get("reason") or ""),
+    )
+
+
+@dataclass(frozen=True)
+class PodPlan:
+    """What to do to make the worker pods match the assignment."""
+
+    create: tuple[WorkerSlot, ...]
+    # pod name -> why it goes
+    delete: Mapping[str, str]
+    # pods on nodes that are gone or NotReady: deleted with no grace (no kubelet will confirm)
+    force: frozenset[str] = frozenset()
+
+
+def plan_pods(
+    wanted: Iterable[WorkerSlot], pods: Iterable[PodView], unhealthy_nodes: Iterable[str] = ()
+) -> PodPlan:
+    """Compare the slots the assignment uses with the existing worker pods.
+
+    A slot with no pod (or only a pod being deleted) gets one; a pod whose slot is no longer
+    assigned, or that has finished (Failed/Succeeded: evicted or given up), is deleted and, if
+    its slot is still wanted, created again on a later round once the old one is gone."""
+    wanted = set(wanted)
+    unhealthy = set(unhealthy_nodes)
+    delete: dict[str, str] = {}
+    covered: set[WorkerSlot] = set()
+    for pod in pods:
+        if pod.slot is None or pod.slot not in wanted:
+            if not pod.deleting or pod.node in unhealthy:
+                delete[pod.name] = "its slot is no longer assigned"
+            continue
+        covered.add(pod.slot)
+        if pod.finished and not pod.deleting:
+            delete[pod.name] = f"it {pod.phase.lower()}" + (f" ({pod.reason})" if pod.reason else "")
+    force = frozenset(
+        p.name for p in pods if p.name in delete and p.node in unhealthy
+    )
+    create = tuple(sorted(wanted - covered))
+    return PodPlan(create=create, delete=delete, force=force)
+
+
+# --- nodes and slots ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SlotConfig:
+    """Which Nodes offer slots and how many (the chart's `slots.*` values)."""
+
+    # Node labels a node must carry (all of them) to offer slots; empty: every node
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    # slots per node when the node has no `slots_label`
+    default_slots: int = 4
+    # a Node label overriding the slot count on that node
+    slots_label: str = SLOTS_LABEL
+    # ports are base_port, base_port + 1, ... (Storm's supervisor.slots.ports 6700-6703)
+    base_port: int = 6700
+
+
+@dataclass(frozen=True)
+class NodeSlots:
+    """The slots of the healthy nodes, and why the other selected nodes offer none."""
+
+    # node -> (address other workers may use, ports)
+    slots: Mapping[str, tuple[str, tuple[int, ...]]]
+    # node -> reason it offers no slots (NotReady, cordoned, tainted, bad label)
+    unhealthy: Mapping[str, str]
+
+
+_DOWN_TAINTS = frozenset(
+    {"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready", "node.kubernetes.io/out-of-service"}
+)
+
+
+def _node_problem(node: Mapping[str, Any]) -> str | None:
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    if ready is None or ready.get("status") != "True":
+        state = "Unknown" if ready is None else ready.get("status", "Unknown")
+        return f"node is NotReady (Ready={state})"
+    if spec.get("unschedulable"):
+        return "node is cordoned (unschedulable)"
+    for taint in spec.get("taints") or []:
+        if taint.get("key") in _DOWN_TAINTS and taint.get("effect") in ("NoExecute", "NoSchedule"):
+            return f"node has taint {taint['key']}:{taint['effect']}"
+    return None
+
+
+def _node_address(node: Mapping[str, Any]) -> str:
+    addresses = (node.get("status") or {}).get("addresses") or []
+    for kind in ("InternalIP", "ExternalIP", "Hostname"):
+        for a in addresses:
+            if a.get("type") == kind and a.get("address"):
+                return str(a["address"])
+    return str((node.get("metadata") or {}).get("name", ""))
+
+
+def node_slots(nodes: Iterable[Mapping[str, Any]], config: SlotConfig) -> NodeSlots:
+    """The slots each selected, healthy Node offers (a supervisor per node, in Storm's terms)."""
+    slots: dict[str, tuple[str, tuple[int, ...]]] = {}
+    unhealthy: dict[str, str] = {}
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        labels = meta.get("labels") or {}
+        if not name or any(labels.get(k) != v for k, v in config.node_selector.items()):
+            continue
+        problem = _node_problem(node)
+        count = config.default_slots
+        raw = labels.get(config.slots_label)
+        if raw is not None:
+            try:
+                count = int(raw)
+                if count < 0:
+                    raise ValueError
+            except ValueError:
+                problem = problem or f"label {config.slots_label}={raw!r} is not a slot count"
+        if problem is not None:
+            unhealthy[name] = problem
+            continue
+        if count == 0:
+            continue
+        ports = tuple(range(config.base_port, config.base_port + count))
+        slots[name] = (_node_address(node), ports)
+    return NodeSlots(slots=dict(sorted(slots.items())), unhealthy=dict(sorted(unhealthy.items())))
+
+
+# --- status -------------------------------------------------------------------------------------
+
+PHASE_PENDING: Final = "Pending"
+PHASE_RUNNING: Final = "Running"
+PHASE_INACTIVE: Final = "Inactive"
+PHASE_REBALANCING: Final = "Rebalancing"
+PHASE_KILLING: Final = "Killing"
+PHASE_FAILED: Final = "Failed"
+
+
+def condition(
+    type_: str,
+    status: bool | None,
+    reason: str,
+    message: str,
+    now: float,
+    previous: Sequence[Mapping[str, Any]] = (),
+    generation: int | None = None,
+) -> dict[str, Any]:
+    """A condition; `lastTransitionTime` is kept from `previous` while the status is unchanged."""
+    value = "Unknown" if status is None else ("True" if status else "False")
+    old = next((c for c in previous if c.get("type") == type_), None)
+    since = old.get("lastTransitionTime") if old and old.get("status") == value else None
+    out: dict[str, Any] = {
+        "type": type_,
+        "status": value,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since or iso_time(now),
+    }
+    if generation is not None:
+        out["observedGeneration"] = generation
+    return out
+
+
+def _merge_conditions(
+    previous: Sequence[Mapping[str, Any]], new: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    types = {c["type"] for c in new}
+    kept = [dict(c) for c in previous if c.get("type") not in types]
+    return sorted([*kept, *new], key=lambda c: str(c.get("type")))
+
+
+def _component_stats(
+    stats: Iterable[ExecutorStats],
+) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    weights: dict[str, int] = {}
+    for s in stats:
+        c = out.setdefault(
+            s.component,
+            {"emitted": 0, "transferred": 0, "executed": 0, "acked": 0, "failed": 0,
+             "latencyMs": 0.0, "latencyMsP99": 0.0},
+        )
+        for key in ("emitted", "transferred", "executed", "acked", "failed"):
+            c[key] += getattr(s, key)
+        # mean latency weighted by samples; p99 as the worst executor's
+        w = weights.get(s.component, 0)
+        if s.latency_samples:
+            total = w + s.latency_samples
+            c["latencyMs"] = (c["latencyMs"] * w + s.latency_ms_mean * s.latency_samples) / total
+            weights[s.component] = total
+        c["latencyMsP99"] = max(c["latencyMsP99"], s.latency_ms_p99)
+    for c in out.values():
+        c["latencyMs"] = round(c["latencyMs"], 3)
+        c["latencyMsP99"] = round(c["latencyMsP99"], 3)
+    return out
+
+
+def _format_rebalance(base: StormBase) -> str:
+    parts = []
+    if base.rebalance_num_workers is not None:
+        parts.append(f"numWorkers {base.num_workers} -> {base.rebalance_num_workers}")
+    for comp, n in sorted((base.rebalance_executors or {}).items()):
+        parts.append(f"{comp} parallelism {base.component_executors.get(comp)} -> {n}")
+    return ", ".join(parts) or "same layout"
+
+
+def build_status(
+    *,
+    base: StormBase | None,
+    assignment: Assignment | None,
+    heartbeats: Mapping[WorkerSlot, WorkerHeartbeat],
+    pods: Iterable[PodView],
+    errors: Mapping[str, ErrorInfo | None],
+    now: float,
+    generation: int | None,
+    previous: Mapping[str, Any] | None = None,
+    deleting: bool = False,
+    problem: str | None = None,
+) -> dict[str, Any]:
+    """The Topology's `status`, from what nimbus stored, the workers' heartbeats and the pods.
+
+    `previous` is the status now on the resource: conditions keep their transition times, and a
+    rebalance that was in progress and is no longer is reported as completed. `problem` is a
+    message that makes the topology Failed (an invalid spec, a name already used elsewhere).
+    """
+    previous = previous or {}
+    prev_conditions: list[Mapping[str, Any]] = list(previous.get("conditions") or [])
+    conditions: list[dict[str, Any]] = []
+
+    def cond(type_: str, status: bool | None, reason: str, message: str) -> None:
+        conditions.append(condition(type_, status, reason, message, now, prev_conditions, generation))
+
+    if problem is not None and base is None:
+        cond("Valid", False, "InvalidSpec", problem)
+        cond("Ready", False, "InvalidSpec", "the topology cannot run until its spec is fixed")
+        return {
+            "phase": PHASE_FAILED,
+            "message": problem,
+            "observedGeneration": generation,
+            "conditions": _merge_conditions(prev_conditions, conditions),
+        }
+    if problem is None:
+        cond("Valid", True, "Accepted", "the spec passed validation")
+    else:
+        # an invalid change to a running topology: the running one goes on unchanged
+        cond("Valid", False, "InvalidSpec", f"{problem} (the topology keeps running as before)")
+    if base is None:
+        phase = PHASE_KILLING if deleting else PHASE_PENDING
+        cond("Ready", False, "NotSubmitted" if not deleting else "Removed",
+             "removed from the cluster state" if deleting else "not yet submitted to nimbus")
+        return {
+            "phase": phase,
+            "message": "",
+            "observedGeneration": generation,
+            "conditions": _merge_conditions(prev_conditions, conditions),
+        }
+
+    topology = Topology.model_validate(base.topology)
+    plan = build_plan(topology, {}, base.component_executors)
+    executors = plan.executors
+    assignment = assignment or Assignment()
+    slots = assignment.slots()
+    used = sorted(set(slots.values()))
+    desired = min(base.num_workers, len(executors))
+    pods = list(pods)
+    by_slot = {p.slot: p for p in pods if p.slot is not None and not p.deleting}
+    ready = sum(1 for s in used if s in by_slot and by_slot[s].ready)
+
+    # heartbeats count only from the slot an executor is assigned to
+    stats: list[ExecutorStats] = []
+    for executor, slot in slots.items():
+        beat = heartbeats.get(slot)
+        if beat is not None:
+            s = beat.executors.get(f"{executor[0]}-{executor[1]}")
+            if s is not None:
+                stats.append(s)
+    per_component = _component_stats(stats)
+    components: dict[str, dict[str, Any]] = {}
+    for comp in sorted(plan.component_executors):
+        if comp.startswith("__") and comp not in per_component:
+            continue
+        entry = {
+            "executors": len(plan.component_executors[comp]),
+            "tasks": len(plan.component_tasks.get(comp, ())),
+            **per_component.get(comp, {"emitted": 0, "transferred": 0, "executed": 0, "acked": 0,
+                                        "failed": 0, "latencyMs": 0.0, "latencyMsP99": 0.0}),
+        }
+        error = errors.get(comp)
+        if error is not None:
+            entry["lastError"] = error.error.strip().splitlines()[-1][:300] if error.error.strip() else ""
+            entry["lastErrorTime"] = iso_time(error.time_secs)
+        components[comp] = entry
+
+    status = base.status
+    all_ready = ready >= desired and len(slots) == len(executors)
+    if deleting or status is TopologyStatus.KILLED:
+        phase = PHASE_KILLING
+    elif status is TopologyStatus.REBALANCING:
+        phase = PHASE_REBALANCING
+    elif not all_ready:
+        phase = PHASE_PENDING
+    elif status is TopologyStatus.INACTIVE:
+        phase = PHASE_INACTIVE
+    else:
+        phase = PHASE_RUNNING
+
+    cond("Active", status is TopologyStatus.ACTIVE,
+         "SpoutsActive" if status is TopologyStatus.ACTIVE else f"Spouts{status.value.title()}",
+         f"nimbus status {status.value}")
+    cond("Ready", all_ready and status is not TopologyStatus.KILLED,
+         "WorkersReady" if all_ready else "WorkersNotReady",
+         f"{ready}/{desired} workers ready, {len(slots)}/{len(executors)} executors assigned")
+
+    prev_rebalancing = next((c for c in prev_conditions if c.get("type") == "Rebalancing"), None)
+    if status is TopologyStatus.REBALANCING:
+        due = base.delayed_due_secs
+        wait = f"; reassigning at {iso_time(due)}" if due is not None else ""
+        cond("Rebalancing", True, "Waiting",
+             f"spouts deactivated, in-flight tuples finishing ({_format_rebalance(base)}){wait}")
+    elif prev_rebalancing is not None and prev_rebalancing.get("status") == "True":
+        if all_ready:
+            cond("Rebalancing", False, "Completed",
+                 f"reassigned to {len(used)} workers; workers updated; activation restored to "
+                 f"{status.value}")
+        else:
+            # keep True until the workers run the new assignment
+            conditions.append({**prev_rebalancing, "reason": "Reassigned",
+                               "message": f"new assignment written: {len(used)} slots; "
+                                          f"{ready}/{desired} workers ready"})
+
+    if deleting or status is TopologyStatus.KILLED:
+        due = base.delayed_due_secs
+        wait = f"; removing workers at {iso_time(due)}" if due is not None else "; removing"
+        cond("Killing", True, "Waiting", f"spouts deactivated, in-flight tuples finishing{wait}")
+
+    return {
+        "phase": phase,
+        "message": problem or "",
+        "observedGeneration": generation,
+        "workers": f"{ready}/{desired}",
+        "readyWorkers": ready,
+        "desiredWorkers": desired,
+        "executors": len(executors),
+        "tasks": sum(len(t) for t in plan.component_tasks.values()),
+        "stormStatus": status.value,
+        "launchTime": iso_time(base.launch_time_secs),
+        "uptimeSecs": round(max(0.0, now - base.launch_time_secs), 1),
+        "slots": {s.key(): by_slot[s].name if s in by_slot else "" for s in used},
+        "components": components,
+        "conditions": _merge_conditions(prev_conditions, conditions),
+    }

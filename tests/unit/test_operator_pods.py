@@ -1,0 +1,268 @@
+"""Pure builders of the operator: worker pods, node slots, the pod plan and the status."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from squall.models.cluster import (
+    Assignment,
+    ErrorInfo,
+    ExecutorStats,
+    StormBase,
+    TopologyStatus,
+    WorkerHeartbeat,
+    WorkerSlot,
+)
+from squall.models.v1alpha1 import Topology
+from squall_operator import pods
+from squall_operator.nimbus import initial_storm_base
+
+pytestmark = pytest.mark.unit
+
+DNS = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+CONFIG = pods.WorkerPodConfig(image="squall-worker:0.1.0", zookeeper="zk:2181", zk_root="/squall",
+                              search_paths=("/app/topologies",), command=("python", "-m", "squall.worker"),
+                              resources={"requests": {"cpu": "100m"}}, env={"A": "1"})
+
+
+def test_pod_name_is_dns_safe_and_bounded() -> None:
+    assert pods.pod_name("wc", WorkerSlot("node-1", 6700)) == "wc-node-1-6700"
+    dotted = pods.pod_name("wc", WorkerSlot("ip-10-0-0-1.ec2.internal", 6701))
+    assert DNS.match(dotted) and dotted.startswith("wc-ip-10-0-0-1-ec2-internal-6701-")
+    long = pods.pod_name("t" * 60, WorkerSlot("n" * 80, 6700))
+    assert len(long) <= 63 and DNS.match(long)
+    # distinct slots keep distinct names even when cut
+    other = pods.pod_name("t" * 60, WorkerSlot("n" * 80, 6701))
+    assert other != long and len(other) <= 63
+
+
+def test_label_values_are_valid() -> None:
+    assert pods.label_value("node-1") == "node-1"
+    v = pods.label_value("x" * 100)
+    assert len(v) <= 63 and v[0].isalnum() and v[-1].isalnum()
+
+
+def test_worker_pod() -> None:
+    pod = pods.worker_pod("wc", "uid-1", "ns1", WorkerSlot("node-2", 6701), CONFIG)
+    meta, spec = pod["metadata"], pod["spec"]
+    assert meta["name"] == "wc-node-2-6701" and meta["namespace"] == "ns1"
+    assert meta["ownerReferences"] == [{
+        "apiVersion": "squall.io/v1alpha1", "kind": "Topology", "name": "wc", "uid": "uid-1",
+        "controller": True, "blockOwnerDeletion": True,
+    }]
+    assert meta["labels"][pods.LABEL_TOPOLOGY] == "wc"
+    assert meta["labels"]["squall.io/port"] == "6701"
+    assert meta["annotations"][pods.ANNOTATION_SLOT] == "node-2-6701"
+    assert pods.worker_selector("wc").items() <= meta["labels"].items()
+    assert spec["nodeName"] == "node-2"
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    (c,) = spec["containers"]
+    assert c["image"] == "squall-worker:0.1.0"
+    assert c["command"] == ["python", "-m", "squall.worker"]
+    args = c["args"]
+
+    def arg(name: str) -> str:
+        return str(args[args.index(name) + 1])
+
+    assert arg("--zookeeper") == "zk:2181" and arg("--root") == "/squall"
+    assert arg("--topology") == "wc" and arg("--node") == "node-2" and arg("--port") == "6701"
+    assert arg("--host") == "$(POD_IP)" and arg("--search-path") == "/app/topologies"
+    env = {e["name"]: e for e in c["env"]}
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env["A"]["value"] == "1" and env["PYTHONUNBUFFERED"]["value"] == "1"
+    assert c["ports"] == [{"name": "data", "containerPort": 6701, "protocol": "TCP"}]
+    assert c["readinessProbe"]["tcpSocket"] == {"port": 6701}
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["resources"] == {"requests": {"cpu": "100m"}}
+    plain = pods.worker_pod("wc", "u", "ns", WorkerSlot("n", 1), pods.WorkerPodConfig(image="i", zookeeper="z"))
+    assert "command" not in plain["spec"]["containers"][0]  # the image's entrypoint
+    assert {"name": "tmp", "mountPath": "/tmp"} in c["volumeMounts"]
+
+
+def _node(name: str, ready: str = "True", labels: dict[str, str] | None = None,
+          taints: list[dict[str, str]] | None = None, unschedulable: bool = False) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"taints": taints or [], "unschedulable": unschedulable},
+        "status": {
+            "conditions": [{"type": "Ready", "status": ready}],
+            "addresses": [{"type": "Hostname", "address": name},
+                          {"type": "InternalIP", "address": f"10.0.0.{name[-1]}"}],
+        },
+    }
+
+
+def test_node_slots() -> None:
+    nodes = [
+        _node("n1"),
+        _node("n2", labels={"squall.io/slots": "2"}),
+        _node("n3", ready="Unknown"),
+        _node("n4", taints=[{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]),
+        _node("n5", unschedulable=True),
+        _node("n6", labels={"squall.io/slots": "many"}),
+        _node("n7", labels={"squall.io/slots": "0"}),
+    ]
+    out = pods.node_slots(nodes, pods.SlotConfig(default_slots=3, base_port=7000))
+    assert out.slots == {"n1": ("10.0.0.1", (7000, 7001, 7002)), "n2": ("10.0.0.2", (7000, 7001))}
+    assert set(out.unhealthy) == {"n3", "n4", "n5", "n6"}
+    assert "NotReady" in out.unhealthy["n3"] and "unreachable" in out.unhealthy["n4"]
+    assert "cordoned" in out.unhealthy["n5"] and "not a slot count" in out.unhealthy["n6"]
+
+
+def test_node_selector() -> None:
+    nodes = [_node("n1", labels={"squall": "yes"}), _node("n2"), _node("n3", ready="False")]
+    out = pods.node_slots(nodes, pods.SlotConfig(node_selector={"squall": "yes"}, default_slots=1))
+    assert list(out.slots) == ["n1"] and out.unhealthy == {}
+
+
+def _view(name: str, slot: WorkerSlot | None, phase: str = "Running", ready: bool = True,
+          deleting: bool = False) -> pods.PodView:
+    return pods.PodView(name=name, slot=slot, node=slot.node if slot else "n1", phase=phase,
+                        ready=ready, deleting=deleting)
+
+
+def test_plan_pods() -> None:
+    a, b, c, d = (WorkerSlot("n1", 6700), WorkerSlot("n2", 6700), WorkerSlot("n3", 6700),
+                  WorkerSlot("n1", 6701))
+    existing = [
+        _view("pa", a),
+        _view("pb", b, phase="Failed"),
+        _view("pc", c),  # no longer assigned, node down
+        _view("pd", d, deleting=True),  # assigned again while the old pod terminates
+    ]
+    plan = pods.plan_pods([a, b, d], existing, unhealthy_nodes=["n3"])
+    # the pod of d has the same name: it is created again once the old one is gone
+    assert plan.create == ()
+    assert pods.plan_pods([a, b, d], existing[:3], unhealthy_nodes=["n3"]).create == (d,)
+    assert set(plan.delete) == {"pb", "pc"}
+    assert "failed" in plan.delete["pb"] and "no longer assigned" in plan.delete["pc"]
+    assert plan.force == {"pc"}
+    # a pod on a dead node stuck terminating is forced
+    plan = pods.plan_pods([], [_view("pc", c, deleting=True)], unhealthy_nodes=["n3"])
+    assert plan.force == {"pc"}
+
+
+def test_pod_view() -> None:
+    pod = {
+        "metadata": {"name": "wc-n1-6700", "annotations": {pods.ANNOTATION_SLOT: "n1-6700"}},
+        "spec": {"nodeName": "n1"},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                   "containerStatuses": [{"restartCount": 2}]},
+    }
+    v = pods.pod_view(pod)
+    assert v == pods.PodView("wc-n1-6700", WorkerSlot("n1", 6700), "n1", "Running", True, False, 2, "")
+    assert pods.pod_view({"metadata": {"name": "x"}}).slot is None
+
+
+TOPO = Topology.model_validate({
+    "apiVersion": "squall.io/v1alpha1", "kind": "Topology", "metadata": {"name": "wc"},
+    "spec": {"numWorkers": 2, "spouts": [{"name": "s", "class": "m:S"}],
+             "bolts": [{"name": "b", "class": "m:B", "parallelism": 2, "numTasks": 4,
+                        "inputs": [{"component": "s"}]}]},
+})
+
+
+def _assignment(base: StormBase, slots: list[WorkerSlot]) -> Assignment:
+    from squall_operator.nimbus import needed_executors
+
+    ex = needed_executors(base)
+    return Assignment(executor_slots={f"{e[0]}-{e[1]}": slots[i % len(slots)].key() for i, e in enumerate(ex)})
+
+
+def test_status_running_with_stats_and_errors() -> None:
+    base = initial_storm_base(TOPO, 1000.0)
+    a, b = WorkerSlot("n1", 6700), WorkerSlot("n2", 6700)
+    assignment = _assignment(base, [a, b])
+    beats = {
+        a: WorkerHeartbeat(time_secs=1010, uptime_secs=5, executors={
+            e: ExecutorStats(component=("s" if e == "7-7" else "b"), emitted=10, acked=8,
+                             latency_ms_mean=2.0, latency_samples=8, latency_ms_p99=5.0)
+            for e, s in assignment.executor_slots.items() if s == a.key()}),
+    }
+    views = [_view("wc-n1-6700", a), _view("wc-n2-6700", b)]
+    err = ErrorInfo(component="b", task=3, time_secs=1005, error="Traceback...\nValueError: boom")
+    st = pods.build_status(base=base, assignment=assignment, heartbeats=beats, pods=views,
+                           errors={"b": err, "s": None}, now=1060.0, generation=3)
+    assert st["phase"] == "Running" and st["workers"] == "2/2"
+    assert st["readyWorkers"] == 2 and st["desiredWorkers"] == 2
+    # s:1 + b:2 + __acker:2
+    assert st["executors"] == 5 and st["tasks"] == 1 + 4 + 2
+    assert st["observedGeneration"] == 3 and st["stormStatus"] == "ACTIVE"
+    assert st["launchTime"] == "1970-01-01T00:16:40Z" and st["uptimeSecs"] == 60.0
+    assert st["slots"] == {"n1-6700": "wc-n1-6700", "n2-6700": "wc-n2-6700"}
+    assert st["components"]["b"]["lastError"] == "ValueError: boom"
+    assert st["components"]["b"]["executors"] == 2 and st["components"]["b"]["tasks"] == 4
+    total_emitted = sum(c["emitted"] for c in st["components"].values())
+    assert total_emitted == 10 * len(beats[a].executors)
+    conds = {c["type"]: c for c in st["conditions"]}
+    assert conds["Ready"]["status"] == "True" and conds["Active"]["status"] == "True"
+    assert conds["Valid"]["status"] == "True"
+
+
+def test_status_pending_inactive_and_transition_times() -> None:
+    base = initial_storm_base(TOPO, 1000.0)
+    a, b = WorkerSlot("n1", 6700), WorkerSlot("n2", 6700)
+    assignment = _assignment(base, [a, b])
+    st = pods.build_status(base=base, assignment=assignment, heartbeats={},
+                           pods=[_view("p1", a), _view("p2", b, ready=False)], errors={},
+                           now=1001.0, generation=1)
+    assert st["phase"] == "Pending" and st["workers"] == "1/2"
+    inactive = base.model_copy(update={"status": TopologyStatus.INACTIVE})
+    st2 = pods.build_status(base=inactive, assignment=assignment, heartbeats={},
+                            pods=[_view("p1", a), _view("p2", b)], errors={}, now=1005.0,
+                            generation=2, previous=st)
+    assert st2["phase"] == "Inactive"
+    c1 = {c["type"]: c for c in st["conditions"]}
+    c2 = {c["type"]: c for c in st2["conditions"]}
+    assert c2["Valid"]["lastTransitionTime"] == c1["Valid"]["lastTransitionTime"]
+    assert c2["Ready"]["lastTransitionTime"] != c1["Ready"]["lastTransitionTime"]
+    assert c2["Active"]["status"] == "False"
+
+
+def test_status_rebalance_phases() -> None:
+    base = initial_storm_base(TOPO, 1000.0)
+    a, b, c = WorkerSlot("n1", 6700), WorkerSlot("n2", 6700), WorkerSlot("n3", 6700)
+    two = _assignment(base, [a, b])
+    rebalancing = base.model_copy(update={
+        "status": TopologyStatus.REBALANCING, "prev_status": TopologyStatus.ACTIVE,
+        "delayed_action": "DO_REBALANCE", "delayed_due_secs": 1030.0, "rebalance_num_workers": 3,
+    })
+    views2 = [_view("pa", a), _view("pb", b)]
+    st = pods.build_status(base=rebalancing, assignment=two, heartbeats={}, pods=views2, errors={},
+                           now=1001.0, generation=2)
+    cond = {x["type"]: x for x in st["conditions"]}["Rebalancing"]
+    assert st["phase"] == "Rebalancing" and cond["status"] == "True" and cond["reason"] == "Waiting"
+    assert "numWorkers 2 -> 3" in cond["message"]
+    done = base.model_copy(update={"num_workers": 3})
+    three = _assignment(done, [a, b, c])
+    st2 = pods.build_status(base=done, assignment=three, heartbeats={}, pods=views2, errors={},
+                            now=1031.0, generation=2, previous=st)
+    cond2 = {x["type"]: x for x in st2["conditions"]}["Rebalancing"]
+    assert cond2["status"] == "True" and cond2["reason"] == "Reassigned"
+    assert st2["phase"] == "Pending" and st2["workers"] == "2/3"
+    st3 = pods.build_status(base=done, assignment=three, heartbeats={},
+                            pods=[*views2, _view("pc", c)], errors={}, now=1033.0, generation=2,
+                            previous=st2)
+    cond3 = {x["type"]: x for x in st3["conditions"]}["Rebalancing"]
+    assert cond3["status"] == "False" and cond3["reason"] == "Completed"
+    assert st3["phase"] == "Running" and st3["workers"] == "3/3"
+
+
+def test_status_failed_and_killing() -> None:
+    st = pods.build_status(base=None, assignment=None, heartbeats={}, pods=[], errors={}, now=1.0,
+                           generation=1, problem="spec.bolts[0].inputs[0].component: 'x' — unknown")
+    assert st["phase"] == "Failed" and "unknown" in st["message"]
+    valid = {c["type"]: c for c in st["conditions"]}["Valid"]
+    assert valid["status"] == "False" and valid["reason"] == "InvalidSpec"
+    base = initial_storm_base(TOPO, 1000.0).model_copy(update={
+        "status": TopologyStatus.KILLED, "delayed_action": "REMOVE", "delayed_due_secs": 1030.0})
+    st = pods.build_status(base=base, assignment=None, heartbeats={}, pods=[], errors={}, now=1001.0,
+                           generation=1, deleting=True)
+    assert st["phase"] == "Killing"
+    killing = {c["type"]: c for c in st["conditions"]}["Killing"]
+    assert killing["status"] == "True" and "1970-01-01T00:17:10Z" in killing["message"]
