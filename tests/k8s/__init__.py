@@ -1,0 +1,1 @@
+"""Kubernetes test control plane and process kubelet (see docs/testing.md)."""

@@ -1,0 +1,418 @@
+"""The operator as nimbus, end to end on the real control plane (issue #6).
+
+`helm install` the chart (CRD, operator, RBAC, ZooKeeper) into one namespace, then, in order:
+run the word count from the same file `squall run` takes, read `kubectl get topo`, deactivate and
+activate, reject invalid specs, rebalance 2 -> 3 workers without losing a message id, fail a
+node, restart the operator in the middle of a rebalance, and kill topologies with
+`kubectl delete`. The tests share the release (module scope) and run in file order.
+
+The process kubelet runs the images as local commands: squall-operator -> `squall operator`,
+squall-worker -> the command the values set, zookeeper -> the ZooKeeper of the PySpark jars.
+Pods of a node share its address (127.0.0.2 for node-1), so ZooKeeper and the operator are pinned
+to node-1 and the operator reaches ZooKeeper at 127.0.0.2 (there is no cluster DNS here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .cluster import Cluster
+from .conftest import container_pid, kget, pid_alive, wait_for
+
+pytestmark = pytest.mark.k8s
+
+REPO = Path(__file__).resolve().parents[2]
+WORDCOUNT = REPO / "examples" / "wordcount" / "topology.yaml"
+COMPONENTS_DIR = REPO / "tests" / "integration" / "topologies"
+NS = "squall-e2e"
+ZK = "127.0.0.2:2181"
+
+
+def _values(tmp: Path) -> Path:
+    values = {
+        "searchPaths": [str(WORDCOUNT.parent), str(COMPONENTS_DIR)],
+        "operator": {
+            "image": {"tag": "dev"},
+            "nodeSelector": {"kubernetes.io/hostname": "node-1"},
+            "monitorFreqSecs": 1,
+            "taskTimeoutSecs": 8,
+            "launchTimeoutSecs": 60,
+            "leaseDurationSecs": 6,
+            "logLevel": "INFO",
+        },
+        "worker": {"image": {"tag": "dev"}, "command": "python -m squall.worker",
+                   "terminationGracePeriodSeconds": 10},
+        "slots": {"perNode": 3},
+        "zookeeper": {
+            "connect": ZK,
+            "nodeSelector": {"kubernetes.io/hostname": "node-1"},
+            "persistence": {"enabled": False},
+            # the process kubelet mounts no volumes: a fresh directory per test session
+            "dataDir": str(tmp / "zookeeper-data"),
+            "tickTime": 500,
+        },
+    }
+    path = tmp / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+@pytest.fixture(scope="module")
+def squall(k8s_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The chart installed as release `squall` in namespace squall-e2e."""
+    tmp = tmp_path_factory.mktemp("squall-e2e")
+    c = k8s_cluster
+    # pods of node-1 listen on 127.0.0.2 of this machine: a second test cluster running at the
+    # same time would share ZooKeeper's address and two operators would fight over one state
+    import socket
+
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.2", 2181)) == 0:
+            pytest.fail("127.0.0.2:2181 is already in use (another test cluster running at the same "
+                        "time?); the operator tests need node-1's address for their ZooKeeper")
+    c.kubectl("create", "namespace", NS)
+    try:
+        out = c.helm("install", "squall", str(REPO / "helm" / "squall"), "-n", NS, "-f", str(_values(tmp)),
+                     "--wait", "--timeout", "180s", timeout=200)
+        assert "STATUS: deployed" in out.stdout, out.stdout + out.stderr
+        wait_for(lambda: _lease_holder(c), 60, what="the operator to hold its lease")
+        yield c
+    finally:
+        left = kget(c, "topologies", "-n", NS).get("items", []) if _crd_exists(c) else []
+        for t in left:
+            c.kubectl("delete", "topology", t["metadata"]["name"], "-n", NS, "--wait=false", check=False)
+        deadline = time.monotonic() + 60
+        while left and time.monotonic() < deadline and kget(c, "topologies", "-n", NS).get("items"):
+            time.sleep(1)
+        _dump_operator_log(c)
+        c.helm("uninstall", "squall", "-n", NS, "--wait", "--timeout", "60s", check=False, timeout=90)
+        # finalizers of topologies left behind would block the namespace: drop them
+        if _crd_exists(c):
+            for t in kget(c, "topologies", "-n", NS).get("items", []):
+                c.kubectl("patch", "topology", t["metadata"]["name"], "-n", NS, "--type=merge",
+                          "-p", '{"metadata":{"finalizers":[]}}', check=False)
+        c.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+
+
+def _crd_exists(c: Cluster) -> bool:
+    return c.kubectl("get", "crd", "topologies.squall.io", check=False).returncode == 0
+
+
+def _lease_holder(c: Cluster) -> str:
+    r = c.kubectl("get", "lease", "squall-operator", "-n", NS, "-o", "json", check=False)
+    if r.returncode != 0:
+        return ""
+    return str(json.loads(r.stdout)["spec"].get("holderIdentity") or "")
+
+
+def _operator_pod(c: Cluster) -> dict[str, Any]:
+    items = kget(c, "pods", "-n", NS, "-l", "app.kubernetes.io/component=operator")["items"]
+    assert len(items) == 1, [p["metadata"]["name"] for p in items]
+    return items[0]
+
+
+def _dump_operator_log(c: Cluster) -> None:
+    try:
+        pod = _operator_pod(c)
+        assert c.kubelet is not None
+        text = c.kubelet.logs(NS, pod["metadata"]["name"], "operator")
+        print("---- operator log (tail) ----\n" + text[-6000:])
+    except Exception as exc:  # diagnostics only
+        print(f"no operator log: {exc}")
+
+
+def topo(c: Cluster, name: str) -> dict[str, Any]:
+    return kget(c, "topology", name, "-n", NS)
+
+
+def status(c: Cluster, name: str) -> dict[str, Any]:
+    return topo(c, name).get("status") or {}
+
+
+def cond(st: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next((x for x in st.get("conditions") or [] if x["type"] == type_), {})
+
+
+def events(c: Cluster, name: str) -> list[dict[str, Any]]:
+    items = kget(c, "events", "-n", NS, "--field-selector", f"involvedObject.name={name}")["items"]
+    return sorted(items, key=lambda e: e["metadata"]["creationTimestamp"])
+
+
+def reasons(c: Cluster, name: str) -> list[str]:
+    return [e["reason"] for e in events(c, name)]
+
+
+def worker_pods(c: Cluster, name: str) -> list[dict[str, Any]]:
+    return kget(c, "pods", "-n", NS, "-l", f"squall.io/topology={name}")["items"]
+
+
+def zk_state() -> Any:
+    from squall.state import ClusterState
+
+    return ClusterState.connect(ZK, root="/squall")
+
+
+def running(c: Cluster, name: str, workers: int) -> dict[str, Any] | None:
+    st = status(c, name)
+    if st.get("phase") == "Running" and st.get("workers") == f"{workers}/{workers}":
+        return st
+    return None
+
+
+def spout_emitted(c: Cluster, name: str, spout: str) -> int:
+    return int((status(c, name).get("components") or {}).get(spout, {}).get("emitted", 0))
+
+
+def apply_doc(c: Cluster, doc: dict[str, Any], check: bool = True) -> Any:
+    return c.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(doc), check=check)
+
+
+def id_pipeline(name: str, out: Path, count: int, workers: int = 2, rate: float = 150) -> dict[str, Any]:
+    comps = "engine_components"
+    return {
+        "apiVersion": "squall.io/v1alpha1",
+        "kind": "Topology",
+        "metadata": {"name": name},
+        "spec": {
+            "numWorkers": workers,
+            "messageTimeoutSecs": 10,
+            "maxSpoutPending": 200,
+            "rebalanceWaitSecs": 2,
+            "killWaitSecs": 3,
+            "config": {"test.count": count, "test.rate": rate, "test.out": str(out)},
+            "spouts": [{"name": "ids", "class": f"{comps}:IdSpout", "parallelism": 1}],
+            "bolts": [
+                {"name": "pass", "class": f"{comps}:PassBolt", "parallelism": 2,
+                 "inputs": [{"component": "ids", "grouping": "shuffle"}]},
+                {"name": "sink", "class": f"{comps}:SinkBolt", "parallelism": 2,
+                 "inputs": [{"component": "pass", "grouping": "fields", "fields": ["id"]}]},
+            ],
+        },
+    }
+
+
+def delete_and_wait_gone(c: Cluster, name: str, timeout: float = 90) -> None:
+    c.kubectl("delete", "topology", name, "-n", NS, "--wait=false")
+    wait_for(lambda: c.kubectl("get", "topology", name, "-n", NS, check=False).returncode != 0, timeout,
+             what=f"topology {name} to be removed")
+
+
+# --- the scenarios, in order -----------------------------------------------------------------------
+
+
+def test_helm_installs_crd_operator_rbac_and_zookeeper(squall: Cluster) -> None:
+    c = squall
+    crd = kget(c, "crd", "topologies.squall.io")
+    assert crd["spec"]["names"]["shortNames"] == ["topo"]
+    pod = _operator_pod(c)
+    assert pod["spec"]["nodeName"] == "node-1" and pod["status"]["phase"] == "Running"
+    assert _lease_holder(c) == pod["metadata"]["name"]
+    zk = kget(c, "statefulset", "squall-zookeeper", "-n", NS)
+    assert zk["status"].get("readyReplicas") == 1
+    # least privilege: nodes are read-only, no secrets
+    sa = f"system:serviceaccount:{NS}:squall"
+    can = lambda *a: c.kubectl("auth", "can-i", *a, "--as", sa, check=False).stdout.strip()  # noqa: E731
+    assert can("list", "nodes") == "yes"
+    assert can("delete", "nodes") == "no"
+    assert can("get", "secrets", "-n", NS) == "no"
+    assert can("create", "pods", "-n", NS) == "yes"
+    assert can("create", "pods", "-n", "default") == "no"
+    assert can("patch", "topologies.squall.io/status", "-n", NS) == "yes"
+
+
+def test_wordcount_runs_from_the_same_file(squall: Cluster) -> None:
+    c = squall
+    out = c.kubectl("apply", "-n", NS, "-f", str(WORDCOUNT)).stdout
+    assert "topology.squall.io/wordcount created" in out
+    st = wait_for(lambda: running(c, "wordcount", 2), 120, what="wordcount Running 2/2")
+    assert st["stormStatus"] == "ACTIVE" and st["observedGeneration"] == topo(c, "wordcount")["metadata"]["generation"]
+    # counts arrive: the spout's trees are acked and the count bolt executes words
+    wait_for(lambda: (status(c, "wordcount").get("components") or {}).get("sentences", {}).get("acked", 0) > 50,
+             60, what="acked sentences in the status")
+    comps = status(c, "wordcount")["components"]
+    assert comps["count"]["executed"] > 0 and comps["split"]["emitted"] > 0
+    assert comps["count"]["executors"] == 2 and comps["count"]["tasks"] == 4
+    pods = worker_pods(c, "wordcount")
+    assert len(pods) == 2
+    for p in pods:
+        assert p["metadata"]["ownerReferences"][0]["kind"] == "Topology"
+        slot = p["metadata"]["annotations"]["squall.io/slot"]
+        assert slot.startswith(p["spec"]["nodeName"] + "-")
+        assert p["metadata"]["name"] == f"wordcount-{slot}"
+    assert "Submitted" in reasons(c, "wordcount")
+    with zk_state() as zk:
+        eps = zk.get_endpoints("wordcount")
+        assert {ep.host for ep in eps.values()} <= {"127.0.0.2", "127.0.0.3", "127.0.0.4"}
+        assert len(eps) == 2
+
+
+def test_kubectl_get_topo_columns(squall: Cluster) -> None:
+    out = squall.kubectl("get", "topo", "-n", NS).stdout.splitlines()
+    assert out[0].split() == ["NAME", "STATUS", "WORKERS", "EXECUTORS", "UPTIME", "AGE"], out
+    row = next(line.split() for line in out[1:] if line.startswith("wordcount "))
+    # sentences 1 + split 2 + count 2 + report 1 + __acker 2
+    assert row[1:4] == ["Running", "2/2", "8"], row
+    assert row[4][-1] in "smh" and row[5][-1] in "smh"
+    described = squall.kubectl("describe", "topology", "wordcount", "-n", NS).stdout
+    assert "Conditions:" in described and "Submitted" in described
+
+
+def test_deactivate_and_activate(squall: Cluster) -> None:
+    c = squall
+    pods_before = {p["metadata"]["uid"] for p in worker_pods(c, "wordcount")}
+    c.kubectl("patch", "topology", "wordcount", "-n", NS, "--type", "merge", "-p", '{"spec":{"active":false}}')
+    wait_for(lambda: status(c, "wordcount").get("phase") == "Inactive", 30, what="phase Inactive")
+    assert cond(status(c, "wordcount"), "Active")["status"] == "False"
+    time.sleep(3)  # heartbeats of the deactivated spout settle
+    first = spout_emitted(c, "wordcount", "sentences")
+    time.sleep(4)
+    assert spout_emitted(c, "wordcount", "sentences") == first, "a deactivated spout kept emitting"
+    assert {p["metadata"]["uid"] for p in worker_pods(c, "wordcount")} == pods_before  # workers stay up
+    c.kubectl("patch", "topology", "wordcount", "-n", NS, "--type", "merge", "-p", '{"spec":{"active":true}}')
+    wait_for(lambda: status(c, "wordcount").get("phase") == "Running", 30, what="phase Running again")
+    wait_for(lambda: spout_emitted(c, "wordcount", "sentences") > first, 30, what="the spout to emit again")
+    assert {"Deactivated", "Activated"} <= set(reasons(c, "wordcount"))
+
+
+def test_invalid_specs_are_rejected_with_readable_messages(squall: Cluster) -> None:
+    c = squall
+    doc = yaml.safe_load(WORDCOUNT.read_text())
+    # the API server rejects what the schema can express
+    bad = json.loads(json.dumps(doc))
+    bad["metadata"]["name"] = "bad-schema"
+    bad["spec"]["spouts"][0]["parallelism"] = 0
+    bad["spec"]["bolts"][0]["inputs"][0]["grouping"] = "random"
+    r = apply_doc(c, bad, check=False)
+    assert r.returncode != 0
+    assert "spec.spouts[0].parallelism" in r.stderr and "greater than or equal to 1" in r.stderr, r.stderr
+    assert "spec.bolts[0].inputs[0].grouping" in r.stderr and "Unsupported value" in r.stderr, r.stderr
+    bad = json.loads(json.dumps(doc))
+    bad["metadata"]["name"] = "bad-field"
+    bad["spec"]["numWorker"] = 3
+    r = apply_doc(c, bad, check=False)
+    assert r.returncode != 0 and "numWorker" in r.stderr, r.stderr
+    # what needs the graph or an import: phase Failed, the message in status and an Event
+    bad = json.loads(json.dumps(doc))
+    bad["metadata"]["name"] = "bad-class"
+    bad["spec"]["bolts"][0]["class"] = "wordcount:NoSuchBolt"
+    bad["spec"]["bolts"][1]["inputs"][0]["component"] = "splitt"
+    apply_doc(c, bad)
+    st = wait_for(lambda: (s := status(c, "bad-class")).get("phase") == "Failed" and s, 30, what="phase Failed")
+    assert "NoSuchBolt" in st["message"] and "splitt" in st["message"], st["message"]
+    assert cond(st, "Valid")["status"] == "False"
+    assert "InvalidSpec" in reasons(c, "bad-class")
+    assert not worker_pods(c, "bad-class")
+    # fixing the spec makes it run
+    fixed = json.loads(json.dumps(doc))
+    fixed["metadata"]["name"] = "bad-class"
+    fixed["spec"]["numWorkers"] = 1
+    apply_doc(c, fixed)
+    wait_for(lambda: running(c, "bad-class", 1), 90, what="the fixed topology to run")
+    # the other topology kept running
+    assert status(c, "wordcount")["phase"] == "Running"
+    delete_and_wait_gone(c, "bad-class", 120)
+
+
+def test_rebalance_2_to_3_workers_loses_no_message_id(squall: Cluster, tmp_path: Path) -> None:
+    c = squall
+    n = 1500
+    out = tmp_path / "ids"
+    apply_doc(c, id_pipeline("ids", out, n, workers=2))
+    wait_for(lambda: running(c, "ids", 2), 120, what="ids Running 2/2")
+    wait_for(lambda: (status(c, "ids").get("components") or {}).get("ids", {}).get("acked", 0) >= 100, 60,
+             what="the first acks")
+    c.kubectl("patch", "topology", "ids", "-n", NS, "--type", "merge", "-p", '{"spec":{"numWorkers":3}}')
+    seen = wait_for(lambda: (s := status(c, "ids")).get("phase") == "Rebalancing" and s, 30,
+                    what="phase Rebalancing")
+    assert cond(seen, "Rebalancing")["reason"] == "Waiting" and cond(seen, "Active")["status"] == "False"
+    st = wait_for(lambda: running(c, "ids", 3), 120, what="ids Running 3/3")
+    assert cond(st, "Rebalancing")["status"] == "False" and cond(st, "Rebalancing")["reason"] == "Completed"
+    assert st["stormStatus"] == "ACTIVE"
+    assert {"RebalanceRequested", "RebalanceCompleted"} <= set(reasons(c, "ids"))
+    assert len({p["spec"]["nodeName"] for p in worker_pods(c, "ids")}) == 3  # spread over the nodes
+    wait_for(lambda: list(out.glob("spout-*.done")), 240, what="every message id to be acked")
+    delete_and_wait_gone(c, "ids")
+    files = sorted(out.glob("spout-*.json"))
+    assert len(files) == 1, files
+    spout = json.loads(files[0].read_text())
+    assert spout["acked"] == list(range(n))
+
+
+def test_failed_node_moves_executors_and_topology_recovers(squall: Cluster, tmp_path: Path) -> None:
+    c = squall
+    kl = c.kubelet
+    assert kl is not None
+    apply_doc(c, id_pipeline("nodefail", tmp_path / "nf", 0, workers=3, rate=100))
+    wait_for(lambda: running(c, "nodefail", 3), 120, what="nodefail Running 3/3")
+    on3 = [p for p in worker_pods(c, "nodefail") if p["spec"]["nodeName"] == "node-3"]
+    assert on3, "expected a worker on node-3"
+    try:
+        kl.fail_node("node-3")
+        wait_for(lambda: all(not s.startswith("node-3-") for s in (status(c, "nodefail").get("slots") or {"node-3-x": 1})),
+                 90, what="the executors to leave node-3")
+        st = wait_for(lambda: running(c, "nodefail", 3), 120, what="nodefail Running 3/3 again")
+        assert all(not k.startswith("node-3-") for k in st["slots"])
+        before = spout_emitted(c, "nodefail", "ids")
+        wait_for(lambda: spout_emitted(c, "nodefail", "ids") > before, 30, what="tuples flowing again")
+        rs = reasons(c, "nodefail")
+        assert "Assigned" in rs and ("NodeNotReady" in rs or any(
+            "dead" in e["message"] for e in events(c, "nodefail"))), rs
+    finally:
+        kl.restore_node("node-3")
+    wait_for(lambda: any(x["type"] == "Ready" and x["status"] == "True"
+                         for x in kget(c, "node", "node-3")["status"]["conditions"]), 60, what="node-3 back")
+    delete_and_wait_gone(c, "nodefail")
+
+
+def test_operator_restarted_mid_rebalance_finishes_it(squall: Cluster, tmp_path: Path) -> None:
+    c = squall
+    doc = id_pipeline("restart", tmp_path / "rs", 0, workers=2, rate=100)
+    doc["spec"]["rebalanceWaitSecs"] = 8
+    apply_doc(c, doc)
+    wait_for(lambda: running(c, "restart", 2), 120, what="restart Running 2/2")
+    c.kubectl("patch", "topology", "restart", "-n", NS, "--type", "merge", "-p", '{"spec":{"numWorkers":3}}')
+    wait_for(lambda: status(c, "restart").get("phase") == "Rebalancing", 30, what="phase Rebalancing")
+    pod = _operator_pod(c)
+    pid = container_pid(pod)
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not pid_alive(pid), 10, what="the operator to die")
+    # the kubelet restarts it; it resumes the pending DO_REBALANCE from ZooKeeper
+    st = wait_for(lambda: running(c, "restart", 3), 150, what="the rebalance to finish after the restart")
+    assert cond(st, "Rebalancing")["reason"] == "Completed"
+    restarted = _operator_pod(c)
+    assert restarted["status"]["containerStatuses"][0]["restartCount"] >= 1
+    delete_and_wait_gone(c, "restart")
+
+
+def test_kubectl_delete_is_storms_kill(squall: Cluster) -> None:
+    c = squall
+    uid = topo(c, "wordcount")["metadata"]["uid"]
+    assert "squall.io/kill" in topo(c, "wordcount")["metadata"]["finalizers"]
+    t0 = time.monotonic()
+    c.kubectl("delete", "topology", "wordcount", "-n", NS, "--wait=false")
+    st = wait_for(lambda: (s := status(c, "wordcount")).get("phase") == "Killing" and s, 30, what="phase Killing")
+    assert cond(st, "Killing")["status"] == "True"
+    assert topo(c, "wordcount")["metadata"].get("deletionTimestamp")
+    # workers stay up during killWaitSecs (the message timeout: 30 s) so in-flight tuples finish
+    assert len(worker_pods(c, "wordcount")) == 2
+    with zk_state() as zk:
+        base = zk.get_storm("wordcount")
+        assert base is not None and base.status.value == "KILLED"
+    wait_for(lambda: c.kubectl("get", "topology", "wordcount", "-n", NS, check=False).returncode != 0, 120,
+             what="the finalizer to be released")
+    assert time.monotonic() - t0 >= 25
+    assert not worker_pods(c, "wordcount")
+    with zk_state() as zk:
+        assert "wordcount" not in zk.topologies_with_state()
+    reasons_ = [e["reason"] for e in kget(c, "events", "-n", NS)["items"]
+                if e["involvedObject"].get("uid") == uid]
+    assert {"Killing", "Killed"} <= set(reasons_), reasons_
