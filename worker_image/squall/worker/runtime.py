@@ -367,8 +367,9 @@ class Worker:
         if self.bad_frames <= 10 or self.bad_frames % 1000 == 0:
             log.warning("worker %s dropped a bad frame (%d so far): %s", self.slot.key(), self.bad_frames, exc)
 
-    def _receive_data(self) -> None:
-        sock = self.data_sock
+    def _receive(self, sock: zmq.Socket[bytes], unpack: Any, handle: Any) -> None:
+        """A receive loop: drain the socket, decode each frame, hand it on; a frame that does
+        not decode is counted and dropped."""
         while not self.stop_event.is_set():
             if not sock.poll(100):
                 continue
@@ -378,70 +379,63 @@ class Worker:
                 except zmq.Again:
                     break
                 try:
-                    items = wire.unpack_data(frame)
+                    items = unpack(frame)
                 except wire.WireError as exc:
                     self._bad_frame(exc)
                     continue
-                dest = self.routing.task_dest
-                groups: dict[Inbox, list[list[Any]]] = {}
-                last_task = None
-                last_batch: list[list[Any]] = []
-                bad = 0
-                for it in items:
-                    # the shape check of wire.check_tuple, inlined: this loop runs per tuple
-                    if not (
-                        type(it) is list
-                        and len(it) == 5
-                        and type(it[0]) is int
-                        and type(it[1]) is int
-                        and type(it[2]) is str
-                        and type(it[3]) is list
-                        and (it[4] is None or type(it[4]) is dict)
-                    ):
-                        bad += 1
-                        continue
-                    if it[4] is not None:
-                        # anchors come from the network: root and edge ids must be ints
-                        ok = True
-                        for k, v in it[4].items():
-                            if type(k) is not int or type(v) is not int:
-                                ok = False
-                        if not ok:
-                            bad += 1
-                            continue
-                    t = it[0]
-                    if t != last_task:
-                        inbox = dest.get(t)
-                        if type(inbox) is not queue.Queue:
-                            self.dropped += 1
-                            last_task = None
-                            continue
-                        last_batch = groups.get(inbox)  # type: ignore[assignment]
-                        if last_batch is None:
-                            last_batch = groups[inbox] = []
-                        last_task = t
-                    last_batch.append(it)
-                if bad:
-                    self._bad_frame(wire.WireError(f"{bad} malformed tuples in a data frame"))
-                for inbox, batch in groups.items():
-                    self._put(inbox, batch)
+                handle(items)
+
+    def _receive_data(self) -> None:
+        self._receive(self.data_sock, wire.unpack_data, self._dispatch_data)
 
     def _receive_control(self) -> None:
-        sock = self.control_sock
-        while not self.stop_event.is_set():
-            if not sock.poll(100):
+        self._receive(self.control_sock, wire.unpack_control, lambda items: self.handle_control(items, None, trusted=False))
+
+    def _dispatch_data(self, items: list[Any]) -> None:
+        """Tuples from the network -> the inboxes of their executors, shape-checked on the way."""
+        dest = self.routing.task_dest
+        groups: dict[Inbox, list[list[Any]]] = {}
+        last_task = None
+        last_batch: list[list[Any]] = []
+        bad = 0
+        for it in items:
+            # the shape check of wire.check_tuple, inlined: this loop runs per tuple
+            if not (
+                type(it) is list
+                and len(it) == 5
+                and type(it[0]) is int
+                and type(it[1]) is int
+                and type(it[2]) is str
+                and type(it[3]) is list
+                and (it[4] is None or type(it[4]) is dict)
+            ):
+                bad += 1
                 continue
-            while True:
-                try:
-                    frame = sock.recv(zmq.NOBLOCK, copy=True)
-                except zmq.Again:
-                    break
-                try:
-                    items = wire.unpack_control(frame)
-                except wire.WireError as exc:
-                    self._bad_frame(exc)
+            if it[4] is not None:
+                # anchors come from the network: root and edge ids must be ints
+                ok = True
+                for k, v in it[4].items():
+                    if type(k) is not int or type(v) is not int:
+                        ok = False
+                if not ok:
+                    bad += 1
                     continue
-                self.handle_control(items, None, trusted=False)
+            t = it[0]
+            if t != last_task:
+                inbox = dest.get(t)
+                if type(inbox) is not queue.Queue:
+                    self.dropped += 1
+                    last_task = None
+                    continue
+                last_batch = groups.get(inbox)  # type: ignore[assignment]
+                if last_batch is None:
+                    last_batch = groups[inbox] = []
+                last_task = t
+            last_batch.append(it)
+        if bad:
+            self._bad_frame(wire.WireError(f"{bad} malformed tuples in a data frame"))
+        for inbox, batch in groups.items():
+            self._put(inbox, batch)
 
     # -- transfer ----------------------------------------------------------------------------
     def _transfer(self, q: queue.Queue[Any], port_attr: str) -> None:
