@@ -115,8 +115,6 @@ def run_topology(
     topology = resolved.topology
     name = topology.name
     spec = topology.spec
-    if nodes * slots < 1:
-        raise ValueError("need at least one slot")
     stop = threading.Event()
     previous = signal.getsignal(signal.SIGINT)
 
@@ -127,6 +125,7 @@ def run_topology(
     signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
     last: dict[str, ComponentSummary] = {}
+    errors: dict[str, str] = {}
     code = 0
     cluster = LocalCluster(nodes=nodes, slots=slots, zookeeper=zookeeper, search_paths=search_paths)
     try:
@@ -198,7 +197,7 @@ def run_topology(
         cluster.shutdown()
         signal.signal(signal.SIGINT, previous)
     console.print(_table(name, "KILLED", time.monotonic() - started, last, {}))
-    for comp, text in (errors if "errors" in locals() else {}).items():
+    for comp, text in errors.items():
         console.print(f"[yellow]last error in {comp}:[/] {text}")
     if summary_json is not None:
         summary_json.write_text(json.dumps({
@@ -206,6 +205,6 @@ def run_topology(
             "exit_code": code,
             "duration_secs": time.monotonic() - started,
             "components": {c: s.as_dict() for c, s in last.items()},
-            "errors": errors if "errors" in locals() else {},
+            "errors": errors,
         }, indent=2))
     return code
