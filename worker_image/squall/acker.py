@@ -140,10 +140,11 @@ class AckerLedger:
         head = self.pending._head
         rmap = self.pending
         for kind, _task, root, val, extra in items:
+            where = head
             entry = head.get(root)
             if entry is None:
-                for b in buckets:
-                    entry = b.get(root)
+                for where in buckets:
+                    entry = where.get(root)
                     if entry is not None:
                         break
             if entry is None:
@@ -168,10 +169,12 @@ class AckerLedger:
             if entry[1] < 0:
                 continue
             if entry[2]:
-                rmap.pop(root)
+                del where[root]
+                rmap.size -= 1
                 done.append([3, entry[1], root, 0, 0])
             elif entry[0] == 0:
-                rmap.pop(root)
+                del where[root]
+                rmap.size -= 1
                 done.append([3, entry[1], root, 1, 0])
 
     def fail(self, root: int) -> tuple[int, bool] | None:

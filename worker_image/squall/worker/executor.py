@@ -329,7 +329,9 @@ class SpoutCollector:
                 else:
                     buf.append([t, task, stream, values, {r: e}])
             ex.stats.emitted += len(targets)
-            self.pending.pending.put(r, (msg_id, ex.now))
+            pend = self.pending.pending
+            pend._head[r] = (msg_id, ex.now)  # RotatingMap.put, inlined
+            pend.size += 1
             if local:
                 # the acker is in this worker: registered straight into its ledger at flush
                 ex.local_inits.append((r, xor, task))
@@ -395,9 +397,14 @@ class SpoutExecutor(Executor):
             c = collectors.get(task)
             if c is None:
                 continue
-            got = c.pending.pending.pop(root)
-            if got is None:
-                continue  # timed out already: fail() was called then
+            pend = c.pending.pending
+            got = pend._head.pop(root, None)  # most trees complete within their first bucket
+            if got is not None:
+                pend.size -= 1
+            else:
+                got = pend.pop(root)
+                if got is None:
+                    continue  # timed out already: fail() was called then
             msg_id, t0 = got
             try:
                 if ok:
