@@ -85,7 +85,10 @@ def test_run_wordcount_writes_summary_and_leaves_nothing(tmp_path: Path) -> None
         # collect the run's children (ZooKeeper's JVM, the workers) while it runs
         deadline = time.monotonic() + 120
         while proc.poll() is None and time.monotonic() < deadline:
-            seen.update(descendants(proc.pid))
+            for pid, cmd in descendants(proc.pid).items():
+                # keep the first real command line: a process being reaped reads as ''
+                if cmd and pid not in seen:
+                    seen[pid] = cmd
             time.sleep(0.3)
         out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
     finally:
