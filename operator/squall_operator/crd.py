@@ -31,7 +31,7 @@ from typing import Any, Final
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from squall.models.v1alpha1 import DNS_LABEL, TopologySpec
+from squall.models.v1alpha1 import API_VERSION, DNS_LABEL, KIND, TopologySpec
 
 __all__ = [
     "CRD_FILES",
@@ -49,9 +49,8 @@ __all__ = [
     "structural",
 ]
 
-GROUP: Final = "squall.io"
-VERSION: Final = "v1alpha1"
-KIND: Final = "Topology"
+# group, version and kind come from the models, so the CRD cannot name another resource
+GROUP, _, VERSION = API_VERSION.partition("/")
 PLURAL: Final = "topologies"
 SINGULAR: Final = "topology"
 SHORT_NAMES: Final = ("topo",)

@@ -25,7 +25,7 @@ from squall.models.cluster import (
     WorkerHeartbeat,
     WorkerSlot,
 )
-from squall.models.v1alpha1 import Topology
+from squall.models.v1alpha1 import API_VERSION, Topology
 from squall.plan import build_plan
 
 __all__ = [
@@ -48,8 +48,7 @@ __all__ = [
     "worker_selector",
 ]
 
-GROUP: Final = "squall.io"
-API_VERSION: Final = "squall.io/v1alpha1"
+GROUP: Final = API_VERSION.partition("/")[0]
 LABEL_NAME: Final = "app.kubernetes.io/name"
 LABEL_COMPONENT: Final = "app.kubernetes.io/component"
 LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
