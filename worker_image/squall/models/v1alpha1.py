@@ -23,7 +23,10 @@ CLASS_PATH = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+    # strict: a value of the wrong JSON type (`parallelism: "2"`, `active: "true"`) is refused, as
+    # the CRD's schema (and so `kubectl apply`) refuses it; ints are still numbers. Enum fields
+    # opt out (their strings are converted to the enum), see `Grouping` below.
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True, strict=True)
 
 
 class Grouping(str, enum.Enum):
@@ -51,7 +54,7 @@ class InputSpec(_Model):
 
     component: str
     stream: str = Field("default", pattern=STREAM_NAME)
-    grouping: Grouping = Grouping.SHUFFLE
+    grouping: Grouping = Field(Grouping.SHUFFLE, strict=False)
     fields: list[str] | None = None
     custom_class: str | None = Field(None, alias="customClass", pattern=CLASS_PATH)
 
@@ -111,7 +114,7 @@ class TopologySpec(_Model):
 
 
 class ObjectMeta(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, extra="allow", frozen=True)
+    model_config = ConfigDict(populate_by_name=True, extra="allow", frozen=True, strict=True)
 
     name: str = Field(pattern=DNS_LABEL, max_length=63)
     namespace: str | None = None
