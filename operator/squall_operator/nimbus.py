@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from squall.models.cluster import (
@@ -19,6 +19,7 @@ from squall.models.cluster import (
     ExecutorId,
     StormBase,
     TopologyStatus,
+    WorkerSlot,
     executor_key,
 )
 from squall.models.v1alpha1 import Topology
@@ -53,6 +54,21 @@ def needed_executors(base: StormBase) -> tuple[ExecutorId, ...]:
     return build_plan(topology, {}, base.component_executors).executors
 
 
+def schedulable_cluster(
+    offered: Mapping[str, Iterable[int]], held: Iterable[WorkerSlot]
+) -> scheduler.ClusterSnapshot:
+    """The slots the scheduler may hand out: what the nodes offer, less the slots `held` by
+    topologies in their kill wait (their workers still drain in-flight tuples there; the slots
+    free up when the topology is removed)."""
+    held = frozenset(held)
+    return scheduler.ClusterSnapshot(
+        slots={
+            node: tuple(p for p in ports if WorkerSlot(node, p) not in held)
+            for node, ports in sorted(offered.items())
+        }
+    )
+
+
 class Nimbus:
     def __init__(
         self,
@@ -71,6 +87,10 @@ class Nimbus:
         self.stop_event = threading.Event()
         self.thread: threading.Thread | None = None
         self.events: list[str] = []
+        # topology -> slot -> when this nimbus saw the slot's heartbeat change (its own clock)
+        self.seen: dict[str, dict[WorkerSlot, monitor.SeenBeat]] = {}
+        # since when this nimbus has watched the heartbeats without a gap (see `resume_watching`)
+        self.observed_since = clock()
 
     # -- API -------------------------------------------------------------------------------
     def submit(self, topology: Topology) -> None:
@@ -181,29 +201,36 @@ class Nimbus:
         with self.lock:
             now = self.clock()
             supervisors = self.state.supervisors(watch=lambda *_: self.wake.set())
-            cluster = scheduler.ClusterSnapshot(
-                slots={node: tuple(info.ports) for node, info in sorted(supervisors.items())}
-            )
             requests: list[scheduler.SchedulingRequest] = []
             currents: dict[str, Assignment] = {}
-            for topo in sorted(self.state.storm_ids()):
+            held: set[WorkerSlot] = set()
+            storm_ids = sorted(self.state.storm_ids())
+            for topo in list(self.seen):
+                if topo not in storm_ids:
+                    del self.seen[topo]
+            for topo in storm_ids:
                 base = self.state.get_storm(topo)
-                if base is None or base.status is TopologyStatus.KILLED:
+                if base is None:
                     continue
                 current = self.state.get_assignment(topo) or Assignment()
+                if base.status is TopologyStatus.KILLED:
+                    held.update(current.slots().values())
+                    continue
                 currents[topo] = current
                 slots = current.slots()
                 beats = self.state.get_worker_heartbeats(topo)
+                seen = self.seen[topo] = monitor.observe_heartbeats(self.seen.get(topo, {}), beats, now)
                 launched = {
                     e: current.executor_start_time_secs.get(executor_key(e), 0.0) for e in slots
                 }
                 alive = monitor.alive_executors(
                     slots,
-                    monitor.executor_heartbeat_times(slots, beats),
+                    monitor.executor_heartbeat_times(slots, beats, seen),
                     launched,
                     now,
                     self.timeouts.task_timeout,
                     self.timeouts.launch_timeout,
+                    observed_since=self.observed_since,
                 )
                 requests.append(
                     scheduler.SchedulingRequest(
@@ -214,6 +241,7 @@ class Nimbus:
                         alive=alive,
                     )
                 )
+            cluster = schedulable_cluster({n: info.ports for n, info in supervisors.items()}, held)
             result = scheduler.schedule(requests, cluster)
             written: dict[str, bool] = {}
             for req in requests:
