@@ -87,6 +87,7 @@ class LocalCluster:
         timeouts: MonitorTimeouts = LOCAL_TIMEOUTS,
         monitor_freq_secs: float = 1.0,
         host: str = "127.0.0.1",
+        worker_session_timeout: float | None = None,
     ) -> None:
         if nodes < 1 or slots < 1:
             raise ValueError("a local cluster needs at least one node with one slot")
@@ -99,6 +100,8 @@ class LocalCluster:
         self.timeouts = timeouts
         self.monitor_freq_secs = monitor_freq_secs
         self.host = host
+        # the ZooKeeper session timeout workers ask for (None: the worker's default)
+        self.worker_session_timeout = worker_session_timeout
         self.zk: EmbeddedZooKeeper | None = None
         self.root = f"/squall-local-{os.getpid()}-{int(time.time() * 1000)}"
         self.supervisors: dict[str, Supervisor] = {}
@@ -251,6 +254,8 @@ class LocalCluster:
         ]
         for p in self.search_paths:
             cmd += ["--search-path", p]
+        if self.worker_session_timeout is not None:
+            cmd += ["--zk-session-timeout", str(self.worker_session_timeout)]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([*self.search_paths, *filter(None, [env.get("PYTHONPATH")])])
         with open(log_path, "ab") as out:

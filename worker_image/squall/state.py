@@ -24,6 +24,14 @@ callback again to keep watching), never the new value; it may occasionally fire 
 change, and it is lost if the ZooKeeper session expires, so callers also re-read periodically.
 Keep callbacks short (set an event, enqueue): they run on the thread that delivers all watches.
 A watch on a node that does not exist yet fires when it is created.
+
+Sessions: ephemeral nodes (endpoints, supervisors) live as long as the session that made them.
+When a session expires (a partition or a pause longer than the session timeout) kazoo connects
+again with a new one; this object remembers every ephemeral node it registered and creates them
+again in the new session before it reports itself ``ready`` again and calls the session
+listeners (``add_session_listener``), on a thread of its own, never on kazoo's. While ZooKeeper
+is unreachable, calls block until the connection is back, or fail with one of
+``CONNECTION_ERRORS`` (those in flight when it dropped, all of them when the session expired).
 """
 
 from __future__ import annotations
@@ -31,12 +39,21 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
 from collections.abc import Callable
 from typing import TypeVar
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
-from kazoo.protocol.states import WatchedEvent
+from kazoo.exceptions import (
+    ConnectionClosedError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
+from kazoo.protocol.states import KazooState, WatchedEvent
 from pydantic import BaseModel, ValidationError
 
 from squall.models.cluster import (
@@ -50,11 +67,23 @@ from squall.models.cluster import (
     WorkerSlot,
 )
 
-__all__ = ["ClusterState", "PayloadVersionError", "StateError", "Watch", "connect", "MAX_ERRORS"]
+__all__ = [
+    "CONNECTION_ERRORS",
+    "ClusterState",
+    "NotConnected",
+    "PayloadVersionError",
+    "SessionListener",
+    "StateError",
+    "Watch",
+    "connect",
+    "MAX_ERRORS",
+]
 
 log = logging.getLogger(__name__)
 
 Watch = Callable[[], None]
+# called with True when the (re)connection began a new session (ephemerals were re-created)
+SessionListener = Callable[[bool], None]
 M = TypeVar("M", bound=BaseModel)
 
 MAX_ERRORS = 10
@@ -73,6 +102,10 @@ class StateError(Exception):
     """A node holds something this version of Squall cannot read, or ZooKeeper is unreachable."""
 
 
+class NotConnected(StateError):
+    """ZooKeeper is unreachable now; raised by callers that would rather not block on it."""
+
+
 class PayloadVersionError(StateError):
     """A payload carries a ``v`` this version of Squall does not know."""
 
@@ -83,6 +116,17 @@ class PayloadVersionError(StateError):
         )
         self.path = path
         self.version = version
+
+
+# what a call raises when ZooKeeper is unreachable or the session ended: a transient condition
+# callers wait out (catch these without importing kazoo)
+CONNECTION_ERRORS: tuple[type[Exception], ...] = (
+    NotConnected,
+    ConnectionLoss,
+    SessionExpiredError,
+    ConnectionClosedError,
+    OperationTimeoutError,
+)
 
 
 def _name(kind: str, value: str) -> str:
@@ -136,8 +180,76 @@ class ClusterState:
         self.client = client
         self.root = root
         self._owns_client = _owns_client
+        # ephemeral path -> data, created again in every new session
+        self._ephemerals: dict[str, bytes] = {}
+        self._session_listeners: list[SessionListener] = []
+        self._resume_lock = threading.Lock()
+        # set while connected with every ephemeral registered in the current session
+        self._ready = threading.Event()
+        # the session ended and the ephemerals are not yet back in a new one
+        self._stale = False
+        # sessions this object has seen begin (1 at start)
+        self.sessions = 1
         for sub in _SUBTREES:
             client.ensure_path(self._path(sub))
+        if client.connected:
+            self._ready.set()
+        client.add_listener(self._on_connection_state)
+
+    # --- sessions -------------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """Connected, and every ephemeral node of this object exists in the current session."""
+        return self._ready.is_set()
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        return self._ready.wait(timeout)
+
+    def add_session_listener(self, listener: SessionListener) -> None:
+        """Call ``listener(new_session)`` after every reconnection, once the ephemerals are back
+        (on a thread of this object, never kazoo's). Watches do not survive a new session:
+        listeners read (and so watch) again."""
+        self._session_listeners.append(listener)
+
+    def _on_connection_state(self, state: KazooState) -> None:
+        # kazoo's connection thread: no ZooKeeper calls, no blocking here
+        if state == KazooState.LOST:
+            self._stale = True
+            self._ready.clear()
+        elif state == KazooState.SUSPENDED:
+            self._ready.clear()
+        elif state == KazooState.CONNECTED:
+            threading.Thread(target=self._resume, name="zk-session", daemon=True).start()
+
+    def _resume(self) -> None:
+        with self._resume_lock:
+            if not self.client.connected or self._ready.is_set():
+                return
+            new_session = self._stale
+            if new_session:
+                try:
+                    for path, data in list(self._ephemerals.items()):
+                        self._create_ephemeral(path, data)
+                except CONNECTION_ERRORS as exc:
+                    # lost again: the next CONNECTED tries again
+                    log.warning("ZooKeeper: could not re-register ephemeral nodes yet: %r", exc)
+                    return
+                self._stale = False
+                self.sessions += 1
+                log.warning(
+                    "ZooKeeper session expired; new session 0x%x, %d ephemeral node(s) registered "
+                    "again", self.client.client_id[0] if self.client.client_id else 0,
+                    len(self._ephemerals),
+                )
+            else:
+                log.info("ZooKeeper connection is back (same session)")
+            self._ready.set()
+        for listener in list(self._session_listeners):
+            try:
+                listener(new_session)
+            except Exception:
+                log.exception("ZooKeeper session listener %r failed", listener)
 
     @classmethod
     def connect(
@@ -174,6 +286,8 @@ class ClusterState:
 
     def close(self) -> None:
         """Stop and close the client if ``connect()`` made it (its ephemeral nodes go away)."""
+        self.client.remove_listener(self._on_connection_state)
+        self._ready.clear()
         if self._owns_client:
             self._owns_client = False
             self.client.stop()
@@ -237,7 +351,12 @@ class ClusterState:
 
     def _put_ephemeral(self, path: str, data: bytes) -> None:
         """Create an ephemeral node owned by this session, replacing one left by another session
-        (or with other data) in one transaction so that children watchers see a single change."""
+        (or with other data) in one transaction so that children watchers see a single change.
+        It is remembered and created again in every new session until it is removed."""
+        self._ephemerals[path] = data
+        self._create_ephemeral(path, data)
+
+    def _create_ephemeral(self, path: str, data: bytes) -> None:
         while True:
             stat = self.client.exists(path)
             if stat is None:
@@ -257,6 +376,8 @@ class ClusterState:
                 return
 
     def _delete(self, path: str, recursive: bool = False) -> None:
+        for known in [p for p in self._ephemerals if p == path or p.startswith(path + "/")]:
+            del self._ephemerals[known]
         for _ in range(5):
             try:
                 self.client.delete(path, recursive=recursive)

@@ -38,7 +38,7 @@ from squall.models.cluster import (
 )
 from squall.models.v1alpha1 import Topology
 from squall.plan import ACKER, TopologyPlan, build_plan
-from squall.state import ClusterState
+from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected
 from squall.worker.executor import BoltExecutor, Executor, Inbox, SpoutExecutor
 
 log = logging.getLogger("squall.worker")
@@ -138,11 +138,11 @@ class Worker:
     def start(self) -> None:
         self._load()
         self._bind()
-        self.state.register_endpoint(
-            self.topology_id,
-            self.slot,
-            Endpoint(host=self.host, port=self.slot.port, control_port=self.control_port, pid=os.getpid()),
-        )
+        self.endpoint = Endpoint(host=self.host, port=self.slot.port, control_port=self.control_port, pid=os.getpid())
+        # the state layer registers the (ephemeral) endpoint again in every new session; the
+        # listener re-reads everything then, since watches do not survive a session
+        self.state.add_session_listener(self._session_resumed)
+        self.state.register_endpoint(self.topology_id, self.slot, self.endpoint)
         self.routing = Routing(build_plan(self.topology, self.streams, self.base.component_executors), frozenset(), {}, {}, {})
         self.refresh()
         for name, target in (
@@ -158,6 +158,24 @@ class Worker:
     # -- refresh-connections and refresh-active ----------------------------------------------
     def _watch(self, *_args: Any) -> None:
         self.wake.set()
+
+    def _session_resumed(self, new_session: bool) -> None:
+        log.info("worker %s: ZooKeeper is back%s", self.slot.key(), " in a new session" if new_session else "")
+        self.wake.set()
+
+    def _registered(self) -> bool:
+        """Whether peers can find this worker: connected, and its endpoint is what ZooKeeper
+        holds (the state layer re-creates it in a new session; this repairs anything else that
+        removed it). Only then does the worker heartbeat: one that peers cannot reach is not
+        fine, and nimbus should see it stop."""
+        if not self.state.ready:
+            return False
+        if self.endpoints.get(self.slot) == self.endpoint:
+            return True
+        log.warning("worker %s: its endpoint is not in ZooKeeper; registering it again", self.slot.key())
+        self.state.register_endpoint(self.topology_id, self.slot, self.endpoint)
+        self.endpoints = self.state.get_endpoints(self.topology_id, watch=self._watch)
+        return self.endpoints.get(self.slot) == self.endpoint
 
     def refresh(self) -> None:
         base = self.state.get_storm(self.topology_id, watch=self._watch)
@@ -556,25 +574,40 @@ class Worker:
         poll_every = float(self.conf.get("task.refresh.poll.secs", 10.0))
         next_hb = 0.0
         next_poll = time.monotonic() + poll_every
+        zk_down = False  # warned about ZooKeeper being unreachable, once per outage
         while not self.stop_event.is_set():
             now = time.monotonic()
-            if self.wake.is_set() or now >= next_poll:
-                self.wake.clear()
-                try:
-                    self.refresh()
-                except Exception:
-                    log.exception("refresh failed; retrying")
-                next_poll = now + poll_every
-            if now >= next_hb:
-                try:
-                    self.state.worker_heartbeat(self.topology_id, self.slot, self.heartbeat())
-                except Exception:
-                    log.exception("heartbeat failed")
-                self._flush_errors()
+            beat_due = now >= next_hb
+            if beat_due:
+                next_hb = now + hb_every
                 with self.acker_lock:
                     for led in self.ledgers.values():
                         led.expire(now)
-                next_hb = now + hb_every
+            try:
+                if not self.state.ready:
+                    # ZooKeeper is away (calls would block): the data plane goes on without it
+                    raise NotConnected("not connected to ZooKeeper")
+                if self.wake.is_set() or now >= next_poll:
+                    self.wake.clear()
+                    next_poll = now + poll_every
+                    self.refresh()
+                if beat_due:
+                    if self._registered():
+                        self.state.worker_heartbeat(self.topology_id, self.slot, self.heartbeat())
+                        self._flush_errors()
+                if zk_down:
+                    zk_down = False
+                    log.info("worker %s: ZooKeeper reachable again", self.slot.key())
+            except CONNECTION_ERRORS as exc:
+                if not zk_down:
+                    zk_down = True
+                    log.warning("worker %s: ZooKeeper unreachable (%s); tuples keep flowing, retrying",
+                                self.slot.key(), exc)
+                self.wake.set()  # refresh as soon as it is back
+                self.state.wait_ready(min(hb_every, 0.5))
+                continue
+            except Exception:
+                log.exception("refresh or heartbeat failed; retrying")
             if not self.active and self.storm_active and not self.wake.is_set():
                 # waiting for peers' endpoints: poll quickly
                 self.wake.wait(0.05)
@@ -595,6 +628,8 @@ class Worker:
         for t in self.threads:
             t.join(2.0)
         try:
+            if not self.state.ready:  # ZooKeeper away: its calls would block until it is back
+                raise NotConnected("not connected to ZooKeeper")
             self._flush_errors()
             self.state.worker_heartbeat(self.topology_id, self.slot, self.heartbeat())
             self.state.remove_endpoint(self.topology_id, self.slot)
@@ -620,6 +655,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bind", default=None, help="address to bind (default: --host)")
     p.add_argument("--search-path", action="append", default=[], help="directory holding component modules")
     p.add_argument("--log-level", default=os.environ.get("SQUALL_LOG_LEVEL", "INFO"))
+    p.add_argument("--zk-session-timeout", type=float,
+                   default=float(os.environ.get("SQUALL_ZK_SESSION_TIMEOUT", "10")),
+                   help="ZooKeeper session timeout asked of the server, seconds (it clamps it)")
     args = p.parse_args(argv)
     import gc
 
@@ -627,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
     # collector would otherwise run every 700 allocations and rescan every live pending tuple.
     gc.set_threshold(100_000, 50, 1000)
     logging.basicConfig(level=args.log_level, format=f"%(asctime)s worker {args.node}-{args.port} %(levelname)s %(name)s: %(message)s")
-    state = ClusterState.connect(args.zookeeper, root=args.root)
+    state = ClusterState.connect(args.zookeeper, root=args.root, session_timeout=args.zk_session_timeout)
     worker = Worker(state, args.topology, WorkerSlot(args.node, args.port), args.host, args.bind, tuple(args.search_path))
 
     def _stop(_sig: int, _frame: Any) -> None:
