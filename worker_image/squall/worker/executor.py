@@ -548,10 +548,13 @@ class BoltCollector:
                 for r in a:
                     return [dest, self.task, stream, values, {r: e}]
             return [dest, self.task, stream, values, dict.fromkeys(a, e)]
+        # Storm's BoltOutputCollectorImpl: a fresh edge id per anchor. One edge shared by two
+        # anchors of the same tree would cancel out in that root (e ^ e == 0), and the parents'
+        # acks would complete the tree before this tuple is processed.
         out: dict[int, int] = {}
-        e = _getrandbits(62)
         for t in anchors:
             if t.anchors:
+                e = _getrandbits(62)
                 t.ack_val ^= e
                 for r in t.anchors:
                     out[r] = out.get(r, 0) ^ e
