@@ -12,6 +12,7 @@ from squall.components import (
     TopologyContext,
     Tuple,
 )
+from squall.serialization import register_serializer
 
 __all__ = [
     "DEFAULT_STREAM",
@@ -24,6 +25,7 @@ __all__ = [
     "SpoutOutputCollector",
     "TopologyContext",
     "Tuple",
+    "register_serializer",
 ]
 __version__ = "0.1.0"
 

@@ -9,7 +9,8 @@ Two steps, both reporting every problem at once as a `TopologyError`:
   groupings, and (optionally) the component classes themselves. Its result, `ResolvedTopology`,
   carries the imported classes and every component's declared output streams.
 
-Pure: imports only the standard library, pydantic, yaml and squall's models and errors.
+Pure: imports only the standard library, pydantic, yaml and squall's models, errors and
+serialization (msgpack, for `topology.serializers`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from squall import serialization
 from squall.errors import NO_VALUE, Problem, TopologyError
 from squall.models.v1alpha1 import (
     API_VERSION,
@@ -487,11 +489,15 @@ class ResolvedTopology:
     `streams`: component name -> stream name -> `StreamSpec`, every declared output stream after
     merging the class's and the spec's declarations (the spec's alone when classes were not
     resolved).
+    `serializers`: the user types of `topology.serializers` with their encoders and decoders,
+    imported but not registered (the worker registers them).
     """
 
     topology: Topology
     classes: dict[str, type]
     streams: dict[str, dict[str, StreamSpec]]
+    # `topology.serializers`, imported (empty when classes were not resolved)
+    serializers: list[serialization.Registration] = dataclasses.field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -545,9 +551,38 @@ class _Checker:
             self.check_component(base, component, role, first_use)
         for i, bolt in enumerate(spec.bolts):
             self.check_inputs(f"spec.bolts[{i}]", bolt)
+        serializers = self.check_serializers()
+        for base, component, _role in located:
+            if serialization.CONFIG_KEY in component.config:
+                self.add(
+                    f"{base}.config" + _format_loc([serialization.CONFIG_KEY]),
+                    component.config[serialization.CONFIG_KEY],
+                    "serializers are topology-wide: set them in spec.config",
+                )
         if self.problems:
             raise TopologyError(self.problems, source)
-        return ResolvedTopology(self.topo, self.classes, self.streams)
+        return ResolvedTopology(self.topo, self.classes, self.streams, serializers)
+
+    def check_serializers(self) -> list[serialization.Registration]:
+        """`topology.serializers`: its shape always; with `resolve`, its imports too."""
+        config = self.topo.spec.config
+        if serialization.CONFIG_KEY not in config:
+            return []
+        value = config[serialization.CONFIG_KEY]
+        base = ["spec", "config", serialization.CONFIG_KEY]
+        problems = serialization.check_config(value)
+        for key, message in problems:
+            path = [*base, key] if key else base
+            self.add(_format_loc(path), value.get(key, NO_VALUE) if key and isinstance(value, Mapping) else value, message)
+        if problems or not self.resolve:
+            return []
+        out: list[serialization.Registration] = []
+        for key, spec in value.items():
+            try:
+                out.extend(serialization.resolve_config({key: spec}))
+            except serialization.SerializationError as exc:
+                self.add(_format_loc([*base, key]), spec, str(exc).removeprefix(f"{key}: "))
+        return out
 
     # -- components ---------------------------------------------------------------------------
 

@@ -4,6 +4,10 @@ Data frame: a list of tuples `[dest_task, src_task, stream, values, anchors]`, w
 `{root_id: edge_id}` or None (untracked). Control frame: a list of `[kind, dest_task, root, val,
 extra]` for acker traffic. A frame that does not decode, or whose items have the wrong shape,
 raises `WireError`; receivers count and drop it instead of crashing.
+
+Values beyond msgpack's own types (datetime, Decimal, set, big ints, registered user types)
+travel as msgpack ext types: `squall.serialization`. A tuple whose values cannot be encoded does
+not stop its frame: `pack_data` sends the others and hands it back to the caller.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgpack
+
+from squall.serialization import default, ext_hook
 
 # control kinds
 INIT = 0  # spout -> acker: val = xor of the first edges, extra = spout task
@@ -24,15 +30,70 @@ class WireError(ValueError):
 
 
 def pack(items: list[Any]) -> bytes:
-    frame: bytes = msgpack.packb(items, use_bin_type=True)
+    """A frame of `items`; raises (TypeError, OverflowError, ValueError) if a value cannot be
+    encoded. The transfer loop uses `pack_data`, which never raises for one bad tuple."""
+    frame: bytes = msgpack.packb(items, use_bin_type=True, default=default)
     return frame
+
+
+def pack_data(items: list[Any]) -> tuple[bytes | None, list[tuple[Any, Exception]]]:
+    """A frame of the items that can be encoded (None if none can), and `(item, error)` for
+    each that cannot. Encoding is tried once for the whole frame; only a frame that fails is
+    packed again item by item (a msgpack array is its header then its items, so the good
+    items' bytes make a frame of their own)."""
+    try:
+        return msgpack.packb(items, use_bin_type=True, default=default), []
+    except Exception:
+        pass
+    parts: list[bytes] = []
+    bad: list[tuple[Any, Exception]] = []
+    for item in items:
+        try:
+            parts.append(msgpack.packb(item, use_bin_type=True, default=default))
+        except Exception as exc:
+            bad.append((item, exc))
+    if not parts:
+        return None, bad
+    return msgpack.Packer().pack_array_header(len(parts)) + b"".join(parts), bad
+
+
+def unsendable_message(component: str, task: int, stream: str, fields: list[str], item: Any, exc: Exception) -> str:
+    """Why a tuple could not be sent: its component, task and stream, the first value that
+    cannot be encoded (its field and type), and the encoder's complaint."""
+    where = f"{component} (task {task}) emitted on stream {stream!r} a tuple that cannot be sent to another worker"
+    values = item[3] if isinstance(item, list) and len(item) == 5 else None
+    for i, v in enumerate(values if isinstance(values, list) else ()):
+        try:
+            msgpack.packb(v, use_bin_type=True, default=default)
+        except Exception as err:
+            name = f" {fields[i]!r}" if i < len(fields) else ""
+            t = type(v)
+            return f"{where}: field {i}{name} is a {t.__module__}.{t.__qualname__}: {type(err).__name__}: {err}"
+    return f"{where}: {type(exc).__name__}: {exc}"
+
+
+def _hashable(key: Any) -> Any:
+    return tuple(_hashable(k) for k in key) if type(key) is list else key
+
+
+def _tuple_keys(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    # a dict keyed by tuples arrives with list keys, which Python cannot hash
+    return {_hashable(k): v for k, v in pairs}
 
 
 def unpack_data(frame: bytes) -> list[list[Any]]:
     """Decode a data frame. Items are checked by `check_tuple` where they are dispatched, so
     that the receive loop walks a frame once."""
     try:
-        items = msgpack.unpackb(frame, raw=False, strict_map_key=False, use_list=True)
+        items = msgpack.unpackb(frame, raw=False, strict_map_key=False, use_list=True, ext_hook=ext_hook)
+    except TypeError:
+        # only then pay for a hook per map: tuple (array) keys, made hashable again
+        try:
+            items = msgpack.unpackb(
+                frame, raw=False, strict_map_key=False, use_list=True, ext_hook=ext_hook, object_pairs_hook=_tuple_keys
+            )
+        except Exception as exc:
+            raise WireError(f"undecodable data frame of {len(frame)} bytes: {exc}") from None
     except Exception as exc:
         raise WireError(f"undecodable data frame of {len(frame)} bytes: {exc}") from None
     if type(items) is not list:

@@ -22,7 +22,7 @@ from typing import Any
 
 import zmq
 
-from squall import wire
+from squall import serialization, wire
 from squall.acker import AckerLedger
 from squall.models.cluster import (
     Assignment,
@@ -90,6 +90,7 @@ class Worker:
         self.endpoints: dict[WorkerSlot, Endpoint] = {}
         self.errors: collections.deque[tuple[str, int, str]] = collections.deque(maxlen=100)
         self.bad_frames = 0
+        self.unsendable = 0
         self.dropped = 0
         self.active = False
         self.storm_active = False
@@ -112,6 +113,7 @@ class Worker:
         self.spec = self.topology.spec
         resolved = check_topology(self.topology, resolve_classes=True, search_paths=self.search_paths)
         self.classes = resolved.classes
+        serialization.register_all(resolved.serializers)
         self.streams = resolved.streams
         self.conf: dict[str, Any] = {
             "topology.name": self.topology.name,
@@ -503,7 +505,11 @@ class Worker:
                         s.setsockopt(zmq.LINGER, 0)
                         s.connect(f"tcp://{ep.host}:{getattr(ep, port_attr)}")
                         have = socks[slot] = (ep, s)
-                    frame = wire.pack(items)
+                    frame, bad = wire.pack_data(items)
+                    if bad:
+                        self._unsendable(bad)
+                    if frame is None:
+                        continue
                     while not stop.is_set():
                         try:
                             have[1].send(frame, zmq.NOBLOCK, copy=False)
@@ -517,6 +523,31 @@ class Worker:
         finally:
             for _ep, s in socks.values():
                 s.close(0)
+
+    def _unsendable(self, bad: list[tuple[Any, Exception]]) -> None:
+        """Tuples whose values the wire format cannot encode (the rest of their frame was sent):
+        each is reported as an error of the component that emitted it, and its trees are failed
+        so that their spouts hear `fail` at once rather than a timeout later."""
+        plan = self.routing.plan
+        n = len(plan.acker_tasks)
+        fails: list[list[int]] = []
+        for item, exc in bad:
+            self.dropped += 1
+            if not (type(item) is list and len(item) == 5 and type(item[1]) is int and type(item[2]) is str):
+                log.error("worker %s could not encode %r: %s", self.slot.key(), item, exc)  # not a data tuple
+                continue
+            _dest, src, stream, _values, anchors = item
+            comp = plan.task_component.get(src, "?")
+            spec = plan.streams.get(comp, {}).get(stream)
+            text = wire.unsendable_message(comp, src, stream, list(spec.fields) if spec else [], item, exc)
+            self.unsendable += 1
+            if self.unsendable <= 10 or self.unsendable % 1000 == 0:
+                log.error("%s (%d so far)", text, self.unsendable)
+            self.report_error(comp, src, text)
+            if anchors and n:
+                fails.extend([wire.FAIL, plan.acker_tasks[r % n], r, 0, 0] for r in anchors)
+        if fails:
+            self.handle_control(fails, None)
 
     def _prune(self, socks: dict[WorkerSlot, tuple[Endpoint, Any]]) -> None:
         for slot in [s for s, (ep, _) in socks.items() if self.endpoints.get(s) != ep]:
