@@ -128,6 +128,22 @@ def test_a_malformed_ext_payload_is_a_wire_error() -> None:
         wire.unpack_data(frame)
 
 
+def test_a_frame_keeps_the_tuples_this_worker_can_decode(caplog: pytest.LogCaptureFixture) -> None:
+    register_serializer(Point, lambda p: [p.x, p.y], lambda d: Point(*d))
+    good = [[1, 2, "s", [{1}, {(1, 2): 3}], {5: 6}], [3, 2, "s", ["x"], None]]
+    frame = wire.pack([good[0], [1, 2, "s", [Point(1, 2)], {7: 8}], good[1]])
+    serialization.unregister_serializer(Point)  # the receiving worker never registered it
+    assert wire.unpack_data(frame) == good
+    assert "dropped 1 of the 3 tuples of a data frame" in caplog.text
+    assert f"no serializer registered for {__name__}.Point" in caplog.text
+
+
+def test_trailing_bytes_after_a_frame_that_does_not_decode_are_a_wire_error() -> None:
+    frame = msgpack.packb([[1, 2, "s", [msgpack.ExtType(99, b"x")], None]]) + b"\x01"
+    with pytest.raises(wire.WireError, match="undecodable data frame"):
+        wire.unpack_data(frame)
+
+
 # -- unencodable values -------------------------------------------------------------------------
 @pytest.mark.parametrize("value", [Opaque(), [1, {Opaque()}], {"k": Opaque()}, object()])
 def test_an_unregistered_type_raises_a_clear_error(value: Any) -> None:

@@ -12,11 +12,14 @@ not stop its frame: `pack_data` sends the others and hands it back to the caller
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import msgpack
 
 from squall.serialization import default, ext_hook
+
+log = logging.getLogger("squall.wire")
 
 # control kinds
 INIT = 0  # spout -> acker: val = xor of the first edges, extra = spout task
@@ -86,18 +89,64 @@ def unpack_data(frame: bytes) -> list[list[Any]]:
     that the receive loop walks a frame once."""
     try:
         items = msgpack.unpackb(frame, raw=False, strict_map_key=False, use_list=True, ext_hook=ext_hook)
-    except TypeError:
-        # only then pay for a hook per map: tuple (array) keys, made hashable again
-        try:
-            items = msgpack.unpackb(
-                frame, raw=False, strict_map_key=False, use_list=True, ext_hook=ext_hook, object_pairs_hook=_tuple_keys
-            )
-        except Exception as exc:
-            raise WireError(f"undecodable data frame of {len(frame)} bytes: {exc}") from None
-    except Exception as exc:
-        raise WireError(f"undecodable data frame of {len(frame)} bytes: {exc}") from None
+    except Exception:
+        items = _unpack_slowly(frame)
     if type(items) is not list:
         raise WireError(f"data frame is a {type(items).__name__}, not a list of tuples")
+    return items
+
+
+def _unpack_one(data: bytes) -> Any:
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=True, ext_hook=ext_hook)
+    except TypeError:
+        # only now pay for a hook per map: tuple (array) keys, made hashable again
+        return msgpack.unpackb(
+            data, raw=False, strict_map_key=False, use_list=True, ext_hook=ext_hook, object_pairs_hook=_tuple_keys
+        )
+
+
+_lost_frames = 0
+
+
+def _unpack_slowly(frame: bytes) -> Any:
+    """A frame that did not decode at once. Dicts keyed by tuples need a hook; and when single
+    tuples still fail (a type this worker has no decoder for), the frame is split into its
+    tuples without decoding them, and the others are kept (the lost ones time out at their
+    spouts and are replayed)."""
+    global _lost_frames
+    try:
+        return _unpack_one(frame)
+    except Exception as exc:
+        first = exc
+    bounds: list[tuple[int, int]] = []
+    try:
+        u = msgpack.Unpacker(raw=False, max_buffer_size=max(len(frame), 1))
+        u.feed(frame)
+        for _ in range(u.read_array_header()):
+            start = u.tell()
+            u.skip()
+            bounds.append((start, u.tell()))
+        if u.tell() != len(frame):
+            raise ValueError("extra data after the frame")
+    except Exception:
+        raise WireError(f"undecodable data frame of {len(frame)} bytes: {first}") from None
+    items: list[Any] = []
+    lost: list[Exception] = []
+    for start, end in bounds:
+        try:
+            items.append(_unpack_one(frame[start:end]))
+        except Exception as exc:
+            lost.append(exc)
+    if lost and not items:
+        raise WireError(f"undecodable data frame of {len(frame)} bytes: {lost[0]}")
+    if lost:
+        _lost_frames += 1
+        if _lost_frames <= 10 or _lost_frames % 1000 == 0:
+            log.warning(
+                "dropped %d of the %d tuples of a data frame (%d such frames so far): %s",
+                len(lost), len(bounds), _lost_frames, lost[0],
+            )
     return items
 
 
