@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import reprlib
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -30,17 +31,36 @@ NO_VALUE: Final = _NoValue.NO_VALUE
 _MAX_VALUE_CHARS = 80
 
 
+def _bounded_repr() -> reprlib.Repr:
+    # reprlib stops at a few items per container and a few levels down, so that showing a value
+    # costs the same for `[1, 2]` and for a list of a million lists (a YAML alias bomb's).
+    r = reprlib.Repr()
+    r.maxlevel = 4
+    r.maxlist = r.maxtuple = r.maxset = r.maxfrozenset = r.maxdeque = r.maxarray = 8
+    r.maxdict = 6
+    r.maxstring = r.maxother = r.maxlong = _MAX_VALUE_CHARS
+    return r
+
+
+_REPR = _bounded_repr()
+
+
 def format_value(value: object) -> str:
     """A value as the user wrote it, near enough: YAML spellings for null and booleans, `repr`
-    for the rest, cut short when long."""
+    for the rest, cut short when long (in time and memory too: never more than a few dozen
+    items of a container are looked at)."""
     if isinstance(value, enum.Enum) and value is not NO_VALUE:
         value = value.value
     if value is None:
         text = "null"
     elif isinstance(value, bool):
         text = "true" if value else "false"
+    elif isinstance(value, str):
+        text = repr(value[: _MAX_VALUE_CHARS + 1])
+    elif isinstance(value, int) and value.bit_length() > 256:
+        text = f"<an integer of {value.bit_length()} bits>"  # repr() refuses past 4300 digits
     else:
-        text = repr(value)
+        text = _REPR.repr(value)
     if len(text) > _MAX_VALUE_CHARS:
         text = text[: _MAX_VALUE_CHARS - 3] + "..."
     return text

@@ -21,10 +21,10 @@ import importlib
 import re
 import sys
 import types
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -47,6 +47,9 @@ from squall.models.v1alpha1 import (
 
 __all__ = [
     "DEFAULT_STREAM",
+    "MAX_DEPTH",
+    "MAX_DOCUMENT_BYTES",
+    "MAX_NODES",
     "RESERVED_PREFIX",
     "ResolvedTopology",
     "check_topology",
@@ -69,11 +72,89 @@ _FIELD_GROUPINGS = frozenset({Grouping.FIELDS, Grouping.PARTIAL_KEY})
 # --------------------------------------------------------------------------------------------
 
 
-class _Loader(yaml.SafeLoader):
-    """Safe YAML that refuses a key given twice in one mapping (PyYAML keeps the last silently)."""
+# Bounds on what is read, so that any input is refused in bounded time and memory. A Topology is
+# a Kubernetes object, and the API server keeps at most about 1.5 MiB per object; no real
+# topology comes near these (docs/reliability.md, "Hostile input").
+MAX_DOCUMENT_BYTES = 1 << 20
+# Collections inside collections; YAML aliases count with what they stand for.
+MAX_DEPTH = 100
+# Values (scalars and collections) in the document, each alias counting as the whole value it
+# stands for: a "billion laughs" document is refused at the alias that crosses this.
+MAX_NODES = 100_000
 
 
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> dict[Any, Any]:
+class _LimitError(yaml.MarkedYAMLError):
+    """A document past one of the bounds above; reported without the "invalid YAML" prefix."""
+
+
+class _Bounded(yaml.composer.Composer, yaml.constructor.SafeConstructor):
+    """Safe YAML that refuses a key given twice in one mapping (PyYAML keeps the last silently),
+    and documents nested deeper than `MAX_DEPTH` or larger than `MAX_NODES` once aliases are
+    expanded, while composing: before anything builds the expanded value."""
+
+    def _start_bounds(self) -> None:
+        # per open collection, the height of its tallest child so far
+        self._open: list[int] = []
+        self._nodes = 0
+        # anchor -> (expanded size, height) of the node it names, once composed
+        self._anchored: dict[str, tuple[int, int]] = {}
+
+    if TYPE_CHECKING:  # given by the parser the loaders below mix in
+
+        def peek_event(self) -> Any: ...
+
+        def dispose(self) -> None: ...
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()
+        mark = event.start_mark
+        if isinstance(event, yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            known = self._anchored.get(str(event.anchor))
+            if known is None:  # the alias sits inside the node it names
+                raise _LimitError(
+                    None, None, f"alias '*{event.anchor}' is recursive (it refers to a value "
+                    "that contains it)", mark)
+            self._add(*known, mark, f"alias '*{event.anchor}'")
+            return node
+        if len(self._open) >= MAX_DEPTH:
+            raise _LimitError(None, None, f"the document nests deeper than {MAX_DEPTH} levels",
+                              mark)
+        before = self._nodes
+        self._open.append(0)
+        node = super().compose_node(parent, index)
+        height = self._open.pop() + 1
+        self._add(1, height, mark, "this value")
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None:
+            self._anchored[anchor] = (self._nodes - before, height)
+        return node
+
+    def _add(self, size: int, height: int, mark: Any, what: str) -> None:
+        self._nodes += size
+        if self._nodes > MAX_NODES:
+            raise _LimitError(None, None, f"{what} expands the document past {MAX_NODES} nodes "
+                              "(values, aliases counted as what they stand for)", mark)
+        if len(self._open) + height > MAX_DEPTH:
+            raise _LimitError(None, None, f"{what} nests the document deeper than {MAX_DEPTH} "
+                              "levels", mark)
+        if self._open and self._open[-1] < height:
+            self._open[-1] = height
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except yaml.YAMLError:
+            raise
+        except Exception as exc:
+            # what PyYAML's constructors cannot build: an integer of 5000 digits, the 30th of
+            # February, an empty `!!int` (an IndexError in PyYAML)
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read this {node.tag.rpartition(':')[2]}: {exc}",
+                node.start_mark) from None
+
+
+def _construct_mapping(loader: _Bounded, node: yaml.MappingNode) -> dict[Any, Any]:
     loader.flatten_mapping(node)
     seen: set[Any] = set()
     for key_node, _ in node.value:
@@ -90,18 +171,114 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> dict[Any, Any
     return loader.construct_mapping(node, deep=True)
 
 
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+class _PyLoader(_Bounded, yaml.SafeLoader):
+    """PyYAML's own scanner and parser, in Python: several times slower than libyaml's."""
+
+    def __init__(self, stream: str) -> None:
+        yaml.SafeLoader.__init__(self, stream)
+        self._start_bounds()
 
 
-def _yaml_problem(exc: yaml.YAMLError) -> Problem:
+_Loader: Callable[[str], _Bounded] = _PyLoader
+try:
+    from yaml._yaml import CParser
+except ImportError:  # PyYAML built without libyaml
+    pass
+else:
+
+    class _CLoader(_Bounded, CParser, yaml.resolver.Resolver):
+        """libyaml scans and parses (a MiB in a fraction of a second); composing and
+        constructing stay in Python, under `_Bounded`'s bounds. `_Bounded` (a Composer) comes
+        before `CParser` so that CParser's own composer in C is not used."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            yaml.composer.Composer.__init__(self)
+            yaml.constructor.SafeConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+            self._start_bounds()
+
+    _Loader = _CLoader
+
+_Bounded.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping  # type: ignore[type-var]
+)
+
+
+def _at(mark: yaml.Mark) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}"
+
+
+def _yaml_problem(exc: yaml.YAMLError, text: str) -> Problem:
+    if isinstance(exc, _LimitError) and exc.problem_mark is not None:
+        return Problem(_at(exc.problem_mark), NO_VALUE, str(exc.problem))
+    if isinstance(exc, yaml.reader.ReaderError):
+        # PyYAML names an offset (libyaml's in bytes of UTF-8); say the line instead
+        if _Loader is _PyLoader:
+            before = text[: exc.position]
+        else:
+            before = text.encode("utf-8", "surrogatepass")[: exc.position].decode("utf-8", "replace")
+        line = before.count("\n") + 1
+        column = len(before) - (before.rfind("\n") + 1) + 1
+        char = f"#x{exc.character:04x}" if isinstance(exc.character, int) else repr(exc.character)
+        return Problem(f"line {line}, column {column}", NO_VALUE,
+                       f"invalid YAML: unacceptable character {char} ({exc.reason})")
     if isinstance(exc, yaml.MarkedYAMLError):
-        mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         what = exc.problem or "invalid YAML"
+        problem, context = exc.problem_mark, exc.context_mark
+        if context is not None and problem is not None and (
+            (context.line, context.column) != (problem.line, problem.column)
+        ):
+            # where the construct began (an unclosed bracket, a quote) is where the fix is
+            started = f"{exc.context} that starts here" if exc.context else "it starts here"
+            return Problem(_at(context), NO_VALUE,
+                           f"invalid YAML: {what} at {_at(problem)} ({started})")
+        mark = problem or context
         if exc.context:
             what = f"{what} ({exc.context})"
-        return Problem(where, NO_VALUE, f"invalid YAML: {what}")
+        return Problem(_at(mark) if mark is not None else "", NO_VALUE, f"invalid YAML: {what}")
     return Problem("", NO_VALUE, f"invalid YAML: {exc}")
+
+
+def _too_large(size: int) -> Problem:
+    return Problem("", NO_VALUE, f"the file is larger than {MAX_DOCUMENT_BYTES >> 20} MiB "
+                   f"({MAX_DOCUMENT_BYTES} bytes), the most a topology may be")
+
+
+def _decode(data: bytes) -> str:
+    """UTF-8 text (a leading byte-order mark dropped); an undecodable byte is named by line."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise TopologyError([Problem(
+            f"line {line}, column {column}", NO_VALUE,
+            f"not UTF-8 text: byte 0x{data[exc.start]:02x} ({exc.reason})")]) from None
+
+
+def _shape_problems(data: object) -> list[Problem]:
+    """Depth and size bounds for an already-parsed document (the operator's, read from the API
+    server as JSON, or one built in Python): the same `MAX_DEPTH` and `MAX_NODES` as YAML's."""
+    stack: list[tuple[object, tuple[int | str, ...]]] = [(data, ())]
+    nodes = 0
+    while stack:
+        value, loc = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            return [Problem("", NO_VALUE, f"the document holds more than {MAX_NODES} values")]
+        if isinstance(value, Mapping):
+            children: Iterable[tuple[object, object]] = value.items()
+        elif isinstance(value, (list, tuple)):
+            children = enumerate(value)
+        else:
+            continue
+        if len(loc) >= MAX_DEPTH:
+            return [Problem(_format_loc(loc), NO_VALUE,
+                            f"the document nests deeper than {MAX_DEPTH} levels")]
+        for key, child in children:
+            stack.append((child, (*loc, key if isinstance(key, (int, str)) else repr(key))))
+    return []
 
 
 def parse_topology(data: Mapping[str, Any] | str | bytes, source: str = "<string>") -> Topology:
@@ -109,14 +286,26 @@ def parse_topology(data: Mapping[str, Any] | str | bytes, source: str = "<string
 
     Raises `TopologyError` listing every problem: a YAML syntax error, a wrong `apiVersion` or
     `kind`, and every schema violation, with paths in the resource's camelCase naming. `source`
-    (a file name) prefixes each problem line; the default "<string>" means none.
+    (a file name) prefixes each problem line; the default "<string>" means none. Input past the
+    bounds above (`MAX_DOCUMENT_BYTES`, `MAX_DEPTH`, `MAX_NODES`) is refused before it is built.
     """
     src = None if source == "<string>" else source
     if isinstance(data, (str, bytes)):
+        if len(data) > MAX_DOCUMENT_BYTES:
+            raise TopologyError([_too_large(len(data))], src)
         try:
-            data = yaml.load(data, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+            text = _decode(data) if isinstance(data, bytes) else data
+        except TopologyError as exc:
+            raise exc.with_source(src) from None
+        loader = _Loader(text)  # a SafeConstructor: plain data only
+        try:
+            data = loader.get_single_data()
         except yaml.YAMLError as exc:
-            raise TopologyError([_yaml_problem(exc)], src) from None
+            raise TopologyError([_yaml_problem(exc, text)], src) from None
+        finally:
+            loader.dispose()
+    elif (shape := _shape_problems(data)):
+        raise TopologyError(shape, src)
     if data is None:
         raise TopologyError(
             [Problem("", NO_VALUE, "the document is empty; expected a Topology resource")], src
@@ -137,16 +326,18 @@ def parse_topology(data: Mapping[str, Any] | str | bytes, source: str = "<string
 
 
 def load_topology(path: str | Path) -> Topology:
-    """`parse_topology` on a file; problems are prefixed with the path as given."""
+    """`parse_topology` on a file; problems are prefixed with the path as given. At most
+    `MAX_DOCUMENT_BYTES` (+1, to tell a larger file) are read."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            data = f.read(MAX_DOCUMENT_BYTES + 1)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise TopologyError([Problem("", NO_VALUE, f"cannot read the file: {reason}")], source)
-    except UnicodeDecodeError as exc:
-        raise TopologyError([Problem("", NO_VALUE, f"not UTF-8 text: {exc}")], source) from None
-    return parse_topology(text, source=source)
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise TopologyError([_too_large(len(data))], source)
+    return parse_topology(data, source=source)
 
 
 def _yaml_type(value: object) -> str:
