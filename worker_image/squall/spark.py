@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import importlib
+import importlib.util
 import json
 import logging
 import math
@@ -36,6 +37,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from squall.components import DEFAULT_STREAM, Bolt, Spout, Tuple
+
+if importlib.util.find_spec("pyspark") is None:  # checked without importing Spark (slow)
+    raise ImportError(
+        "squall.spark needs PySpark, which is Squall's optional 'spark' extra: "
+        "pip install 'squall[spark]' (the squall-worker image has it)",
+        name="pyspark",
+    )
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession

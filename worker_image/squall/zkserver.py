@@ -102,7 +102,7 @@ def zookeeper_jars() -> list[str]:
     if spec is None or not spec.submodule_search_locations:
         raise ZooKeeperError(
             "pyspark is not installed: the embedded ZooKeeper runs the zookeeper jar that ships "
-            "with pyspark (pip install 'pyspark>=4,<5')"
+            "with pyspark: install Squall's spark extra (pip install 'squall[spark]')"
         )
     jars_dir = Path(next(iter(spec.submodule_search_locations)), "jars")
     jars = sorted(

@@ -1,0 +1,115 @@
+"""The images scripts/k8s-images builds, run with buildah (real containers,
+no network): what each carries and how it starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.k8s
+
+VERSION = "0.1.0"
+OPERATOR = f"localhost/squall-operator:{VERSION}"
+WORKER = f"localhost/squall-worker:{VERSION}"
+WORDCOUNT = f"localhost/squall-wordcount:{VERSION}"
+ZOOKEEPER = "docker.io/library/zookeeper:3.9"
+BASE = "docker.io/library/python:3.11-slim-bookworm"
+
+
+def images_dir() -> Path:
+    """Where scripts/k8s-images saves the archives the real nodes import."""
+    return Path(os.environ.get("SQUALL_K8S_CACHE") or Path.home() / ".cache" / "squall-k8s") / "images"
+
+
+def buildah(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["buildah", *args], capture_output=True, text=True, check=check, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def images() -> dict[str, dict[str, object]]:
+    if shutil.which("buildah") is None:
+        pytest.fail("buildah is missing: run scripts/k8s-images", pytrace=False)
+    out = {}
+    for name in (BASE, OPERATOR, WORKER, WORDCOUNT, ZOOKEEPER):
+        r = buildah("inspect", "--type", "image", name, check=False)
+        if r.returncode != 0:
+            pytest.fail(f"image {name} is not built: run scripts/k8s-images", pytrace=False)
+        out[name] = json.loads(r.stdout)
+    return out
+
+
+@pytest.fixture
+def run(images: dict[str, dict[str, object]]) -> Iterator[object]:
+    made: list[str] = []
+
+    def run_in(image: str, *cmd: str, user: str = "") -> subprocess.CompletedProcess[str]:
+        c = buildah("from", "--pull=never", image).stdout.strip()
+        made.append(c)
+        argv = ["run", "--network", "none"]
+        if user:
+            argv += ["--user", user]
+        return buildah(*argv, c, "--", *cmd, check=False)
+
+    yield run_in
+    for c in made:
+        buildah("rm", c, check=False)
+
+
+def config(images: dict[str, dict[str, object]], name: str) -> dict[str, object]:
+    return images[name]["OCIv1"]["config"]  # type: ignore[index, no-any-return]
+
+
+def test_images_run_as_non_root_with_their_entrypoints(images: dict[str, dict[str, object]]) -> None:
+    assert config(images, OPERATOR)["User"] == "10001:10001"
+    assert config(images, OPERATOR)["Entrypoint"] == ["squall"]
+    assert config(images, OPERATOR)["Cmd"] == ["operator"]
+    assert config(images, WORKER)["User"] == "10001:10001"
+    assert config(images, WORKER)["Entrypoint"] == ["/usr/bin/tini", "--", "python", "-m", "squall.worker"]
+    assert config(images, WORDCOUNT)["User"] == "10001:10001"
+    assert config(images, ZOOKEEPER)["User"] == "1000:1000"
+    for name in (OPERATOR, WORKER, WORDCOUNT, ZOOKEEPER):
+        assert "PYTHONPATH=/app" in config(images, name)["Env"]  # type: ignore[operator]
+    # every archive the cluster imports exists next to its key
+    for n in ("base", "pause", "operator", "worker", "wordcount", "zookeeper"):
+        assert (images_dir() / f"{n}.tar").exists(), n
+
+
+def test_operator_image_has_no_spark(run) -> None:  # type: ignore[no-untyped-def]
+    r = run(OPERATOR, "python", "-c", "import importlib.util as u; print(u.find_spec('pyspark'))", user="10001")
+    assert r.returncode == 0 and r.stdout.strip() == "None", r.stderr
+    r = run(OPERATOR, "python", "-c", "import squall.spark", user="10001")
+    assert r.returncode != 0 and "pip install 'squall[spark]'" in r.stderr, r.stderr
+    r = run(OPERATOR, "squall", "--help", user="10001")
+    assert r.returncode == 0 and "operator" in r.stdout, r.stderr
+
+
+def test_worker_image_has_spark_and_java(run) -> None:  # type: ignore[no-untyped-def]
+    r = run(WORKER, "python", "-c", "import squall.spark, squall.worker, pyspark; print(pyspark.__version__)",
+            user="10001")
+    assert r.returncode == 0 and r.stdout.strip().startswith("4."), r.stderr
+    r = run(WORKER, "/opt/java/bin/java", "-version", user="10001")
+    assert r.returncode == 0 and "17." in r.stderr, r.stderr
+
+
+def test_wordcount_image_carries_the_example(run) -> None:  # type: ignore[no-untyped-def]
+    r = run(WORDCOUNT, "python", "-c", "import wordcount; print(wordcount.__file__, wordcount.SentenceSpout.__name__)",
+            user="10001")
+    assert r.returncode == 0 and r.stdout.split() == ["/app/wordcount.py", "SentenceSpout"], r.stderr
+
+
+def test_runtime_images_are_lean(run) -> None:  # type: ignore[no-untyped-def]
+    for image in (OPERATOR, WORKER):
+        r = run(image, "sh", "-c", "command -v gcc cc make; ls /root/.cache /var/lib/apt/lists/*_Packages 2>/dev/null; "
+                "ls /src 2>/dev/null; true")
+        assert r.returncode == 0 and r.stdout.strip() == "", (image, r.stdout)
+
+
+def test_base_is_debian_bookworm_python_311(run) -> None:  # type: ignore[no-untyped-def]
+    r = run(BASE, "python", "-c", "import sys, platform; print(sys.version_info[:2], platform.freedesktop_os_release()['VERSION_CODENAME'])")
+    assert r.returncode == 0 and r.stdout.strip() == "(3, 11) bookworm", r.stderr
