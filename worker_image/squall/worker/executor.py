@@ -5,6 +5,12 @@ draining acker notifications, which is what keeps acker traffic flowing when dat
 backpressured. Bolt executors block on a full output (that is the backpressure a slow bolt puts
 on its upstream). Tuples cross threads in batches; a partial batch is flushed at the end of
 every loop turn, so a tuple waits at most about a millisecond for company.
+
+Output buffers are keyed by destination (a local inbox or a remote slot) under one routing; when
+the worker publishes a new routing, an executor re-keys what it still holds at its next turn,
+and a blocked hand-over gives up and re-keys as soon as the routing changes, so nothing keeps
+waiting on an inbox that left. Tuples for a remote task its worker announced as backpressured
+are held back (a bolt waits, a spout stops emitting) while everything else goes on.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 from squall import wire
 from squall.components import BasicBolt, FailedException, Tuple
@@ -26,9 +32,10 @@ from squall.models.v1alpha1 import Grouping
 from squall.plan import ACKER, SYSTEM, SYSTEM_TASK, TICK_STREAM, TopologyPlan
 from squall.stats import _LUT, Counters, bucket_of
 from squall.acker import PendingTuples
+from squall.worker.routing import Inbox, Routing
 
 if TYPE_CHECKING:
-    from squall.worker.runtime import Routing, Worker
+    from squall.worker.runtime import Worker
 
 log = logging.getLogger("squall.executor")
 
@@ -36,8 +43,7 @@ SPOUT_BATCH = 256  # next_tuple calls per turn before flushing
 FLUSH_SECS = 0.002  # a bolt busy on one batch flushes its output at least this often
 INBOX_BATCHES = 64  # bounded executor inbox, in batches
 _getrandbits = random.getrandbits
-# an executor's bounded inbox of batches (bolts: tuples; spouts: acker completions)
-Inbox: TypeAlias = "queue.Queue[list[list[Any]]]"
+__all__ = ["BoltExecutor", "Executor", "Inbox", "SpoutExecutor"]
 
 
 class Context:
@@ -109,6 +115,11 @@ class Executor:
         self.contexts: dict[int, Context] = {}
         # spouts: (root, xor, spout task) of new trees whose acker is in this worker
         self.local_inits: list[tuple[int, int, int]] = []
+        # hot update: removed from the worker, finishing what it holds (see `retire`)
+        self.retiring = False
+        # set by the worker once no one can hand this retiring executor anything new
+        self.settled = False
+        self.retire_by = 0.0
 
     # -- routing ---------------------------------------------------------------------------
     def refresh_routing(self) -> None:
@@ -118,6 +129,8 @@ class Executor:
         plan = routing.plan
         self.routing = routing
         self.task_dest = routing.task_dest
+        if self.bufs:
+            self._rekey(routing)
         self.acker_tasks = plan.acker_tasks
         self.n_ackers = len(plan.acker_tasks)
         for task in self.tasks:
@@ -150,6 +163,22 @@ class Executor:
             self.routes[task] = routes
             self.direct[task] = direct
         self.on_routing()
+
+    def _rekey(self, routing: Routing) -> None:
+        """Output held under the old routing -> the destinations the new one names."""
+        dest = routing.task_dest
+        held = [it for batch in self.bufs.values() for it in batch]
+        self.bufs.clear()
+        for it in held:
+            key = dest.get(it[0])
+            if key is None:
+                self.stats.dropped += 1
+                continue
+            buf = self.bufs.get(key)
+            if buf is None:
+                self.bufs[key] = [it]
+            else:
+                buf.append(it)
 
     def on_routing(self) -> None:
         pass
@@ -195,7 +224,18 @@ class Executor:
         return self.acker_tasks[root % self.n_ackers]
 
     def flush(self, block: bool) -> bool:
-        """Push buffered output on; returns True when everything left the executor."""
+        """Push buffered output on; returns True when everything left the executor. With
+        `block`, waits until it did (or the executor is stopped), re-keying to a new routing."""
+        while True:
+            done = self._flush(block)
+            if done or not block or self.stop_event.is_set():
+                return done
+            # held back (a backpressured remote task) or the routing changed under a wait
+            self.refresh_routing()
+            if self.stop_event.wait(0.0005):
+                return False
+
+    def _flush(self, block: bool) -> bool:
         out = self.out
         if self.local_inits:
             # before any data leaves: an ack can only follow its tree's registration
@@ -216,34 +256,69 @@ class Executor:
                 self.on_done(own)
         bufs = self.bufs
         if not bufs:
-            return True
+            return not out.control
+        bp = self.worker.remote_bp
         for key, batch in list(bufs.items()):
             if type(key) is queue.Queue:
-                sent = self._put(key, batch, block)
+                if self._put(key, batch, block):
+                    del bufs[key]
+                    self.stats.transferred += len(batch)
+                continue
+            held: list[list[Any]] | None = None
+            if bp:
+                # tuples for a backpressured remote task wait here; the rest go on
+                now = time.monotonic()
+                held = [it for it in batch if bp.get(it[0], 0.0) > now]
+                if held:
+                    batch = [it for it in batch if bp.get(it[0], 0.0) <= now]
+            if batch and not self._send(key, batch, block):
+                continue
+            self.stats.transferred += len(batch)
+            if held:
+                bufs[key] = held
             else:
-                sent = self.worker.send_data(key, batch, block, self.stop_event)
-            if sent:
                 del bufs[key]
-                self.stats.transferred += len(batch)
-        return not bufs
+        return not bufs and not out.control
 
     def _put(self, inbox: Inbox, batch: list[list[Any]], block: bool) -> bool:
-        if not block:
-            try:
-                inbox.put_nowait(batch)
-                return True
-            except queue.Full:
+        """A local hand-over; a blocked one gives up when the routing changes (the inbox may
+        have left: the caller re-keys and tries again)."""
+        try:
+            inbox.put_nowait(batch)
+            return True
+        except queue.Full:
+            if not block:
                 return False
-        while not self.stop_event.is_set():
+        routing = self.routing
+        while not self.stop_event.is_set() and self.worker.routing is routing:
             try:
-                inbox.put(batch, timeout=0.1)
+                inbox.put(batch, timeout=0.05)
                 return True
             except queue.Full:
                 continue
         return False
 
+    def _send(self, slot: WorkerSlot, batch: list[list[Any]], block: bool) -> bool:
+        """To a remote slot's send queue; a blocked send gives up when the routing changes."""
+        peers = self.worker.data_peers
+        if peers.offer(slot, batch):
+            return True
+        if not block:
+            return False
+        routing = self.routing
+        while not self.stop_event.wait(0.0005):
+            if self.worker.routing is not routing:
+                return False
+            if peers.offer(slot, batch):
+                return True
+        return False
+
     def on_done(self, items: list[list[int]]) -> None:
         pass
+
+    def has_root(self, task: int, root: int) -> bool:
+        """Whether `root` is a pending tree of this executor's spout `task`."""
+        return False
 
     def report_error(self, task: int, exc: BaseException) -> None:
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -253,6 +328,13 @@ class Executor:
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         self.thread.start()
+
+    def retire(self, deadline: float) -> None:
+        """Removed by a hot update: finish what it holds in its own thread (bolts: the tuples
+        already handed to it; spouts: the trees they have pending), then clean up and exit. The
+        worker stops it at `deadline` (monotonic) if it is not done by then."""
+        self.retire_by = deadline
+        self.retiring = True
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -366,11 +448,12 @@ class SpoutCollector:
 class SpoutExecutor(Executor):
     kind = "spout"
 
-    def __init__(self, worker: Worker, executor: ExecutorId, component: str, cls: type, conf: Mapping[str, Any]) -> None:
+    def __init__(self, worker: Worker, plan: TopologyPlan, executor: ExecutorId, component: str, cls: type,
+                 conf: Mapping[str, Any]) -> None:
         super().__init__(worker, executor, component)
         self.conf = conf
         self.now = time.monotonic()
-        self.contexts = {t: Context(worker, worker.routing.plan, t) for t in self.tasks}
+        self.contexts = {t: Context(worker, plan, t) for t in self.tasks}
         self.instances = {t: cls() for t in self.tasks}
         timeout = float(worker.spec.message_timeout_secs)
         self.collectors = {t: SpoutCollector(self, t, PendingTuples(timeout, self.now)) for t in self.tasks}
@@ -451,9 +534,11 @@ class SpoutExecutor(Executor):
                         self.instances[task].fail(msg_id)
                     except Exception as exc:
                         self.report_error(task, exc)
-            self._set_active(self.worker.active and not self.closing)
+            if self.retiring and not self.bufs and not self.out.control and not self.pending_count():
+                break  # moved away: every tree it started has completed (or failed)
+            self._set_active(self.worker.active and not self.closing and not self.retiring)
             emitted = 0
-            if self.active and not self.bufs:
+            if self.active and not self.bufs and not self.out.control:
                 emitted = self._emit_batch()
             flushed = self.flush(block=False)
             if not emitted or not flushed:
@@ -523,6 +608,10 @@ class SpoutExecutor(Executor):
 
     def pending_count(self) -> int:
         return sum(len(c.pending) for c in self.collectors.values())
+
+    def has_root(self, task: int, root: int) -> bool:
+        c = self.collectors.get(task)
+        return c is not None and root in c.pending.pending
 
 
 # ------------------------------------------------------------------------------------------
@@ -625,10 +714,11 @@ class BoltCollector:
 class BoltExecutor(Executor):
     kind = "bolt"
 
-    def __init__(self, worker: Worker, executor: ExecutorId, component: str, cls: type, conf: Mapping[str, Any], tick_secs: float | None) -> None:
+    def __init__(self, worker: Worker, plan: TopologyPlan, executor: ExecutorId, component: str, cls: type,
+                 conf: Mapping[str, Any], tick_secs: float | None) -> None:
         super().__init__(worker, executor, component)
         self.conf = conf
-        self.contexts = {t: Context(worker, worker.routing.plan, t) for t in self.tasks}
+        self.contexts = {t: Context(worker, plan, t) for t in self.tasks}
         self.instances = {t: cls() for t in self.tasks}
         self.collectors = {t: BoltCollector(self, t) for t in self.tasks}
         self.basic = issubclass(cls, BasicBolt)
@@ -662,6 +752,7 @@ class BoltExecutor(Executor):
                 now = time.monotonic()
                 if now >= next_tick:
                     next_tick = now + self.tick_secs  # type: ignore[operator]
+                    self.refresh_routing()
                     self.process([[t, SYSTEM_TASK, TICK_STREAM, [self.tick_secs], None] for t in self.tasks])
                     self.flush(block=True)
                     continue
@@ -669,6 +760,9 @@ class BoltExecutor(Executor):
             try:
                 batch = inbox.get(timeout=wait)
             except queue.Empty:
+                self.refresh_routing()  # an idle executor moves to a new routing too
+                if self.retiring and self.settled and not self.bufs and inbox.empty():
+                    break  # moved away: nothing more can arrive, everything handed on
                 continue
             self.refresh_routing()
             self.process(batch)
@@ -685,8 +779,9 @@ class BoltExecutor(Executor):
                 bolt.cleanup()
             except Exception as exc:
                 self.report_error(task, exc)
-        # what cleanup emitted, acked or failed still goes out (if peers still listen)
-        self.flush(block=False)
+        # what cleanup emitted, acked or failed still goes out (if peers still listen); a
+        # retiring executor waits for that (the worker stops it at its deadline)
+        self.flush(block=self.retiring)
 
     def _fail_input(self, task: int, tup: Tuple) -> None:
         try:

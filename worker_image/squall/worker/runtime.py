@@ -16,8 +16,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import zmq
@@ -37,29 +35,25 @@ from squall.models.cluster import (
     executor_key,
 )
 from squall.models.v1alpha1 import Topology
-from squall.plan import ACKER, TopologyPlan, build_plan
+from squall.plan import ACKER, build_plan
 from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected
-from squall.worker.executor import BoltExecutor, Executor, Inbox, SpoutExecutor
+from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
+from squall.worker.routing import Inbox, Routing
+from squall.worker.transport import SOCKET_HWM, PeerQueues, run_transfer
 
 log = logging.getLogger("squall.worker")
 
+# per peer: batches queued for its transfer thread (a full queue is backpressure on the sender)
 SEND_QUEUE_BATCHES = 64
-SOCKET_HWM = 32
-# batches coalesced into one frame per destination
-FRAME_BATCHES = 16
-CONNECT_CMD = object()
-
-
-@dataclass(frozen=True)
-class Routing:
-    """A snapshot of where every task lives, swapped whole when the assignment changes."""
-
-    plan: TopologyPlan
-    local_tasks: frozenset[int]
-    # every task -> the local executor inbox, or the remote slot
-    task_dest: Mapping[int, Any]
-    task_slot: Mapping[int, WorkerSlot]
-    spout_inbox: Mapping[int, Inbox]
+# past this many queued batches for one peer, the receive threads stop reading their socket
+SEND_QUEUE_HARD_LIMIT = 4096
+# batches parked for one full executor inbox before the receive thread stops reading its socket
+PARK_LIMIT = 512
+# asked to stop (SIGTERM) while executors that moved away still finish: at most this long
+DRAIN_SECS = 3.0
+# a backpressured task is re-announced this often; peers forget an announcement after BP_TTL_SECS
+BP_REFRESH_SECS = 0.5
+BP_TTL_SECS = 2.0
 
 
 class Worker:
@@ -85,8 +79,18 @@ class Worker:
         self.acker_lock = threading.Lock()
         self.ledgers: dict[int, AckerLedger] = {}
         self.executors: dict[ExecutorId, Executor] = {}
-        self.data_queue: queue.Queue[Any] = queue.Queue(SEND_QUEUE_BATCHES)
-        self.control_queue: queue.Queue[Any] = queue.Queue(SEND_QUEUE_BATCHES)
+        self.data_peers = PeerQueues(SEND_QUEUE_BATCHES, SEND_QUEUE_HARD_LIMIT)
+        self.control_peers = PeerQueues(SEND_QUEUE_BATCHES, SEND_QUEUE_HARD_LIMIT)
+        # remote task -> until when it is backpressured (monotonic); written by receive-control
+        self.remote_bp: dict[int, float] = {}
+        # executors removed by a hot update that are still finishing what they hold
+        self.retiring: list[Executor] = []
+        # task -> a retiring spout executor of it, for the completions of its pending trees
+        self.retiring_spouts: dict[int, Executor] = {}
+        # the routing the receive-data thread last dispatched with
+        self.recv_routing: Routing | None = None
+        # when a stop was requested (SIGTERM), monotonic; see `request_stop`
+        self.stop_requested: float | None = None
         self.endpoints: dict[WorkerSlot, Endpoint] = {}
         self.errors: collections.deque[tuple[str, int, str]] = collections.deque(maxlen=100)
         self.bad_frames = 0
@@ -150,8 +154,8 @@ class Worker:
         for name, target in (
             ("receive-data", self._receive_data),
             ("receive-control", self._receive_control),
-            ("transfer-data", lambda: self._transfer(self.data_queue, "port")),
-            ("transfer-control", lambda: self._transfer(self.control_queue, "control_port")),
+            ("transfer-data", lambda: self._transfer(self.data_peers, "port")),
+            ("transfer-control", lambda: self._transfer(self.control_peers, "control_port")),
         ):
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
@@ -202,16 +206,14 @@ class Worker:
         self.active = self.storm_active and self.peers_ready
 
     def _apply_assignment(self, assignment: Assignment) -> None:
-        """Hot update: start executors newly assigned here, stop removed ones, keep the rest."""
+        """Hot update: start executors newly assigned here, retire removed ones, keep the rest.
+
+        Runs on the main thread and never waits for an executor: new executors are built
+        against the new plan (no routing is published before they exist), one new routing is
+        published, and removed executors retire in their own threads (`_reap` collects them)."""
         plan = build_plan(self.topology, self.streams, self.base.component_executors)
         slots = assignment.slots()
         mine = {e for e, s in slots.items() if s == self.slot}
-        for e in [e for e in self.executors if e not in mine]:
-            gone = self.executors.pop(e)
-            gone.stop()
-            gone.join(5.0)
-            log.info("executor %s of %s removed from %s", e, gone.component, self.slot.key())
-        new_execs: list[Executor] = []
         task_slot: dict[int, WorkerSlot] = {}
         for e, s in slots.items():
             for t in range(e[0], e[1] + 1):
@@ -225,46 +227,81 @@ class Worker:
             for t in list(self.ledgers):
                 if t not in local_tasks:
                     del self.ledgers[t]
-        # build executors before publishing the routing that points at their inboxes
-        pending_execs: dict[ExecutorId, Executor] = {}
+        retire_by = now + float(self.spec.message_timeout_secs) + 5.0
+        for e in [e for e in self.executors if e not in mine]:
+            gone = self.executors.pop(e)
+            gone.retire(retire_by)
+            self.retiring.append(gone)
+            log.info("executor %s of %s leaves %s; it finishes what it holds", e, gone.component, self.slot.key())
+        new_execs: list[Executor] = []
         for e in sorted(mine):
             if e in self.executors:
                 continue
             comp = plan.task_component[e[0]]
             if comp == ACKER:
                 continue
-            pending_execs[e] = None  # type: ignore[assignment]
-        self.acker_executors = [e for e in sorted(mine) if plan.task_component[e[0]] == ACKER]
-        task_dest: dict[int, Any] = dict(task_slot)
-        spout_inbox: dict[int, Inbox] = {}
-        self.assignment = assignment
-        # a provisional routing lets new executors read the plan while they are constructed
-        self.routing = Routing(plan, local_tasks, task_dest, task_slot, spout_inbox)
-        for e in pending_execs:
-            comp = plan.task_component[e[0]]
             spec = next(c for c in self.spec.components if c.name == comp)
             conf = {**self.conf, **spec.config}
             if comp in plan.spouts:
-                ex: Executor = SpoutExecutor(self, e, comp, self.classes[comp], conf)
+                ex: Executor = SpoutExecutor(self, plan, e, comp, self.classes[comp], conf)
             else:
                 tick = spec.config.get("topology.tick.tuple.freq.secs", self.spec.tick_tuple_freq_secs)
-                ex = BoltExecutor(self, e, comp, self.classes[comp], conf, float(tick) if tick else None)
+                ex = BoltExecutor(self, plan, e, comp, self.classes[comp], conf, float(tick) if tick else None)
             self.executors[e] = ex
             new_execs.append(ex)
-        for e, ex in self.executors.items():
+        self.acker_executors = [e for e in sorted(mine) if plan.task_component[e[0]] == ACKER]
+        task_dest: dict[int, Any] = dict(task_slot)
+        spout_inbox: dict[int, Inbox] = {}
+        inbox_tasks: dict[Inbox, tuple[int, ...]] = {}
+        for ex in self.executors.values():
+            inbox_tasks[ex.inbox] = tuple(ex.tasks)
             for t in ex.tasks:
                 task_dest[t] = ex.inbox
                 if ex.kind == "spout":
                     spout_inbox[t] = ex.inbox
         for t in self.ledgers:
             task_dest.pop(t, None)
-        self.routing = Routing(plan, local_tasks, task_dest, task_slot, spout_inbox)
+        self.assignment = assignment
+        self.routing = Routing(
+            plan, local_tasks, task_dest, task_slot, spout_inbox, inbox_tasks, frozenset(slots.values())
+        )
+        self._retiring_spouts()
         for ex in new_execs:
             ex.start()
         log.info(
-            "worker %s: %d executors (%d new), %d ackers",
-            self.slot.key(), len(self.executors), len(new_execs), len(self.ledgers),
+            "worker %s: %d executors (%d new, %d retiring), %d ackers",
+            self.slot.key(), len(self.executors), len(new_execs), len(self.retiring), len(self.ledgers),
         )
+
+    def _retiring_spouts(self) -> None:
+        local = self.routing.local_tasks
+        self.retiring_spouts = {
+            t: ex for ex in self.retiring if ex.kind == "spout" for t in ex.tasks if t not in local
+        }
+
+    def _reap(self, now: float) -> None:
+        """Collect retired executors that finished; tell the others once every reader of the
+        routing (executors, the receive thread) has moved to the current one, after which no
+        one can hand them anything new; stop those past their deadline. Never waits."""
+        routing = self.routing
+        live = list(self.executors.values())
+        caught_up = self.recv_routing is routing and all(
+            ex.routing is routing or ex.routing is None for ex in live + self.retiring
+        )
+        changed = False
+        for ex in list(self.retiring):
+            if caught_up:
+                ex.settled = True
+            if not ex.thread.is_alive():
+                ex.join(0)
+                self.retiring.remove(ex)
+                changed = True
+                log.info("executor %s of %s retired from %s", ex.id, ex.component, self.slot.key())
+            elif now > ex.retire_by and not ex.stop_event.is_set():
+                log.warning("executor %s of %s did not finish in time; stopping it", ex.id, ex.component)
+                ex.stop()
+        if changed:
+            self._retiring_spouts()
 
     def executor_died(self, ex: Executor, exc: BaseException) -> None:
         log.error("executor %s died: %s; the worker exits so that it is restarted", ex.id, exc)
@@ -275,7 +312,13 @@ class Worker:
     def handle_control(self, items: list[list[int]], caller: Executor | None, trusted: bool = True) -> list[list[int]]:
         """Apply acker messages: local ackers inline, the rest to the spouts or peers they are for.
         Returns completions meant for the calling spout executor (it handles them itself).
-        Items from the network (`trusted=False`) are shape-checked here, in the same pass."""
+        Items from the network (`trusted=False`) are shape-checked here, in the same pass.
+
+        Never blocks a spout: what a full peer queue does not take goes back to the calling
+        spout's `out.control` (it stops emitting until that left, and keeps draining its
+        completions meanwhile). The receive-control thread (`caller is None`) never blocks on a
+        peer either (it queues past the bound); only a spout's inbox can make it wait, and
+        spouts always drain theirs. A bolt waits for room: that is backpressure."""
         routing = self.routing
         ledgers = self.ledgers
         done: list[list[int]] = []
@@ -287,7 +330,7 @@ class Worker:
                 type(it) is list
                 and len(it) == 5
                 and type(it[0]) is int
-                and 0 <= it[0] <= 3
+                and 0 <= it[0] <= 4
                 and type(it[1]) is int
                 and type(it[2]) is int
                 and type(it[3]) is int
@@ -298,6 +341,12 @@ class Worker:
             kind = it[0]
             if kind == wire.DONE:
                 done.append(it)
+            elif kind == wire.BACKPRESSURE:
+                # a peer's task is (1) or is no longer (0) backpressured
+                if it[2]:
+                    self.remote_bp[it[1]] = time.monotonic() + BP_TTL_SECS
+                else:
+                    self.remote_bp.pop(it[1], None)
             elif it[1] in ledgers:
                 got = mine.get(it[1])
                 if got is None:
@@ -335,6 +384,11 @@ class Worker:
                 last = own
             elif (inbox := routing.spout_inbox.get(t)) is not None:
                 last = local.setdefault(inbox, [])
+            elif (old := self.retiring_spouts.get(t)) is not None and old.has_root(t, it[2]):
+                # a tree of a spout executor that moved away and is finishing its pending ones
+                last_t = None
+                local.setdefault(old.inbox, []).append(it)
+                continue
             else:
                 slot = routing.task_slot.get(t)
                 if slot is None or slot == self.slot:
@@ -346,8 +400,20 @@ class Worker:
         for inbox, batch in local.items():
             self._put(inbox, batch)
         for slot, batch in remote.items():
-            self._put(self.control_queue, (slot, batch))
+            self._send_control(slot, batch, caller)
         return own
+
+    def _send_control(self, slot: WorkerSlot, batch: list[list[int]], caller: Executor | None) -> None:
+        peers = self.control_peers
+        if caller is None:
+            peers.offer(slot, batch, force=True)
+        elif caller.kind == "spout":
+            if not peers.offer(slot, batch):
+                caller.out.control.extend(batch)  # sent again at its next flush
+        else:
+            while not peers.offer(slot, batch):
+                if caller.stop_event.wait(0.0005):
+                    return
 
     def init_trees(self, inits: list[tuple[int, int, int]]) -> list[list[int]]:
         """Register a spout's new trees in this worker's ackers (`root % numAckers` names one of
@@ -372,24 +438,18 @@ class Worker:
                     led.init_new(entries, done)
         return done
 
-    def _put(self, q: queue.Queue[Any], item: Any, stop: threading.Event | None = None) -> bool:
-        stop = stop or self.stop_event
-        while not stop.is_set():
+    def _put(self, q: Inbox, item: Any) -> bool:
+        """Completions into a local spout's inbox: a spout always drains its inbox, so waiting
+        here ends, unless the spout left; then its completions are of no use to anyone."""
+        while not self.stop_event.is_set():
             try:
                 q.put(item, timeout=0.1)
                 return True
             except queue.Full:
-                continue
+                if q not in self.routing.inbox_tasks and all(ex.inbox is not q for ex in list(self.retiring)):
+                    self.dropped += len(item)
+                    return False
         return False
-
-    def send_data(self, slot: WorkerSlot, batch: list[list[Any]], block: bool, stop: threading.Event) -> bool:
-        if not block:
-            try:
-                self.data_queue.put_nowait((slot, batch))
-                return True
-            except queue.Full:
-                return False
-        return self._put(self.data_queue, (slot, batch), stop)
 
     # -- receive ---------------------------------------------------------------------------
     def _bad_frame(self, exc: Exception) -> None:
@@ -397,13 +457,20 @@ class Worker:
         if self.bad_frames <= 10 or self.bad_frames % 1000 == 0:
             log.warning("worker %s dropped a bad frame (%d so far): %s", self.slot.key(), self.bad_frames, exc)
 
-    def _receive(self, sock: zmq.Socket[bytes], unpack: Any, handle: Any) -> None:
+    def _receive(self, sock: zmq.Socket[bytes], unpack: Any, handle: Any, idle: Any = None) -> None:
         """A receive loop: drain the socket, decode each frame, hand it on; a frame that does
-        not decode is counted and dropped."""
+        not decode is counted and dropped. `idle` (if given) runs every turn and returns whether
+        the socket may be read now and how long to wait for it (ms)."""
+        wait_ms = 100
         while not self.stop_event.is_set():
-            if not sock.poll(100):
+            if idle is not None:
+                readable, wait_ms = idle()
+                if not readable:
+                    time.sleep(wait_ms / 1000.0)
+                    continue
+            if not sock.poll(wait_ms):
                 continue
-            while True:
+            for _ in range(64):
                 try:
                     frame = sock.recv(zmq.NOBLOCK, copy=True)
                 except zmq.Again:
@@ -416,21 +483,75 @@ class Worker:
                 handle(items)
 
     def _receive_data(self) -> None:
-        self._receive(self.data_sock, wire.unpack_data, self._dispatch_data)
+        self._parked: dict[Inbox, collections.deque[list[list[Any]]]] = {}
+        self._bp_tasks: set[int] = set()
+        self._bp_sent = 0.0
+        self._receive(self.data_sock, wire.unpack_data, self._dispatch_data, self._data_turn)
 
     def _receive_control(self) -> None:
-        self._receive(self.control_sock, wire.unpack_control, lambda items: self.handle_control(items, None, trusted=False))
+        def turn() -> tuple[bool, int]:
+            # past the hard limit a peer is not taking acker traffic at all: stop reading
+            return (not self.control_peers.over_hard_limit(), 100 if not self.control_peers.queues else 20)
 
-    def _dispatch_data(self, items: list[Any]) -> None:
-        """Tuples from the network -> the inboxes of their executors, shape-checked on the way."""
+        self._receive(self.control_sock, wire.unpack_control, lambda items: self.handle_control(items, None, trusted=False), turn)
+
+    def _data_turn(self) -> tuple[bool, int]:
+        """Each turn of receive-data: move parked batches into inboxes that have room again,
+        re-dispatch those parked for an inbox that left the routing, and announce which local
+        tasks are backpressured. Reads the socket only while no inbox is past PARK_LIMIT."""
+        routing = self.routing
+        self.recv_routing = routing
+        parked = self._parked
+        if parked:
+            for inbox in list(parked):
+                backlog = parked[inbox]
+                if inbox not in routing.inbox_tasks:
+                    del parked[inbox]
+                    while backlog:
+                        self._dispatch_data(backlog.popleft(), checked=True)
+                    continue
+                while backlog:
+                    try:
+                        inbox.put_nowait(backlog[0])
+                    except queue.Full:
+                        break
+                    backlog.popleft()
+                if not backlog:
+                    del parked[inbox]
+        bp = {t for inbox in parked for t in routing.inbox_tasks.get(inbox, ())}
+        now = time.monotonic()
+        if bp != self._bp_tasks or (bp and now - self._bp_sent > BP_REFRESH_SECS):
+            self._announce(bp, routing)
+            self._bp_sent = now
+        if not parked:
+            return True, 100
+        full = any(len(b) >= PARK_LIMIT for b in parked.values()) or self.data_peers.over_hard_limit()
+        return not full, 1
+
+    def _announce(self, bp: set[int], routing: Routing) -> None:
+        """Tell every peer which local tasks are (still) backpressured and which are not any more."""
+        items = [[wire.BACKPRESSURE, t, 1, 0, 0] for t in sorted(bp)]
+        items += [[wire.BACKPRESSURE, t, 0, 0, 0] for t in sorted(self._bp_tasks - bp)]
+        self._bp_tasks = bp
+        if not items:
+            return
+        for slot in routing.slots:
+            if slot != self.slot:
+                self.control_peers.offer(slot, list(items), force=True)
+
+    def _dispatch_data(self, items: list[Any], checked: bool = False) -> None:
+        """Tuples from the network -> the inboxes of their executors, shape-checked on the way.
+
+        Never blocks: a batch for a full inbox is parked (per inbox, in order) and the rest go
+        on; tuples for a task that moved to another worker are forwarded there."""
         dest = self.routing.task_dest
-        groups: dict[Inbox, list[list[Any]]] = {}
+        groups: dict[Any, list[list[Any]]] = {}
         last_task = None
         last_batch: list[list[Any]] = []
         bad = 0
         for it in items:
             # the shape check of wire.check_tuple, inlined: this loop runs per tuple
-            if not (
+            if not checked and not (
                 type(it) is list
                 and len(it) == 5
                 and type(it[0]) is int
@@ -441,7 +562,7 @@ class Worker:
             ):
                 bad += 1
                 continue
-            if it[4] is not None:
+            if not checked and it[4] is not None:
                 # anchors come from the network: root and edge ids must be ints
                 ok = True
                 for k, v in it[4].items():
@@ -452,77 +573,48 @@ class Worker:
                     continue
             t = it[0]
             if t != last_task:
-                inbox = dest.get(t)
-                if type(inbox) is not queue.Queue:
+                key = dest.get(t)
+                if key is None or key == self.slot:
                     self.dropped += 1
                     last_task = None
                     continue
-                last_batch = groups.get(inbox)  # type: ignore[assignment]
+                last_batch = groups.get(key)  # type: ignore[assignment]
                 if last_batch is None:
-                    last_batch = groups[inbox] = []
+                    last_batch = groups[key] = []
                 last_task = t
             last_batch.append(it)
         if bad:
             self._bad_frame(wire.WireError(f"{bad} malformed tuples in a data frame"))
-        for inbox, batch in groups.items():
-            self._put(inbox, batch)
+        parked = self._parked
+        for key, batch in groups.items():
+            if type(key) is not queue.Queue:
+                self.data_peers.offer(key, batch, force=True)  # the task moved: forward
+                continue
+            backlog = parked.get(key)
+            if backlog is not None:
+                backlog.append(batch)
+                continue
+            try:
+                key.put_nowait(batch)
+            except queue.Full:
+                parked[key] = collections.deque([batch])
 
     # -- transfer ----------------------------------------------------------------------------
-    def _transfer(self, q: queue.Queue[Any], port_attr: str) -> None:
-        """Drain a send queue, batch per destination, send; connect and close as endpoints change."""
-        socks: dict[WorkerSlot, tuple[Endpoint, zmq.Socket[bytes]]] = {}
-        stop = self.stop_event
-        try:
-            while not stop.is_set():
-                try:
-                    first = q.get(timeout=0.1)
-                except queue.Empty:
-                    self._prune(socks)
-                    continue
-                by_slot: dict[WorkerSlot, list[Any]] = {first[0]: list(first[1])}
-                for _ in range(FRAME_BATCHES):
-                    try:
-                        slot, batch = q.get_nowait()
-                    except queue.Empty:
-                        break
-                    got = by_slot.get(slot)
-                    if got is None:
-                        by_slot[slot] = list(batch)
-                    else:
-                        got.extend(batch)
-                self._prune(socks)
-                for slot, items in by_slot.items():
-                    ep = self.endpoints.get(slot)
-                    if ep is None:
-                        self.dropped += len(items)
-                        continue
-                    have = socks.get(slot)
-                    if have is None or have[0] != ep:
-                        if have is not None:
-                            have[1].close(0)
-                        s = self.zmq.socket(zmq.PUSH)
-                        s.setsockopt(zmq.SNDHWM, SOCKET_HWM)
-                        s.setsockopt(zmq.LINGER, 0)
-                        s.connect(f"tcp://{ep.host}:{getattr(ep, port_attr)}")
-                        have = socks[slot] = (ep, s)
-                    frame, bad = wire.pack_data(items)
-                    if bad:
-                        self._unsendable(bad)
-                    if frame is None:
-                        continue
-                    while not stop.is_set():
-                        try:
-                            have[1].send(frame, zmq.NOBLOCK, copy=False)
-                            break
-                        except zmq.Again:
-                            # the peer is slow (backpressure) or gone: give up only if it is gone
-                            if self.endpoints.get(slot) != ep:
-                                self.dropped += len(items)
-                                break
-                            have[1].poll(50, zmq.POLLOUT)
-        finally:
-            for _ep, s in socks.values():
-                s.close(0)
+    def _transfer(self, peers: PeerQueues, port_attr: str) -> None:
+        def address_of(slot: WorkerSlot) -> str | None:
+            ep = self.endpoints.get(slot)
+            return None if ep is None else f"tcp://{ep.host}:{getattr(ep, port_attr)}"
+
+        def pack(items: list[Any]) -> bytes | None:
+            frame, bad = wire.pack_data(items)
+            if bad:
+                self._unsendable(bad)
+            return frame
+
+        def dropped(n: int) -> None:
+            self.dropped += n
+
+        run_transfer(self.zmq, peers, address_of, lambda slot: slot in self.routing.slots, pack, self.stop_event, dropped)
 
     def _unsendable(self, bad: list[tuple[Any, Exception]]) -> None:
         """Tuples whose values the wire format cannot encode (the rest of their frame was sent):
@@ -548,10 +640,6 @@ class Worker:
                 fails.extend([wire.FAIL, plan.acker_tasks[r % n], r, 0, 0] for r in anchors)
         if fails:
             self.handle_control(fails, None)
-
-    def _prune(self, socks: dict[WorkerSlot, tuple[Endpoint, Any]]) -> None:
-        for slot in [s for s, (ep, _) in socks.items() if self.endpoints.get(s) != ep]:
-            socks.pop(slot)[1].close(0)
 
     # -- heartbeats and errors -------------------------------------------------------------
     def report_error(self, component: str, task: int, text: str) -> None:
@@ -608,6 +696,11 @@ class Worker:
         zk_down = False  # warned about ZooKeeper being unreachable, once per outage
         while not self.stop_event.is_set():
             now = time.monotonic()
+            if self.retiring:
+                self._reap(now)
+            if self.stop_requested is not None and (not self.retiring or now > self.stop_requested + DRAIN_SECS):
+                self.stop_event.set()
+                break
             beat_due = now >= next_hb
             if beat_due:
                 next_hb = now + hb_every
@@ -644,14 +737,22 @@ class Worker:
                 self.wake.wait(0.05)
                 self.wake.set()
                 continue
-            self.wake.wait(max(0.0, min(next_hb, next_poll) - time.monotonic()))
+            until = min(next_hb, next_poll) - time.monotonic()
+            self.wake.wait(max(0.0, min(until, 0.05) if self.retiring else until))
         return self.exit_code
+
+    def request_stop(self) -> None:
+        """SIGTERM: stop, but let executors that moved away (the slot left the assignment) hand
+        on what they hold first, for at most DRAIN_SECS (supervisors wait longer than that)."""
+        if self.stop_requested is None:
+            self.stop_requested = time.monotonic()
+        self.wake.set()
 
     def shutdown(self) -> None:
         self.stop_event.set()
         self.active = False
         # spouts first: they fail what is pending, so nothing is forgotten
-        order = sorted(self.executors.values(), key=lambda ex: ex.kind != "spout")
+        order = sorted([*self.executors.values(), *self.retiring], key=lambda ex: ex.kind != "spout")
         for ex in order:
             ex.stop()
         for ex in order:
@@ -700,8 +801,7 @@ def main(argv: list[str] | None = None) -> int:
     worker = Worker(state, args.topology, WorkerSlot(args.node, args.port), args.host, args.bind, tuple(args.search_path))
 
     def _stop(_sig: int, _frame: Any) -> None:
-        worker.stop_event.set()
-        worker.wake.set()
+        worker.request_stop()
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
