@@ -49,6 +49,17 @@ def initial_storm_base(topology: Topology, now: float) -> StormBase:
     )
 
 
+def _ackers_for(base: StormBase, effect: lifecycle.Reassign) -> int | None:
+    """numAckers unset means one acker per worker (Storm's default): a rebalance that changes the
+    worker count changes the acker count with it, unless it names the acker's count itself
+    (`build_plan` adds the acker tasks this needs after every other task). None: unchanged."""
+    if effect.num_workers is None or ACKER in (effect.executors or {}) or ACKER not in base.component_executors:
+        return None
+    if Topology.model_validate(base.topology).spec.num_ackers is not None:
+        return None
+    return effect.num_workers
+
+
 def needed_executors(base: StormBase) -> tuple[ExecutorId, ...]:
     topology = Topology.model_validate(base.topology)
     return build_plan(topology, {}, base.component_executors).executors
@@ -160,6 +171,11 @@ class Nimbus:
                         update["num_workers"] = effect.num_workers
                     if effect.executors is not None:
                         update["component_executors"] = {**base.component_executors, **effect.executors}
+                    ackers = _ackers_for(base, effect)
+                    if ackers is not None:
+                        update["component_executors"] = {
+                            **update.get("component_executors", base.component_executors), ACKER: ackers
+                        }
                     base = base.model_copy(update=update)
             self.state.set_storm(topo, base)
             self._event(f"{topo}: {action.name.value} -> {step.state.status.value}")

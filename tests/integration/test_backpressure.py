@@ -13,17 +13,23 @@ from pathlib import Path
 import pytest
 from test_engine import (
     COMPONENTS,
+    assigned_slots,
     component_slots,
+    id_pipeline,
     latest_beat_time,
     logs_tail,
     make_cluster,  # noqa: F401  (the fixture)
+    read_spout,
     stop_topology,
     topology,
     totals,
     wait_for,
     wait_running,
+    wait_spout_done,
 )
 
+from squall.models.cluster import TopologyStatus
+from squall.plan import ACKER
 from squall_operator.local import LocalCluster
 
 pytestmark = pytest.mark.integration
@@ -81,4 +87,41 @@ def test_slow_bolt_task_does_not_starve_its_workers_other_executors(
     # the slow task alone can do at most 200/s; the fast one is held back only by CPU
     assert fast >= 10 * slow, f"the fast bolt ran at {fast:.0f}/s, the slow one at {slow:.0f}/s" + logs_tail(cluster)
     stop_topology(cluster, topo.name)
+    assert not cluster.crashes
+
+
+# -- 2. a rebalance from 2 to 4 workers under full load -----------------------------------------
+def test_rebalance_2_to_4_workers_under_full_load_acks_every_id(
+    make_cluster: Callable[..., LocalCluster], tmp_path: Path
+) -> None:
+    """The spout emits as fast as it can (maxSpoutPending 500) while the topology goes from 2 to
+    4 workers. numAckers is unset, so the ackers follow the worker count (one per worker, as at
+    submit): no worker is left without an acker, acking never deadlocks, every id is acked."""
+    n = 150_000
+    out = tmp_path / "out"
+    topo = id_pipeline("bp-rebalance", out, n, workers=2, timeout=10)
+    assert topo.spec.num_ackers is None
+    cluster = make_cluster(nodes=2, slots=2)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: totals(cluster, topo.name)["ids"]["acked"] >= 10_000, 60, "the first acks", cluster)
+    cluster.nimbus.rebalance(topo.name, num_workers=4, wait_secs=0)
+    wait_for(lambda: len(assigned_slots(cluster, topo.name)) == 4, 30, "an assignment on 4 slots", cluster)
+    wait_for(lambda: cluster.nimbus.status(topo.name) is TopologyStatus.ACTIVE, 30, "ACTIVE again", cluster)
+    wait_running(cluster, topo)
+    # the move happened under load: the spout still had most of its ids to go
+    assert not list(out.glob("spout-*.done")), "the spout finished before the rebalance took effect"
+    base = cluster.state.get_storm(topo.name)
+    assert base is not None and base.num_workers == 4 and base.component_executors[ACKER] == 4, base
+    ackers = component_slots(cluster, topo)[ACKER]
+    print("ACKER SLOTS", sorted(s.key() for s in ackers), "of", sorted(s.key() for s in assigned_slots(cluster, topo.name)))
+    assert len(ackers) == 4, f"ackers on {ackers} only"
+    acked = totals(cluster, topo.name)["ids"]["acked"]
+    wait_for(lambda: totals(cluster, topo.name)["ids"]["acked"] >= acked + 10_000, 60,
+             "acks on 4 workers", cluster)
+    wait_spout_done(out, cluster, 240)
+    stop_topology(cluster, topo.name)
+    spout = read_spout(out, cluster)
+    print("SPOUT failed", spout["failed"], "opens", spout["opens"])
+    assert spout["acked"] == list(range(n))
     assert not cluster.crashes

@@ -84,7 +84,12 @@ def build_plan(
 
     `streams` are the user components' declared output streams (spec merged with class
     declarations, see `squall.validation.declared_streams`). `executors` overrides the executor
-    count per component (a rebalance); tasks never change for the topology's life.
+    count per component (a rebalance); existing tasks never change for the topology's life.
+
+    One exception adds tasks: with `numAckers` unset (one acker per worker, Storm's default),
+    nimbus sets the acker's executor count to the worker count on a rebalance; beyond the
+    submitted count, each further acker executor gets a task of its own, numbered after every
+    other task so that no existing task id changes (a rebalance back drops them again).
     """
     spec = topology.spec
     task_counts: dict[str, int] = {c.name: c.tasks for c in spec.components}
@@ -95,6 +100,9 @@ def build_plan(
     for name, count in (executors or {}).items():
         if name in executor_counts:
             executor_counts[name] = count
+    extra_ackers = 0
+    if spec.num_ackers is None and spec.ackers > 0 and executor_counts[ACKER] > spec.ackers:
+        extra_ackers = executor_counts[ACKER] - spec.ackers
 
     component_tasks: dict[str, tuple[int, ...]] = {}
     next_task = 1
@@ -102,10 +110,15 @@ def build_plan(
         n = task_counts[name]
         component_tasks[name] = tuple(range(next_task, next_task + n))
         next_task += n
+    if extra_ackers:
+        component_tasks[ACKER] += tuple(range(next_task, next_task + extra_ackers))
     task_component = {t: c for c, ts in component_tasks.items() for t in ts}
     component_executors = {
         c: executor_ranges(component_tasks[c], executor_counts[c]) for c in component_tasks
     }
+    if extra_ackers:
+        # the acker's tasks are two blocks now: one executor per task keeps every range whole
+        component_executors[ACKER] = tuple((t, t) for t in component_tasks[ACKER])
 
     all_streams: dict[str, dict[str, StreamSpec]] = {c: dict(s) for c, s in streams.items()}
     subs: dict[tuple[str, str], list[Subscription]] = {}
