@@ -37,7 +37,7 @@ from typing import Any, Protocol
 from squall.errors import TopologyError
 from squall.models.cluster import StormBase, SupervisorInfo, TopologyStatus
 from squall.models.v1alpha1 import API_VERSION, KIND, Topology
-from squall.state import ClusterState, StateError, Watch
+from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected, StateError, Watch
 from squall.validation import check_topology, parse_topology
 from squall_operator import monitor, pods
 from squall_operator.nimbus import Nimbus, NimbusError
@@ -534,6 +534,10 @@ class KubeNimbus(Nimbus):
         while not stop.is_set():
             try:
                 self.round()
+                self.zookeeper_reachable()
+            except CONNECTION_ERRORS as exc:
+                # workers keep running; nothing is judged until ZooKeeper is back
+                self.zookeeper_unreachable(exc)
             except Exception:
                 log.exception("reconcile round failed; retrying")
             self.loop_wake.wait(self.config.monitor_freq_secs)
@@ -553,12 +557,16 @@ class KubeNimbus(Nimbus):
         except Exception:
             log.warning("cannot list Nodes; keeping the last list", exc_info=True)
         marks.append(("nodes", time.monotonic()))
+        if not self.state.ready:
+            raise NotConnected("not connected to ZooKeeper")
         with self.lock:
             resources = list(self.resources.values())
         for res in resources:
             try:
                 with self.lock:
                     self.reconcile_spec(res)
+            except CONNECTION_ERRORS:
+                raise
             except Exception:
                 log.exception("topology %s/%s: reconcile failed", res.namespace, res.name)
         marks.append(("specs", time.monotonic()))
@@ -572,6 +580,8 @@ class KubeNimbus(Nimbus):
                     with self.lock:
                         self._reconcile_kill(res)
                 self.write_status(res, now)
+            except CONNECTION_ERRORS:
+                raise
             except Exception:
                 log.exception("topology %s/%s: pods or status failed", res.namespace, res.name)
         marks.append(("pods+status", time.monotonic()))

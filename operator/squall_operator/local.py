@@ -26,7 +26,7 @@ from pathlib import Path
 
 from squall.models.cluster import SupervisorInfo, WorkerSlot
 from squall.models.v1alpha1 import Topology
-from squall.state import ClusterState
+from squall.state import CONNECTION_ERRORS, ClusterState
 from squall.zkserver import EmbeddedZooKeeper
 from squall_operator.monitor import LOCAL_TIMEOUTS, MonitorTimeouts
 from squall_operator.nimbus import Nimbus
@@ -110,6 +110,10 @@ class LocalCluster:
         self.lock = threading.RLock()
         self.crashes: list[str] = []
         self._thread: threading.Thread | None = None
+        # what the nodes should run, as last read from ZooKeeper: kept while it is away, so
+        # workers that die meanwhile are still restarted
+        self._wanted: dict[str, set[tuple[str, WorkerSlot]]] = {}
+        self._zk_away = False
 
     # -- start and stop ----------------------------------------------------------------------
     def start(self) -> LocalCluster:
@@ -156,7 +160,10 @@ class LocalCluster:
             self._thread.join(10)
         if hasattr(self, "state"):
             try:
-                self.state.client.delete(self.root, recursive=True)
+                if self.state.ready:  # else the call would wait for ZooKeeper to come back
+                    self.state.client.delete(self.root, recursive=True)
+                else:
+                    log.warning("ZooKeeper unreachable: %s is left there", self.root)
             except Exception:
                 pass
             self.state.close()
@@ -215,17 +222,38 @@ class LocalCluster:
             self.sync_wake.wait(0.5)
             self.sync_wake.clear()
 
-    def sync(self) -> None:
-        """Storm's sync-processes for every node: make running workers match the assignments."""
+    def _read_wanted(self) -> dict[str, set[tuple[str, WorkerSlot]]] | None:
+        """Node -> (topology, slot) it should run, from ZooKeeper; None while it is away."""
         wanted: dict[str, set[tuple[str, WorkerSlot]]] = {n: set() for n in self.supervisors}
         watch = lambda *_: self.sync_wake.set()  # noqa: E731
-        for topo in self.state.assignment_ids(watch=watch):
-            assignment = self.state.get_assignment(topo, watch=watch)
-            if assignment is None or self.state.get_storm(topo) is None:
-                continue
-            for slot in set(assignment.slots().values()):
-                if slot.node in wanted:
-                    wanted[slot.node].add((topo, slot))
+        try:
+            if not self.state.ready:
+                return None
+            for topo in self.state.assignment_ids(watch=watch):
+                assignment = self.state.get_assignment(topo, watch=watch)
+                if assignment is None or self.state.get_storm(topo) is None:
+                    continue
+                for slot in set(assignment.slots().values()):
+                    if slot.node in wanted:
+                        wanted[slot.node].add((topo, slot))
+        except CONNECTION_ERRORS as exc:
+            if not self._zk_away:
+                # nimbus (or `squall run`) says it louder: one warning per outage
+                log.info("ZooKeeper unreachable (%s): the nodes keep their workers running", exc)
+            self._zk_away = True
+            return None
+        self._zk_away = False
+        return wanted
+
+    def sync(self) -> None:
+        """Storm's sync-processes for every node: make running workers match the assignments
+        (the last ones read while ZooKeeper is away)."""
+        got = self._read_wanted()
+        if got is not None:
+            self._wanted = got
+        elif not self._wanted:
+            return
+        wanted = self._wanted
         with self.lock:
             if self.stop_event.is_set():
                 return
@@ -233,14 +261,14 @@ class LocalCluster:
                 if sup.failed:
                     continue
                 for key, wp in list(sup.workers.items()):
-                    if key not in wanted[node]:
+                    if key not in wanted.get(node, set()):
                         self._stop_worker(sup, wp, grace=5.0)
                     elif wp.proc.poll() is not None:
                         code = wp.proc.returncode
                         self.crashes.append(f"worker {key[1].key()} of {key[0]} exited with {code}")
                         log.warning("worker %s of %s exited with %s; restarting", key[1].key(), key[0], code)
                         sup.workers[key] = self._spawn(key[0], key[1], wp.restarts + 1)
-                for key in wanted[node]:
+                for key in wanted.get(node, set()):
                     if key not in sup.workers:
                         sup.workers[key] = self._spawn(*key)
 

@@ -24,7 +24,7 @@ from squall.models.cluster import (
 )
 from squall.models.v1alpha1 import Topology
 from squall.plan import ACKER, build_plan
-from squall.state import ClusterState
+from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected
 from squall_operator import lifecycle, monitor, scheduler
 
 log = logging.getLogger("squall.nimbus")
@@ -100,8 +100,29 @@ class Nimbus:
         self.events: list[str] = []
         # topology -> slot -> when this nimbus saw the slot's heartbeat change (its own clock)
         self.seen: dict[str, dict[WorkerSlot, monitor.SeenBeat]] = {}
-        # since when this nimbus has watched the heartbeats without a gap (see `resume_watching`)
+        # since when this nimbus has watched the heartbeats without a gap: its start, or its
+        # last reconnection to ZooKeeper (monitor.alive_executors does not count staleness it
+        # could not observe)
         self.observed_since = clock()
+        self.zookeeper_away = False  # warned about an outage, once per outage
+        # the level of that one line (`squall run` reports outages itself and lowers it)
+        self.outage_log_level = logging.WARNING
+        state.add_session_listener(self._zookeeper_back)
+
+    def _zookeeper_back(self, new_session: bool) -> None:
+        self.observed_since = self.clock()
+        self.wake.set()
+
+    def zookeeper_unreachable(self, exc: BaseException) -> None:
+        """One warning per outage: ZooKeeper being away is routine (a rolling restart)."""
+        if not self.zookeeper_away:
+            self.zookeeper_away = True
+            log.log(self.outage_log_level, "ZooKeeper unreachable (%s): nimbus waits; workers keep running", exc)
+
+    def zookeeper_reachable(self) -> None:
+        if self.zookeeper_away:
+            self.zookeeper_away = False
+            log.log(self.outage_log_level, "ZooKeeper reachable again: every worker gets a fresh heartbeat window")
 
     # -- API -------------------------------------------------------------------------------
     def submit(self, topology: Topology) -> None:
@@ -201,7 +222,10 @@ class Nimbus:
                 log.warning("startup: %s", exc)
 
     def tick(self) -> None:
-        """One monitor round: due delayed actions, then heartbeat timeouts and scheduling."""
+        """One monitor round: due delayed actions, then heartbeat timeouts and scheduling.
+        Raises `NotConnected` without reading anything while ZooKeeper is away."""
+        if not self.state.ready:
+            raise NotConnected("not connected to ZooKeeper")
         with self.lock:
             now = self.clock()
             for topo in self.state.storm_ids():
@@ -306,6 +330,9 @@ class Nimbus:
                 break
             try:
                 self.tick()
+                self.zookeeper_reachable()
+            except CONNECTION_ERRORS as exc:
+                self.zookeeper_unreachable(exc)
             except Exception:
                 log.exception("nimbus monitor round failed; retrying")
 

@@ -3,6 +3,11 @@
 Stops after `--duration` or on Ctrl-C with Storm's kill semantics: spouts are deactivated, the
 runner waits up to the kill wait for in-flight tuples to finish (ending the wait early once no
 spout has a pending tuple), then removes the topology and shuts the cluster down.
+
+Totals are per executor over every worker that ran it (`Totals`): a worker replaced or an
+executor moved does not take its counts with it. ZooKeeper going away is one warning line: the
+workers keep processing, progress resumes when it is back, and nothing exits because a read
+failed.
 """
 
 from __future__ import annotations
@@ -13,17 +18,19 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
 from squall import stats
-from squall.models.cluster import WorkerHeartbeat, WorkerSlot
+from squall.models.cluster import ExecutorStats, WorkerHeartbeat, WorkerSlot
 from squall.plan import ACKER
+from squall.state import CONNECTION_ERRORS, StateError
 from squall.validation import ResolvedTopology
 from squall_operator.local import LocalCluster
 
@@ -65,26 +72,116 @@ class ComponentSummary:
         }
 
 
-def summarize(resolved: ResolvedTopology, beats: dict[WorkerSlot, WorkerHeartbeat]) -> dict[str, ComponentSummary]:
+_COUNTERS = ("emitted", "transferred", "executed", "acked", "failed", "dropped", "latency_samples")
+
+
+class Totals:
+    """Per-executor counters summed over every worker incarnation that ran the executor.
+
+    A heartbeat holds the counters of one worker process since it started. When a worker is
+    replaced (same slot, counters start again) or an executor moves (its old slot stops
+    reporting it), the last counts seen of the old incarnation are kept, so totals never go
+    back. A new incarnation shows as a counter or the uptime going down.
+    """
+
+    def __init__(self) -> None:
+        # (slot, executor) -> (worker uptime, latest stats) of the incarnation running now
+        self.latest: dict[tuple[WorkerSlot, str], tuple[float, ExecutorStats]] = {}
+        # final stats of incarnations that ended
+        self.ended: list[ExecutorStats] = []
+        self.current: set[tuple[WorkerSlot, str]] = set()
+
+    def update(self, beats: dict[WorkerSlot, WorkerHeartbeat]) -> None:
+        self.current = set()
+        for slot, beat in beats.items():
+            for key, ex in beat.executors.items():
+                k = (slot, key)
+                self.current.add(k)
+                prev = self.latest.get(k)
+                if prev is not None and (
+                    beat.uptime_secs < prev[0]
+                    or any(getattr(ex, c) < getattr(prev[1], c) for c in _COUNTERS)
+                ):
+                    self.ended.append(prev[1])
+                self.latest[k] = (beat.uptime_secs, ex)
+
+    def executor_stats(self) -> list[tuple[ExecutorStats, bool]]:
+        """Every incarnation's stats, with whether it is running now (pending counts only then)."""
+        out = [(ex, False) for ex in self.ended]
+        out += [(ex, k in self.current) for k, (_, ex) in self.latest.items()]
+        return out
+
+
+def summarize(resolved: ResolvedTopology, beats: dict[WorkerSlot, WorkerHeartbeat] | Totals) -> dict[str, ComponentSummary]:
     spouts = {s.name for s in resolved.topology.spec.spouts}
     out = {c.name: ComponentSummary("spout" if c.name in spouts else "bolt") for c in resolved.topology.spec.components}
-    for beat in beats.values():
-        for ex in beat.executors.values():
-            if ex.component == ACKER or ex.component not in out:
-                continue
-            s = out[ex.component]
+    if isinstance(beats, Totals):
+        entries = beats.executor_stats()
+    else:
+        entries = [(ex, True) for beat in beats.values() for ex in beat.executors.values()]
+    for ex, running in entries:
+        if ex.component == ACKER or ex.component not in out:
+            continue
+        s = out[ex.component]
+        if running:
             s.executors += 1
-            s.emitted += ex.emitted
-            s.transferred += ex.transferred
-            s.executed += ex.executed
-            s.acked += ex.acked
-            s.failed += ex.failed
-            s.dropped += ex.dropped
             s.pending += ex.pending
-            s.lat_sum += ex.latency_ms_mean * ex.latency_samples
-            s.lat_n += ex.latency_samples
-            s.hist = stats.merge([s.hist, ex.latency_hist])
+        s.emitted += ex.emitted
+        s.transferred += ex.transferred
+        s.executed += ex.executed
+        s.acked += ex.acked
+        s.failed += ex.failed
+        s.dropped += ex.dropped
+        s.lat_sum += ex.latency_ms_mean * ex.latency_samples
+        s.lat_n += ex.latency_samples
+        s.hist = stats.merge([s.hist, ex.latency_hist])
     return out
+
+
+T = TypeVar("T")
+
+
+class _ZooKeeperReads:
+    """The runner's ZooKeeper calls: an outage is one warning line and one line when it ends,
+    never a traceback or an exit; the workers keep running meanwhile."""
+
+    def __init__(self, cluster: LocalCluster, console: Console) -> None:
+        self.cluster = cluster
+        self.console = console
+        self.away_since: float | None = None
+
+    def _away(self, exc: BaseException | None) -> None:
+        if self.away_since is None:
+            self.away_since = time.monotonic()
+            why = f" ({type(exc).__name__})" if exc is not None else ""
+            self.console.print(f"[yellow]ZooKeeper unreachable{why}: the workers keep processing; "
+                               "progress resumes when it is back[/]")
+
+    def read(self, fn: Callable[[], T]) -> T | None:
+        """fn's result, or None (after warning once) while ZooKeeper is away."""
+        if not self.cluster.state.ready:
+            self._away(None)
+            return None
+        try:
+            value = fn()
+        except CONNECTION_ERRORS as exc:
+            self._away(exc)
+            return None
+        if self.away_since is not None:
+            self.console.print(f"ZooKeeper is back after {time.monotonic() - self.away_since:.0f}s")
+            self.away_since = None
+        return value
+
+    def call(self, fn: Callable[[], T], what: str, timeout: float) -> T:
+        """Retry fn until ZooKeeper answers; StateError after `timeout` seconds without it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            got = self.read(lambda: (fn(),))
+            if got is not None:
+                return got[0]
+            if time.monotonic() >= deadline:
+                raise StateError(f"cannot {what}: ZooKeeper unreachable for {timeout:g}s")
+            self.cluster.state.wait_ready(0.5)
 
 
 def _table(name: str, status: str, elapsed: float, summary: dict[str, ComponentSummary], rates: dict[str, float]) -> Table:
@@ -128,10 +225,15 @@ def run_topology(
     errors: dict[str, str] = {}
     code = 0
     cluster = LocalCluster(nodes=nodes, slots=slots, zookeeper=zookeeper, search_paths=search_paths)
+    zk = _ZooKeeperReads(cluster, console)
+    totals = Totals()
+    # kazoo logs every failed reconnection attempt; the runner says it once (_ZooKeeperReads)
+    logging.getLogger("kazoo.client").setLevel(max(logging.ERROR, logging.getLogger("kazoo.client").level))
     try:
         console.print(f"[bold]squall[/] starting ZooKeeper, nimbus and {nodes} node(s) x {slots} slot(s)" if zookeeper is None
                       else f"[bold]squall[/] using ZooKeeper at {zookeeper}")
         cluster.start()
+        cluster.nimbus.outage_log_level = logging.INFO  # the runner reports outages (zk)
         cluster.submit(topology)
         console.print(f"submitted [bold]{name}[/]: {len(spec.spouts)} spout(s), {len(spec.bolts)} bolt(s), {spec.num_workers} worker(s)")
         prev_counts: dict[str, int] = {}
@@ -146,20 +248,23 @@ def run_topology(
                 if duration is not None and time.monotonic() - started >= duration:
                     break
                 stop.wait(1.0)
-                last = summarize(resolved, cluster.state.get_worker_heartbeats(name))
-                now = time.monotonic()
-                for comp, s in last.items():
-                    count = s.acked if s.kind == "spout" else s.executed
-                    rates[comp] = (count - prev_counts.get(comp, 0)) / max(1e-6, now - prev_t)
-                    prev_counts[comp] = count
-                prev_t = now
-                elapsed = now - started
-                if live:
-                    live.update(_table(name, "ACTIVE", elapsed, last, rates), refresh=True)
-                elif progress and now >= next_plain:
-                    next_plain = now + 5
-                    console.print(f"{elapsed:6.1f}s " + "  ".join(
-                        f"{c}: emitted={s.emitted} acked={s.acked} failed={s.failed}" for c, s in last.items()))
+                beats = zk.read(lambda: cluster.state.get_worker_heartbeats(name))
+                if beats is not None:
+                    totals.update(beats)
+                    last = summarize(resolved, totals)
+                    now = time.monotonic()
+                    for comp, s in last.items():
+                        count = s.acked if s.kind == "spout" else s.executed
+                        rates[comp] = (count - prev_counts.get(comp, 0)) / max(1e-6, now - prev_t)
+                        prev_counts[comp] = count
+                    prev_t = now
+                    elapsed = now - started
+                    if live:
+                        live.update(_table(name, "ACTIVE", elapsed, last, rates), refresh=True)
+                    elif progress and now >= next_plain:
+                        next_plain = now + 5
+                        console.print(f"{elapsed:6.1f}s " + "  ".join(
+                            f"{c}: emitted={s.emitted} acked={s.acked} failed={s.failed}" for c, s in last.items()))
                 if cluster.crashes:
                     for crash in cluster.crashes:
                         console.print(f"[red]{crash}[/]")
@@ -171,28 +276,36 @@ def run_topology(
         # Storm's kill: deactivate, let in-flight tuples finish, then remove
         wait = spec.kill_wait if kill_wait is None else kill_wait
         console.print(f"killing {name}: spouts deactivated, waiting up to {wait:g}s for in-flight tuples")
-        cluster.kill(name, wait)
+        zk.call(lambda: cluster.kill(name, wait), f"kill {name}", 120)
         deadline = time.monotonic() + wait
         seen_deactivated = False
         while time.monotonic() < deadline:
             time.sleep(0.5)
-            beats = cluster.state.get_worker_heartbeats(name)
+            beats = zk.read(lambda: cluster.state.get_worker_heartbeats(name))
+            if beats is None:
+                continue
             fresh = [b for b in beats.values() if b.time_secs > time.time() - 1.5]
-            last = summarize(resolved, beats)
+            totals.update(beats)
+            last = summarize(resolved, totals)
             pending = sum(s.pending for s in last.values() if s.kind == "spout")
             if pending == 0 and fresh and seen_deactivated:
                 break
             seen_deactivated = True
-        last = summarize(resolved, cluster.state.get_worker_heartbeats(name))
-        errors = {c: e.error.strip().splitlines()[-1] for c in last if (e := cluster.state.last_error(name, c)) is not None}
-        cluster.kill(name, 0)
-        if not cluster.wait_removed(name, 30):
+        totals.update(zk.call(lambda: cluster.state.get_worker_heartbeats(name), "read the heartbeats", 120))
+        last = summarize(resolved, totals)
+        errors = zk.call(lambda: {c: e.error.strip().splitlines()[-1] for c in last
+                                  if (e := cluster.state.last_error(name, c)) is not None}, "read the errors", 120)
+        zk.call(lambda: cluster.kill(name, 0), f"remove {name}", 120)
+        if not zk.call(lambda: cluster.wait_removed(name, 30), f"remove {name}", 120):
             console.print("[red]topology was not removed in time[/]")
             code = 1
         if cluster.crashes:
             for crash in cluster.crashes:
                 console.print(f"[red]{crash}[/]")
             code = 1
+    except StateError as exc:
+        console.print(f"[red]{exc}[/]")
+        code = 1
     finally:
         cluster.shutdown()
         signal.signal(signal.SIGINT, previous)

@@ -15,6 +15,7 @@ from squall.models.cluster import ExecutorStats, SupervisorInfo, WorkerHeartbeat
 from squall.models.v1alpha1 import Topology
 from squall.state import ClusterState
 from squall.validation import parse_topology
+from squall.zkserver import EmbeddedZooKeeper, java_available
 from squall_operator.monitor import LOCAL_TIMEOUTS
 from squall_operator.nimbus import Nimbus
 
@@ -103,3 +104,35 @@ def test_killed_topology_keeps_its_slots_during_the_kill_wait(nimbus: Nimbus,
     assert cluster_state.get_storm("a") is None
     nimbus.tick()
     assert slots_of(cluster_state, "b") == {slot}
+
+
+@pytest.mark.skipif(not java_available(), reason="no java on PATH")
+def test_nothing_is_declared_dead_for_an_outage_nimbus_could_not_observe(tmp_path: Path) -> None:
+    """Issue 9 defect 8: ZooKeeper away for 30 s (fake time; the real server stopped and started
+    again with its data): after it is back, workers get a fresh heartbeat window."""
+    zk = EmbeddedZooKeeper(tick_time_ms=500, min_session_timeout_ms=1000, max_session_timeout_ms=10_000)
+    zk.start()
+    state = ClusterState.connect(zk.connect_string, root="/outage")
+    try:
+        clock = FakeClock()
+        nimbus = Nimbus(state, clock=clock, timeouts=LOCAL_TIMEOUTS)
+        register(state, "node1", [6700, 6701])
+        nimbus.submit(one_worker_topology("wc"))
+        [slot] = slots_of(state, "wc")
+        for _ in range(3):
+            clock.now += 1.0
+            beat(state, "wc", slot, clock.now)
+            nimbus.tick()
+        zk.stop(keep_data=True)
+        clock.now += 30.0  # nimbus saw nothing for 30 s
+        zk.start()
+        assert state.wait_ready(30)
+        clock.now += 1.0
+        nimbus.tick()  # the workers have not written since: their staleness was not observable
+        assert slots_of(state, "wc") == {slot}, f"declared dead after the outage: {nimbus.events}"
+        clock.now += LOCAL_TIMEOUTS.task_timeout + 1.0
+        nimbus.tick()  # ...but a worker that stays silent after it is dead
+        assert slots_of(state, "wc") not in ({slot}, set())
+    finally:
+        state.close()
+        zk.stop()

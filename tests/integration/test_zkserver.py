@@ -142,3 +142,30 @@ def test_jvm_dies_with_its_parent() -> None:
                 os.kill(jvm, signal.SIGKILL)
         if tmp:  # the parent was SIGKILLed, so nobody else removes its temp dir
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_restart_with_its_data_on_the_same_port() -> None:
+    """stop(keep_data=True) then start(): the same port and data, as a restarted server; a
+    client that was connected gets its session back."""
+    if not java_available():
+        pytest.skip("no java")
+    server = EmbeddedZooKeeper()
+    with server:
+        port, tmp = server.port, server.data_dir
+        client = KazooClient(hosts=server.connect_string, timeout=10.0)
+        client.start(timeout=10)
+        try:
+            session = client.client_id[0]
+            client.create("/kept", b"data")
+            client.create("/mine", b"e", ephemeral=True)
+            server.stop(keep_data=True)
+            assert not server.running and os.path.isdir(str(tmp)) and server.port == port
+            server.start()
+            assert server.running and server.port == port
+            assert client.get("/kept")[0] == b"data"  # waits for the reconnection
+            assert client.client_id[0] == session
+            assert client.exists("/mine") is not None
+        finally:
+            client.stop()
+            client.close()
+    assert not os.path.exists(str(tmp))

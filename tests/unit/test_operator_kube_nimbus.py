@@ -32,6 +32,12 @@ class FakeState:
         self.assignments: dict[str, Assignment] = {}
         self.beats: dict[str, dict[WorkerSlot, WorkerHeartbeat]] = {}
         self._nodes: pods.NodeSlots | None = None
+        # ClusterState's session surface: `ready` and the listeners called when ZooKeeper is back
+        self.ready = True
+        self.session_listeners: list[Any] = []
+
+    def add_session_listener(self, listener: Any) -> None:
+        self.session_listeners.append(listener)
 
     # KubeClusterState
     def set_nodes(self, nodes: pods.NodeSlots) -> None:

@@ -208,8 +208,8 @@ class ClusterState:
 
     def add_session_listener(self, listener: SessionListener) -> None:
         """Call ``listener(new_session)`` after every reconnection, once the ephemerals are back
-        (on a thread of this object, never kazoo's). Watches do not survive a new session:
-        listeners read (and so watch) again."""
+        and just before ``ready`` is set (on a thread of this object, never kazoo's). Watches do
+        not survive a new session: listeners make their owners read (and so watch) again."""
         self._session_listeners.append(listener)
 
     def _on_connection_state(self, state: KazooState) -> None:
@@ -244,12 +244,13 @@ class ClusterState:
                 )
             else:
                 log.info("ZooKeeper connection is back (same session)")
+            # listeners first: whoever waits for `ready` then sees what they set
+            for listener in list(self._session_listeners):
+                try:
+                    listener(new_session)
+                except Exception:
+                    log.exception("ZooKeeper session listener %r failed", listener)
             self._ready.set()
-        for listener in list(self._session_listeners):
-            try:
-                listener(new_session)
-            except Exception:
-                log.exception("ZooKeeper session listener %r failed", listener)
 
     @classmethod
     def connect(

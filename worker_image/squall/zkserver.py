@@ -9,6 +9,9 @@ The JVM is tied to this process: it runs in its own session and, on Linux, gets 
 thread that started it dies (``PR_SET_PDEATHSIG``; note: the *thread*, so start it from a thread
 that lives as long as the server should), so a crashed test run leaves no server behind.
 ``stop()`` terminates it (SIGTERM, then SIGKILL) and deletes the temp dir: nothing is kept.
+``stop(keep_data=True)`` keeps the dir and the port, and a later ``start()`` runs the server again
+on the same port with the same data (its sessions and nodes), as a restarted ensemble member
+would: tests use it to take ZooKeeper away and bring it back.
 
     with EmbeddedZooKeeper() as zk:
         client = KazooClient(hosts=zk.connect_string)
@@ -211,8 +214,11 @@ class EmbeddedZooKeeper:
     # --- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> EmbeddedZooKeeper:
+        """Start the server: fresh, or after ``stop(keep_data=True)`` on the same port and data."""
         if self._proc is not None:
             raise ZooKeeperError("the embedded ZooKeeper is already started")
+        if self._dir is not None:
+            return self._restart()
         java = find_java(self._env)
         if java is None:
             raise ZooKeeperError(
@@ -240,6 +246,21 @@ class EmbeddedZooKeeper:
                 raise ZooKeeperError(f"{exc}\n--- zookeeper log (tail) ---\n{tail}") from None
         raise AssertionError("unreachable")
 
+    def _restart(self) -> EmbeddedZooKeeper:
+        java = find_java(self._env)
+        if java is None:
+            raise ZooKeeperError("java not found (not on PATH and no $JAVA_HOME/bin/java)")
+        try:
+            self._spawn(java, zookeeper_jars())
+            self._wait_ready()
+        except BaseException as exc:
+            tail = self._log_tail()
+            self.stop()
+            if isinstance(exc, ZooKeeperError):
+                raise ZooKeeperError(f"{exc}\n--- zookeeper log (tail) ---\n{tail}") from None
+            raise
+        return self  # stop(keep_data=True) left it registered at exit
+
     def _launch(self, java: str, jars: list[str], port: int) -> None:
         self._dir = tempfile.mkdtemp(prefix="squall-zk-")
         self._port = port
@@ -261,10 +282,14 @@ class EmbeddedZooKeeper:
             cfg.append(f"minSessionTimeout={self.min_session_timeout_ms}")
         if self.max_session_timeout_ms is not None:
             cfg.append(f"maxSessionTimeout={self.max_session_timeout_ms}")
+        Path(self._dir, "zoo.cfg").write_text("\n".join(cfg) + "\n")
+        Path(self._dir, "log4j2.properties").write_text(_LOG4J2_CONFIG)
+        self._spawn(java, jars)
+
+    def _spawn(self, java: str, jars: list[str]) -> None:
+        assert self._dir is not None
         cfg_path = os.path.join(self._dir, "zoo.cfg")
-        Path(cfg_path).write_text("\n".join(cfg) + "\n")
         log4j_path = os.path.join(self._dir, "log4j2.properties")
-        Path(log4j_path).write_text(_LOG4J2_CONFIG)
         cmd = [
             java,
             f"-Xmx{self.heap}",
@@ -279,7 +304,7 @@ class EmbeddedZooKeeper:
             cfg_path,
         ]
         assert self.log_path is not None
-        with open(self.log_path, "wb") as log:
+        with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(
                 cmd,
                 stdin=subprocess.DEVNULL,
@@ -328,8 +353,9 @@ class EmbeddedZooKeeper:
         except OSError:
             return False
 
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop the JVM (SIGTERM, then SIGKILL after ``timeout_s``) and delete the temp dir."""
+    def stop(self, timeout_s: float = 10.0, *, keep_data: bool = False) -> None:
+        """Stop the JVM (SIGTERM, then SIGKILL after ``timeout_s``) and delete the temp dir, or,
+        with ``keep_data``, keep the dir and the port for a later ``start()``."""
         proc, self._proc = self._proc, None
         if proc is not None:
             if proc.poll() is None:
@@ -341,6 +367,8 @@ class EmbeddedZooKeeper:
                     with contextlib.suppress(ProcessLookupError):
                         proc.kill()
                     proc.wait()
+        if keep_data and self._dir is not None:
+            return  # still registered at exit: the kept dir is deleted then at the latest
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
