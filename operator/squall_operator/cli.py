@@ -22,9 +22,10 @@ import typer
 from rich.console import Console
 
 from squall.builder import TopologyBuilder, topology_to_yaml
+from squall.classcheck import DEFAULT_IMPORT_TIMEOUT, check_topology_isolated
 from squall.errors import TopologyError
 from squall.models import Topology
-from squall.validation import check_topology, parse_topology, validate_file
+from squall.validation import ResolvedTopology, check_topology, load_topology, parse_topology
 
 __all__ = [
     "EXIT_INVALID",
@@ -136,6 +137,26 @@ def topology_from_target(target: str) -> Topology:
     return obj
 
 
+ImportTimeout = Annotated[
+    float,
+    typer.Option(
+        "--import-timeout",
+        help="Seconds allowed for importing the component classes (in a child process).",
+        min=0.1,
+    ),
+]
+
+
+def _check_file(file: Path, *, classes: bool, import_timeout: float) -> ResolvedTopology:
+    """Load and check a topology file; its classes are imported in a child process, from the
+    file's directory, so that a module that hangs or exits at import is reported, not obeyed."""
+    topo = load_topology(file)
+    if not classes:
+        return check_topology(topo, resolve_classes=False, source=str(file))
+    return check_topology_isolated(topo, search_paths=(file.parent,), source=str(file),
+                                   timeout=import_timeout)
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -154,12 +175,14 @@ def build(
         Path | None,
         typer.Option("--output", "-o", help="Write the YAML to this file instead of stdout."),
     ] = None,
+    import_timeout: ImportTimeout = DEFAULT_IMPORT_TIMEOUT,
 ) -> None:
     """Build a topology from Python, check it, and print it as YAML."""
     with user_errors():
         topo = topology_from_target(target)
         with _cwd_on_path():
-            check_topology(topo, search_paths=(Path.cwd(),), source=target)
+            check_topology_isolated(topo, search_paths=(Path.cwd(),), source=target,
+                                    timeout=import_timeout)
         text = topology_to_yaml(topo)
         if output is None:
             typer.echo(text, nl=False)
@@ -181,10 +204,11 @@ def validate(
             help="Import each component class (from the file's directory) and check it.",
         ),
     ] = True,
+    import_timeout: ImportTimeout = DEFAULT_IMPORT_TIMEOUT,
 ) -> None:
     """Check a topology file: schema, graph, groupings and (by default) classes."""
     with user_errors():
-        resolved = validate_file(file, resolve_classes=classes)
+        resolved = _check_file(file, classes=classes, import_timeout=import_timeout)
     spec = resolved.topology.spec
     typer.echo(
         f"ok: {resolved.name} ({_count(len(spec.spouts), 'spout')}, "
@@ -203,6 +227,7 @@ def run(
     summary_json: Annotated[Path | None, typer.Option(help="write per-component counts and latency percentiles here")] = None,
     progress: Annotated[bool, typer.Option(help="show live progress")] = True,
     log_level: Annotated[str, typer.Option(help="log level of the local cluster")] = "WARNING",
+    import_timeout: ImportTimeout = DEFAULT_IMPORT_TIMEOUT,
 ) -> None:
     """Run a topology on the local cluster (embedded ZooKeeper, simulated nodes, real workers)."""
     import logging
@@ -211,7 +236,7 @@ def run(
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with user_errors():
-        resolved = validate_file(file)
+        resolved = _check_file(file, classes=True, import_timeout=import_timeout)
         spec = resolved.topology.spec
         if nodes * slots < spec.num_workers:
             raise CliError(f"{file}: numWorkers {spec.num_workers} needs {spec.num_workers} slots; "

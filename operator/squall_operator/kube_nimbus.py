@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from squall.classcheck import check_topology_isolated
 from squall.errors import TopologyError
 from squall.models.cluster import StormBase, SupervisorInfo, TopologyStatus
 from squall.models.v1alpha1 import API_VERSION, KIND, Topology
@@ -605,8 +606,10 @@ class KubeNimbus(Nimbus):
         topology: Topology | None = None
         try:
             topology = parse_topology(topology_resource(res))
-            check_topology(topology, resolve_classes=self.config.resolve_classes,
-                           search_paths=self.config.search_paths)
+            if self.config.resolve_classes:  # in a child process: a module may hang or exit
+                check_topology_isolated(topology, search_paths=self.config.search_paths)
+            else:
+                check_topology(topology, resolve_classes=False)
         except TopologyError as exc:
             problem = "; ".join(exc.lines())
             topology = None

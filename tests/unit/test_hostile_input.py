@@ -7,6 +7,7 @@ import copy
 import resource
 import subprocess
 import sys
+import threading
 import time
 import tracemalloc
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from squall.classcheck import check_topology_isolated
 from squall.errors import TopologyError, format_value
 from squall.validation import check_topology, load_topology, parse_topology
 
@@ -411,3 +413,126 @@ def test_validate_refuses_hostile_files_without_a_traceback(tmp_path: Path) -> N
         assert time.monotonic() - t0 < 30
         assert result.returncode == 2, (name, result.stdout, result.stderr)
         assert expected in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+# ------------------------------------------------------------ component modules at import
+
+_unique = iter(range(10**6))
+
+
+def component_module(tmp_path: Path, body: str) -> str:
+    """A module in tmp_path holding `body` and then a spout class `Spout`; its fresh name."""
+    name = f"hostile_mod_{next(_unique)}_{id(tmp_path)}"
+    (tmp_path / f"{name}.py").write_text(
+        body + "\nclass Spout:\n    outputs = ['x']\n    def next_tuple(self):\n        pass\n")
+    return name
+
+
+def topology_text(module: str) -> str:
+    return HEAD + f"  spouts: [{{name: s, class: '{module}:Spout'}}]\n"
+
+
+@pytest.mark.parametrize(("body", "shown"), [
+    ("import sys\nsys.exit(3)\n", "called sys.exit(3)"),
+    ("raise KeyboardInterrupt\n", "raised KeyboardInterrupt"),
+    ("raise RuntimeError('no database')\n", "RuntimeError: no database"),
+])
+def test_module_escaping_at_import_is_a_problem_in_process(tmp_path: Path, body: str,
+                                                          shown: str) -> None:
+    """The worker imports its classes in-process: SystemExit and KeyboardInterrupt at import
+    become problems naming the module and the field. Before: they escaped check_topology."""
+    module = component_module(tmp_path, body)
+    topo = parse_topology(topology_text(module))
+    with pytest.raises(TopologyError) as info:
+        check_topology(topo, search_paths=(tmp_path,))
+    (problem,) = info.value.problems
+    assert problem.path == "spec.spouts[0].class"
+    assert f"importing module '{module}' failed" in problem.message and shown in problem.message
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("body", "shown"), [
+    ("import sys\nsys.exit(0)\n", "called sys.exit(0)"),
+    ("import os\nos._exit(7)\n", "ended the process (exit code 7)"),
+    ("raise KeyboardInterrupt\n", "raised KeyboardInterrupt"),
+])
+def test_validate_reports_a_module_that_exits(tmp_path: Path, body: str, shown: str) -> None:
+    """Before: `sys.exit(0)` at import made `squall validate` exit 0, as if the file were valid."""
+    module = component_module(tmp_path, body)
+    (tmp_path / "t.yaml").write_text(topology_text(module))
+    result = squall("validate", "t.yaml", cwd=tmp_path)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert f"t.yaml: spec.spouts[0].class: '{module}:Spout' — " in result.stderr, result.stderr
+    assert shown in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_hanging_import_is_cut_off(tmp_path: Path, command: str) -> None:
+    """A module that never finishes importing: refused after --import-timeout, naming the
+    module and the field, and the process importing it (and its children) is gone."""
+    module = component_module(tmp_path, (
+        "import os, pathlib, subprocess, time\n"
+        "child = subprocess.Popen(['sleep', '3600'])\n"
+        "pathlib.Path('pids').write_text(f'{os.getpid()} {child.pid}')\n"
+        "time.sleep(3600)\n"))
+    (tmp_path / "t.yaml").write_text(topology_text(module))
+    t0 = time.monotonic()
+    result = squall(command, "t.yaml", "--import-timeout", "3", cwd=tmp_path, timeout=120)
+    took = time.monotonic() - t0
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert (f"t.yaml: spec.spouts[0].class: '{module}:Spout' — importing module '{module}' did "
+            "not finish within 3 s") in result.stderr, result.stderr
+    assert took < 60
+    for pid in map(int, (tmp_path / "pids").read_text().split()):
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(pid), f"process {pid} outlived the check"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.integration
+def test_module_output_does_not_confuse_the_check(tmp_path: Path) -> None:
+    module = component_module(tmp_path, "print('hello from the module')\n")
+    (tmp_path / "t.yaml").write_text(topology_text(module))
+    result = squall("validate", "t.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ok: t (1 spout, 0 bolts)\n"
+    assert "hello from the module" in result.stderr
+
+
+@pytest.mark.integration
+def test_isolated_check_spawns_when_the_caller_has_threads(tmp_path: Path) -> None:
+    """The operator has threads, so its check runs in a new interpreter rather than a fork:
+    the same problems come back, and a hanging import is cut off there too."""
+    stop = threading.Event()
+    helper = threading.Thread(target=stop.wait, daemon=True)
+    helper.start()
+    try:
+        exits = component_module(tmp_path, "import sys\nsys.exit(4)\n")
+        with pytest.raises(TopologyError) as info:
+            check_topology_isolated(parse_topology(topology_text(exits)), search_paths=(tmp_path,))
+        assert [str(p) for p in info.value.problems] == [
+            f"spec.spouts[0].class: '{exits}:Spout' — importing module '{exits}' failed: it "
+            "called sys.exit(4)"]
+        hangs = component_module(tmp_path, "import time\ntime.sleep(3600)\n")
+        t0 = time.monotonic()
+        with pytest.raises(TopologyError) as info:
+            check_topology_isolated(parse_topology(topology_text(hangs)),
+                                    search_paths=(tmp_path,), timeout=2)
+        assert time.monotonic() - t0 < 30
+        assert "did not finish within 2 s" in str(info.value)
+        fine = component_module(tmp_path, "")
+        resolved = check_topology_isolated(parse_topology(topology_text(fine)),
+                                           search_paths=(tmp_path,))
+        assert resolved.streams["s"]["default"].fields == ["x"]
+    finally:
+        stop.set()

@@ -617,17 +617,26 @@ def _import_path(class_path: str) -> object:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise _ResolveError(f"cannot import module '{module_name}': {exc}") from exc
-    except Exception as exc:  # the module itself failed: a SyntaxError, an exception at import
-        raise _ResolveError(
-            f"importing module '{module_name}' failed: {type(exc).__name__}: {exc}"
-        ) from exc
+    except BaseException as exc:  # noqa: BLE001 - a SyntaxError, any exception, sys.exit()
+        raise _escaped(f"importing module '{module_name}' failed", exc) from exc
     obj: object = module
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
             raise _ResolveError(f"module '{module_name}' has no attribute '{attr}'") from None
+        except BaseException as exc:  # noqa: BLE001 - a module __getattr__ that misbehaves
+            raise _escaped(f"reading '{class_path}' failed", exc) from exc
     return obj
+
+
+def _escaped(what: str, exc: BaseException) -> _ResolveError:
+    """A problem for user code that raised, or tried to end the process (SystemExit and
+    KeyboardInterrupt are not the checker's to obey: they are reported like any exception)."""
+    if isinstance(exc, SystemExit):
+        return _ResolveError(f"{what}: it called sys.exit({exc.code!r})")
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return _ResolveError(f"{what}: {'' if isinstance(exc, Exception) else 'raised '}{text}")
 
 
 def resolve_class(
@@ -705,21 +714,26 @@ def check_topology(
     resolve_classes: bool = True,
     search_paths: Iterable[str | Path] = (),
     source: str | None = None,
+    before_import: Callable[[str, str], None] | None = None,
 ) -> ResolvedTopology:
     """Check what the schema cannot: the graph, the groupings and the component classes.
 
     Raises `TopologyError` with every problem found (prefixed with `source` when given). With
     `resolve_classes`, each `class` (and each custom grouping's `customClass`) is imported with
-    `search_paths` (typically the directory holding the topology file) put on `sys.path` first.
+    `search_paths` (typically the directory holding the topology file) put on `sys.path` first;
+    `before_import(field_path, class_path)` is called before each. Imports run in this process:
+    see `squall.classcheck` for the same check in a child process with a time limit.
     """
     with _on_sys_path(search_paths if resolve_classes else ()):
-        return _Checker(topo, resolve_classes).run(source)
+        return _Checker(topo, resolve_classes, before_import).run(source)
 
 
 class _Checker:
-    def __init__(self, topo: Topology, resolve_classes: bool) -> None:
+    def __init__(self, topo: Topology, resolve_classes: bool,
+                 before_import: Callable[[str, str], None] | None = None) -> None:
         self.topo = topo
         self.resolve = resolve_classes
+        self.before_import = before_import
         self.problems: list[Problem] = []
         self.specs: dict[str, ComponentSpec] = {}
         self.classes: dict[str, type] = {}
@@ -811,6 +825,8 @@ class _Checker:
         cls: type | None = None
         if self.resolve:
             try:
+                if self.before_import is not None:
+                    self.before_import(f"{base}.class", component.class_name)
                 cls = _resolve(component.class_name, role)
             except _ResolveError as exc:
                 self.add(f"{base}.class", component.class_name, str(exc))
@@ -921,6 +937,8 @@ class _Checker:
                 )
             elif self.resolve:
                 try:
+                    if self.before_import is not None:
+                        self.before_import(f"{path}.customClass", inp.custom_class)
                     _resolve(inp.custom_class, "custom grouping")
                 except _ResolveError as exc:
                     self.add(f"{path}.customClass", inp.custom_class, str(exc))
