@@ -193,3 +193,44 @@ def test_squall_run_rides_out_a_zookeeper_outage(tmp_path: Path) -> None:
     final = data["components"]["sentences"]["acked"]
     assert final >= acked[-1] >= before, (final, acked)
     print(f"acked {before} before the outage, {acked[-1]} last shown, {final} in the summary")
+
+
+def test_squall_run_totals_survive_a_replaced_worker(make_cluster: Callable[..., LocalCluster],
+                                                     tmp_path: Path) -> None:
+    """A worker killed with SIGKILL is started again on its slot with fresh counters: the
+    runner's totals (run.Totals) keep the dead process's counts; the plain sum of the latest
+    heartbeats (what `squall run` showed before) falls."""
+    from squall_operator.run import Totals
+
+    cluster = make_cluster(nodes=2, slots=1)
+    topo = id_pipeline("replaced", tmp_path / "out", 0, workers=2, rate=300, timeout=5)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: acked(cluster, topo.name) > 1000, 30, "acking to start", cluster)
+    totals = Totals()
+
+    def sample() -> tuple[int, int]:
+        beats = cluster.state.get_worker_heartbeats(topo.name)
+        totals.update(beats)
+        plain = sum(ex.acked for b in beats.values() for ex in b.executors.values() if ex.component == "ids")
+        kept = sum(ex.acked for ex, _ in totals.executor_stats() if ex.component == "ids")
+        return plain, kept
+
+    spout_slot = next(iter(component_slots(cluster, topo)["ids"]))
+    pid = cluster.worker_pids(topo.name)[spout_slot]
+    samples = [sample()]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        samples.append(sample())
+        new_pid = cluster.worker_pids(topo.name).get(spout_slot)
+        if new_pid not in (None, pid) and samples[-1][1] > samples[0][1] + 1000:
+            break
+    plain = [p for p, _ in samples]
+    kept = [k for _, k in samples]
+    print(f"plain sums {plain[0]} -> min {min(plain[1:])}; kept totals {kept[0]} -> {kept[-1]}")
+    assert kept == sorted(kept), f"totals went backwards: {kept}"
+    assert kept[-1] > kept[0] + 1000, (kept, logs_tail(cluster))
+    assert min(plain[1:]) < plain[0], "the replacement did not reset the heartbeat counters"
+    stop_topology(cluster, topo.name)
