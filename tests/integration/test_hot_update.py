@@ -8,6 +8,7 @@ when it closes, so "no replays" is read from what the spout itself saw.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -187,4 +188,32 @@ def test_removing_busy_executors_does_not_stop_heartbeats(
     stop_topology(cluster, topo.name)
     spout = read_spout(out, cluster)
     assert spout["failed"] == 0, f"{spout['failed']} ids were replayed" + logs_tail(cluster)
+    assert not cluster.crashes
+
+
+def test_a_spout_executor_replaced_by_a_rebalance_finishes_its_trees(
+    make_cluster: Callable[..., LocalCluster], tmp_path: Path
+) -> None:
+    """A rebalance that splits the spout's executor: the old one stops emitting, keeps taking
+    the completions of the trees it started (the acker routes them to it although its tasks now
+    belong to new executors), then closes; every id is acked in the end."""
+    n = 3000
+    out = tmp_path / "out"
+    topo = hot_pipeline("spout-move", out, n, rate=150, sleep_ms=1)
+    spec = topo.model_dump(mode="json", by_alias=True, exclude_none=True)
+    spec["spec"]["spouts"][0]["numTasks"] = 2
+    topo = Topology.model_validate(spec)
+    cluster = make_cluster(nodes=1, slots=2)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: totals(cluster, topo.name)["ids"]["acked"] >= 300, 60, "the first acks", cluster)
+    cluster.nimbus.rebalance(topo.name, executors={"ids": 2}, wait_secs=0)
+    wait_for(lambda: cluster.nimbus.status(topo.name) is TopologyStatus.ACTIVE, 30, "ACTIVE again", cluster)
+    logs = lambda: "\n".join(cluster.worker_logs().values())  # noqa: E731
+    wait_for(lambda: "of ids retired" in logs(), 60, "the old spout executor to retire", cluster)
+    wait_for(lambda: len(list(out.glob("spout-*.done"))) == 2, 120, "every id to be acked", cluster)
+    stop_topology(cluster, topo.name)
+    acked = sorted(i for f in out.glob("spout-*.json") for i in json.loads(f.read_text())["acked"])
+    assert acked == list(range(n))
+    assert "did not finish in time" not in logs()
     assert not cluster.crashes

@@ -274,10 +274,7 @@ class Worker:
         )
 
     def _retiring_spouts(self) -> None:
-        local = self.routing.local_tasks
-        self.retiring_spouts = {
-            t: ex for ex in self.retiring if ex.kind == "spout" for t in ex.tasks if t not in local
-        }
+        self.retiring_spouts = {t: ex for ex in self.retiring if ex.kind == "spout" for t in ex.tasks}
 
     def _reap(self, now: float) -> None:
         """Collect retired executors that finished; tell the others once every reader of the
@@ -374,8 +371,15 @@ class Worker:
         own_tasks = caller.tasks if caller is not None and caller.kind == "spout" else ()
         last_t = None
         last: list[list[int]] | None = None
+        retiring = self.retiring_spouts
         for it in done:
             t = it[1]
+            if retiring and (old := retiring.get(t)) is not None and old.has_root(t, it[2]):
+                # a tree of a spout executor that a hot update removed and that is finishing its
+                # pending trees (its tasks may already have a new executor, here or elsewhere)
+                last_t = None
+                local.setdefault(old.inbox, []).append(it)
+                continue
             if t == last_t and last is not None:
                 last.append(it)  # completions mostly go to one spout task in a row
                 continue
@@ -384,11 +388,6 @@ class Worker:
                 last = own
             elif (inbox := routing.spout_inbox.get(t)) is not None:
                 last = local.setdefault(inbox, [])
-            elif (old := self.retiring_spouts.get(t)) is not None and old.has_root(t, it[2]):
-                # a tree of a spout executor that moved away and is finishing its pending ones
-                last_t = None
-                local.setdefault(old.inbox, []).append(it)
-                continue
             else:
                 slot = routing.task_slot.get(t)
                 if slot is None or slot == self.slot:
