@@ -126,6 +126,8 @@ class WorkerHeartbeat(_Payload):
     uptime_secs: float
     # executor key -> stats
     executors: dict[str, ExecutorStats] = Field(default_factory=dict)
+    # frames received on the data and control ports that were dropped as malformed
+    bad_frames: int = 0
 
 
 class Endpoint(_Payload):

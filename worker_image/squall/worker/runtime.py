@@ -669,7 +669,7 @@ class Worker:
         for e in self.acker_executors:
             execs[executor_key(e)] = ExecutorStats(component=ACKER)
         now = time.time()
-        return WorkerHeartbeat(time_secs=now, uptime_secs=now - self.started, executors=execs)
+        return WorkerHeartbeat(time_secs=now, uptime_secs=now - self.started, executors=execs, bad_frames=self.bad_frames)
 
     def _flush_errors(self) -> None:
         latest: dict[str, tuple[int, str]] = {}

@@ -1,0 +1,181 @@
+"""Fuzzing a live worker's ports: random and mutated frames pushed at the data and control
+ports of real worker processes (real ZooKeeper, zmq on loopback) while a topology runs at a steady
+rate. No worker dies, every bad frame is counted (the workers' heartbeats carry the count), and
+every message id is still acked (docs/reliability.md, "Hostile input").
+
+Each frame is classified here with the decoder and shape checks the worker applies, so the
+expected count is exact: a frame is bad when it does not decode, or when any of its items has
+the wrong shape. Frames that decode to well-shaped items (a mutation can produce them) are
+legitimate traffic as far as the worker can tell: tuples for tasks that exist are delivered,
+the rest dropped; none of them may crash anything either.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+import zmq
+from test_engine import (  # the engine tests' helpers (same directory)
+    id_pipeline,
+    logs_tail,
+    make_cluster,
+    read_spout,
+    stop_topology,
+    totals,
+    wait_for,
+    wait_running,
+    wait_spout_done,
+)
+
+from squall import wire
+from squall.models.v1alpha1 import Topology
+from squall.plan import build_plan
+from squall_operator.local import LocalCluster
+
+pytestmark = pytest.mark.integration
+
+__all__ = ["make_cluster"]  # the fixture, imported for pytest
+
+FUZZ_SECONDS = 4.0
+SEED = 20261123
+
+
+def bad_data(frame: bytes) -> bool:
+    try:
+        items = wire.unpack_data(frame)
+    except wire.WireError:
+        return True
+    return not all(wire.check_tuple(it) for it in items)
+
+
+def bad_control(frame: bytes) -> bool:
+    try:
+        items = wire.unpack_control(frame)
+    except wire.WireError:
+        return True
+    return not all(wire.check_control(it) and 0 <= it[0] <= wire.BACKPRESSURE for it in items)
+
+
+def mutate(rng: random.Random, frame: bytes) -> bytes:
+    data = bytearray(frame)
+    for _ in range(rng.randint(1, 4)):
+        op = rng.randrange(4)
+        i = rng.randrange(len(data)) if data else 0
+        if op == 0 and data:
+            data[i] ^= 1 << rng.randrange(8)
+        elif op == 1:
+            data.insert(i, rng.randrange(256))
+        elif op == 2 and data:
+            del data[i]
+        else:
+            data[i:i] = data[rng.randrange(len(data) or 1):][: rng.randint(1, 8)]  # repeat a run
+    return bytes(data)
+
+
+def frame_source(topo: Topology, rng: random.Random) -> tuple[Callable[[], bytes], Callable[[], bytes]]:
+    """(next data frame, next control frame): a third random bytes, the rest mutations of
+    frames shaped like the topology's own traffic."""
+    plan = build_plan(topo, {})
+    tasks = [t for ts in plan.component_tasks.values() for t in ts]
+    ackers = list(plan.acker_tasks)
+
+    def tuples() -> list[Any]:
+        return [[rng.choice(tasks), rng.choice(tasks), "default", [rng.randrange(10**6)],
+                 {rng.getrandbits(62): rng.getrandbits(62)} if rng.random() < 0.7 else None]
+                for _ in range(rng.randint(1, 5))]
+
+    def controls() -> list[Any]:
+        return [[rng.randrange(5), rng.choice(ackers + tasks), rng.getrandbits(62),
+                 rng.getrandbits(62), rng.choice(tasks)] for _ in range(rng.randint(1, 5))]
+
+    def data() -> bytes:
+        if rng.random() < 1 / 3:
+            return rng.randbytes(rng.randrange(64))
+        return mutate(rng, msgpack.packb(tuples()))
+
+    def control() -> bytes:
+        if rng.random() < 1 / 3:
+            return rng.randbytes(rng.randrange(64))
+        return mutate(rng, msgpack.packb(controls()))
+
+    return data, control
+
+
+def fuzz(cluster: LocalCluster, topo: Topology, seconds: float) -> tuple[dict[str, int], int]:
+    """Push frames at every worker's data and control ports for `seconds`. Returns the bad
+    frames each worker should have counted (by slot key) and the number of frames sent."""
+    rng = random.Random(SEED)
+    next_data, next_control = frame_source(topo, rng)
+    endpoints = cluster.state.get_endpoints(topo.name)
+    ctx = zmq.Context()
+    expected = {slot.key(): 0 for slot in endpoints}
+    sent = 0
+    try:
+        socks = []
+        for slot, ep in endpoints.items():
+            for port, is_bad, make in ((ep.port, bad_data, next_data),
+                                       (ep.control_port, bad_control, next_control)):
+                sock = ctx.socket(zmq.PUSH)
+                sock.setsockopt(zmq.LINGER, 10_000)
+                sock.setsockopt(zmq.SNDHWM, 1000)
+                sock.connect(f"tcp://{ep.host}:{port}")
+                socks.append((slot.key(), sock, is_bad, make))
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for key, sock, is_bad, make in socks:
+                frame = make()
+                if not sock.poll(1000, zmq.POLLOUT):
+                    continue  # the worker is not reading this port right now (backpressure)
+                sock.send(frame)
+                sent += 1
+                expected[key] += is_bad(frame)
+        for _key, sock, _is_bad, _make in socks:
+            sock.close()  # lingers until the frames are handed over
+    finally:
+        ctx.term()
+    return expected, sent
+
+
+def bad_frames(cluster: LocalCluster, name: str) -> dict[str, int]:
+    return {slot.key(): beat.bad_frames
+            for slot, beat in cluster.state.get_worker_heartbeats(name).items()}
+
+
+def test_fuzzed_ports_count_every_bad_frame_and_keep_acking(
+    make_cluster: Callable[..., LocalCluster], tmp_path: Path
+) -> None:
+    n = 2000
+    out = tmp_path / "out"
+    topo = id_pipeline("fuzzed", out, n, rate=250)
+    cluster = make_cluster(nodes=2, slots=1)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: totals(cluster, topo.name)["ids"]["acked"] >= 100, 60, "the first acks", cluster)
+    pids = cluster.worker_pids(topo.name)
+    before = bad_frames(cluster, topo.name)
+    assert set(before.values()) == {0}, before
+
+    acked_before = totals(cluster, topo.name)["ids"]["acked"]
+    expected, sent = fuzz(cluster, topo, FUZZ_SECONDS)
+    assert sum(expected.values()) > sent // 2, (expected, sent)  # most frames are bad ones
+
+    # every bad frame counted: the heartbeats catch up with what was sent
+    wait_for(lambda: bad_frames(cluster, topo.name) == expected, 60,
+             f"bad-frame counts {expected} (got {bad_frames(cluster, topo.name)})", cluster)
+    # the topology kept acking through it, and still does
+    wait_for(lambda: totals(cluster, topo.name)["ids"]["acked"] > acked_before + 100, 60,
+             "acks after the fuzzing", cluster)
+    wait_spout_done(out, cluster, 120)
+    assert cluster.worker_pids(topo.name) == pids, "a worker died: " + logs_tail(cluster)
+    assert not cluster.crashes, logs_tail(cluster)
+    print(f"fuzzed {sent} frames in {FUZZ_SECONDS:g}s; bad frames counted per worker: {expected}")
+    stop_topology(cluster, topo.name)
+    spout = read_spout(out, cluster)
+    assert spout["acked"] == list(range(n))
+    assert not cluster.crashes
