@@ -67,11 +67,19 @@ def stderr_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+# Problems printed at most: a hostile file can hold a hundred thousand, and printing each through
+# rich takes about a millisecond.
+MAX_SHOWN_PROBLEMS = 50
+
+
 def report_topology_error(exc: TopologyError, console: Console | None = None) -> None:
     console = console or stderr_console()
-    for line in exc.lines():
+    lines = exc.lines()
+    for line in lines[:MAX_SHOWN_PROBLEMS]:
         console.print(line, style="red", markup=False)
     n = len(exc.problems)
+    if n > MAX_SHOWN_PROBLEMS:
+        console.print(f"... and {n - MAX_SHOWN_PROBLEMS} more", style="red", markup=False)
     console.print(
         f"invalid topology: {n} problem{'' if n == 1 else 's'}", style="bold red", markup=False
     )
@@ -104,6 +112,12 @@ def _cwd_on_path() -> Iterator[None]:
             sys.path.remove(cwd)
 
 
+def _escape(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 def topology_from_target(target: str) -> Topology:
     """The `Topology` named by "module:attribute" (the current directory is importable).
 
@@ -118,6 +132,8 @@ def topology_from_target(target: str) -> Topology:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             raise CliError(f"cannot import module '{module_name}': {exc}") from exc
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:
+            raise CliError(f"importing module '{module_name}' failed: {_escape(exc)}") from exc
         obj: Any = module
         for part in attr.split("."):
             try:
@@ -125,7 +141,12 @@ def topology_from_target(target: str) -> Topology:
             except AttributeError:
                 raise CliError(f"module '{module_name}' has no attribute '{attr}'") from None
         if callable(obj) and not isinstance(obj, (Topology, TopologyBuilder)):
-            obj = obj()
+            try:
+                obj = obj()
+            except TopologyError:
+                raise
+            except (Exception, SystemExit, KeyboardInterrupt) as exc:
+                raise CliError(f"{target}() failed: {_escape(exc)}") from exc
     if isinstance(obj, TopologyBuilder):
         obj = obj.build()
     if isinstance(obj, Mapping):

@@ -536,3 +536,33 @@ def test_isolated_check_spawns_when_the_caller_has_threads(tmp_path: Path) -> No
         assert resolved.streams["s"]["default"].fields == ["x"]
     finally:
         stop.set()
+
+
+@pytest.mark.integration
+def test_a_file_with_many_problems_is_reported_briefly(tmp_path: Path) -> None:
+    """Before: 60,000 problem lines, printed through rich in about a minute."""
+    fields = ", ".join(["1"] * 60_000)
+    (tmp_path / "t.yaml").write_text(
+        HEAD + f"  spouts: [{{name: s, class: 'm:S', outputs: [{{fields: [{fields}]}}]}}]\n")
+    t0 = time.monotonic()
+    result = squall("validate", "--no-classes", "t.yaml", cwd=tmp_path)
+    assert time.monotonic() - t0 < 30
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert lines[0] == "t.yaml: spec.spouts[0].outputs[0].fields[0]: 1 — must be a string"
+    assert lines[-2:] == ["... and 59950 more", "invalid topology: 60000 problems"]
+    assert len(lines) == 52
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("body", "shown"), [
+    ("import sys\nsys.exit(0)\n", "importing module '{m}' failed: it called sys.exit(0)"),
+    ("def make():\n    raise KeyboardInterrupt\n", "{m}:make() failed: KeyboardInterrupt"),
+])
+def test_build_reports_a_module_that_exits(tmp_path: Path, body: str, shown: str) -> None:
+    """`squall build` runs the user's function in-process; before, sys.exit(0) in it made the
+    command exit 0 without output."""
+    module = component_module(tmp_path, body)
+    result = squall("build", f"{module}:make", cwd=tmp_path)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert shown.format(m=module) in result.stderr and "Traceback" not in result.stderr
