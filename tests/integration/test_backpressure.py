@@ -7,6 +7,9 @@ in the same run, never on absolute times.
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,7 +31,7 @@ from test_engine import (
     wait_spout_done,
 )
 
-from squall.models.cluster import TopologyStatus
+from squall.models.cluster import TopologyStatus, WorkerSlot
 from squall.plan import ACKER
 from squall_operator.local import LocalCluster
 
@@ -45,6 +48,21 @@ def _rates(cluster: LocalCluster, topo: str, comps: list[str], secs: float) -> d
     t2 = latest_beat_time(cluster, topo)
     c2 = totals(cluster, topo)
     return {c: (c2[c]["executed"] - c1[c]["executed"]) / (t2 - t1) for c in comps}
+
+
+def _rate_on(cluster: LocalCluster, topo: str, comp: str, slot: WorkerSlot, secs: float) -> float:
+    """Executed tuples per second of `comp` in the worker on `slot`, from that worker's own
+    heartbeats about `secs` apart (other workers may be frozen)."""
+    def beat() -> tuple[float, int] | None:
+        b = cluster.state.get_worker_heartbeats(topo).get(slot)
+        if b is None:
+            return None
+        return b.time_secs, sum(e.executed for e in b.executors.values() if e.component == comp)
+
+    t1, n1 = wait_for(beat, 30, f"a heartbeat of {slot.key()}", cluster)
+    t2, n2 = wait_for(lambda: (b := beat()) is not None and b[0] >= t1 + secs and b, secs + 30,
+                      f"a later heartbeat of {slot.key()}", cluster)
+    return (n2 - n1) / (t2 - t1)
 
 
 # -- 1. one slow bolt task does not starve its worker's other executors -----------------------
@@ -125,3 +143,54 @@ def test_rebalance_2_to_4_workers_under_full_load_acks_every_id(
     print("SPOUT failed", spout["failed"], "opens", spout["opens"])
     assert spout["acked"] == list(range(n))
     assert not cluster.crashes
+
+
+# -- 3. a frozen peer does not stop sends to the other peers ------------------------------------
+def test_a_frozen_peer_does_not_stop_sends_to_the_other_peers(
+    make_cluster: Callable[..., LocalCluster], tmp_path: Path
+) -> None:
+    """Both spouts run in one worker, each feeding a sink in its own worker, as fast as they can
+    (no maxSpoutPending; d-ids's tuples carry 10 kB each, so the frozen peer's sockets fill in
+    well under a second). One sink's worker is frozen (SIGSTOP, for less than the ZooKeeper
+    session and nimbus's heartbeat timeout, so it stays registered and assigned):
+    the spouts' worker must keep sending to the other sink at its pace; only the spout whose
+    sink is frozen holds back."""
+    # three workers, one acker each; sorted executors go round robin: a-ids and d-ids on one
+    # slot, b-sink and c-sink on one each (checked below)
+    spec = {
+        "numWorkers": 3,
+        "numAckers": 3,
+        "messageTimeoutSecs": 60,
+        "spouts": [
+            {"name": "a-ids", "class": f"{COMPONENTS}:IdSpout", "parallelism": 1},
+            {"name": "d-ids", "class": "flow_components:PaddedIdSpout", "parallelism": 1},
+        ],
+        "bolts": [
+            {"name": "b-sink", "class": f"{COMPONENTS}:SinkBolt", "parallelism": 1,
+             "inputs": [{"component": "a-ids", "grouping": "shuffle"}]},
+            {"name": "c-sink", "class": f"{COMPONENTS}:SinkBolt", "parallelism": 1,
+             "inputs": [{"component": "d-ids", "grouping": "shuffle"}]},
+        ],
+    }
+    topo = topology("bp-frozen", spec, {"test.count": 0})
+    cluster = make_cluster(nodes=3, slots=1)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    slots = component_slots(cluster, topo)
+    assert slots["a-ids"] == slots["d-ids"], slots
+    assert len(slots["a-ids"] | slots["b-sink"] | slots["c-sink"]) == 3, slots
+    wait_for(lambda: totals(cluster, topo.name)["b-sink"]["executed"] > 5000, 60, "the sinks to run", cluster)
+    (sink_slot,) = slots["b-sink"]
+    before = _rate_on(cluster, topo.name, "b-sink", sink_slot, 2.0)
+    (frozen_slot,) = slots["c-sink"]
+    pid = cluster.worker_pids(topo.name)[frozen_slot]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(1.0)  # let the frozen worker's sockets and its peer queue fill
+        during = _rate_on(cluster, topo.name, "b-sink", sink_slot, 2.0)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    print("B-SINK", {"before": before, "during": during})
+    assert during >= 0.3 * before, f"b-sink ran at {during:.0f}/s while c-sink's worker was frozen, {before:.0f}/s before" + logs_tail(cluster)
+    wait_for(lambda: totals(cluster, topo.name)["c-sink"]["executed"] > 0, 30, "the frozen sink to run again", cluster)
+    stop_topology(cluster, topo.name)
