@@ -117,7 +117,8 @@ class Nimbus:
         """One warning per outage: ZooKeeper being away is routine (a rolling restart)."""
         if not self.zookeeper_away:
             self.zookeeper_away = True
-            log.log(self.outage_log_level, "ZooKeeper unreachable (%s): nimbus waits; workers keep running", exc)
+            log.log(self.outage_log_level, "ZooKeeper unreachable (%s): nimbus waits; workers keep running",
+                    type(exc).__name__)
 
     def zookeeper_reachable(self) -> None:
         if self.zookeeper_away:

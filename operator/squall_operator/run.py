@@ -227,8 +227,6 @@ def run_topology(
     cluster = LocalCluster(nodes=nodes, slots=slots, zookeeper=zookeeper, search_paths=search_paths)
     zk = _ZooKeeperReads(cluster, console)
     totals = Totals()
-    # kazoo logs every failed reconnection attempt; the runner says it once (_ZooKeeperReads)
-    logging.getLogger("kazoo.client").setLevel(max(logging.ERROR, logging.getLogger("kazoo.client").level))
     try:
         console.print(f"[bold]squall[/] starting ZooKeeper, nimbus and {nodes} node(s) x {slots} slot(s)" if zookeeper is None
                       else f"[bold]squall[/] using ZooKeeper at {zookeeper}")

@@ -80,6 +80,11 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+# kazoo logs every failed reconnection attempt as a warning (one per second or two while
+# ZooKeeper is away); the loops above this layer say once that it is away. Its errors still show.
+_kazoo_log = logging.getLogger(f"{__name__}.kazoo")
+if _kazoo_log.level == logging.NOTSET:
+    _kazoo_log.setLevel(logging.ERROR)
 
 Watch = Callable[[], None]
 # called with True when the (re)connection began a new session (ephemerals were re-created)
@@ -219,6 +224,7 @@ class ClusterState:
             self._ready.clear()
         elif state == KazooState.SUSPENDED:
             self._ready.clear()
+            log.info("ZooKeeper connection lost; reconnecting")
         elif state == KazooState.CONNECTED:
             threading.Thread(target=self._resume, name="zk-session", daemon=True).start()
 
@@ -237,7 +243,7 @@ class ClusterState:
                     return
                 self._stale = False
                 self.sessions += 1
-                log.warning(
+                log.info(
                     "ZooKeeper session expired; new session 0x%x, %d ephemeral node(s) registered "
                     "again", self.client.client_id[0] if self.client.client_id else 0,
                     len(self._ephemerals),
@@ -271,6 +277,7 @@ class ClusterState:
             hosts=hosts,
             timeout=session_timeout,
             connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 2.0},
+            logger=_kazoo_log,
         )
         try:
             client.start(timeout=timeout)

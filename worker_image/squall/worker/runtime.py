@@ -725,7 +725,7 @@ class Worker:
                 if not zk_down:
                     zk_down = True
                     log.warning("worker %s: ZooKeeper unreachable (%s); tuples keep flowing, retrying",
-                                self.slot.key(), exc)
+                                self.slot.key(), type(exc).__name__)
                 self.wake.set()  # refresh as soon as it is back
                 self.state.wait_ready(min(hb_every, 0.5))
                 continue
