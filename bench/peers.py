@@ -136,7 +136,9 @@ def run_result(cmd: list[str], timeout: float, cwd: Path = ROOT) -> Result:
         if line.startswith("RESULT "):
             res: Result = json.loads(line[len("RESULT "):])
             return res
-    tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-15:])
+    lines = (proc.stderr or proc.stdout).splitlines()
+    causes = [ln for ln in lines if "Caused by" in ln or "Exception:" in ln][:6]
+    tail = "\n".join([*causes, "...", *lines[-10:]])
     raise RuntimeError(f"{cmd[0]} exited {proc.returncode} without a result:\n{tail}")
 
 
@@ -150,9 +152,20 @@ def storm_case(shape: str, seconds: float, warmup: float, pending: int, loadawar
            "-cp", f"{jar}:{cp_file.read_text().strip()}", "squallbench.StormBench",
            "--case", shape, "--seconds", str(seconds), "--warmup", str(warmup), "--pending", str(pending),
            "--workers", str(workers), "--ackers", str(workers), "--loadaware", str(loadaware).lower()]
-    res = run_result(cmd, timeout=240 + warmup + seconds)
-    res["hist"] = {int(k): v for k, v in res["hist"].items()}
-    return res
+    # a worker's Netty port is probed free before the cluster starts and bound later; on a busy
+    # machine another process can take it in between (the worker then halts the JVM): try again
+    errors = []
+    for _attempt in range(3):
+        try:
+            res = run_result(cmd, timeout=240 + warmup + seconds)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            errors.append(str(exc))
+            print(f"    storm failed, trying again: {str(exc).splitlines()[0]}", file=sys.stderr, flush=True)
+            continue
+        res["hist"] = {int(k): v for k, v in res["hist"].items()}
+        res["failed_attempts"] = errors
+        return res
+    raise RuntimeError("\n".join(errors))
 
 
 def spark_case(seconds: float, warmup: float, rows_per_batch: int) -> Result:

@@ -328,7 +328,8 @@ public final class StormBench {
     static int freePortRange(int n) throws IOException {
         Random r = new Random();
         for (int attempt = 0; attempt < 200; attempt++) {
-            int base = 20000 + r.nextInt(30000);
+            // below Linux's ephemeral range (32768+), where outgoing connections take ports
+            int base = 10000 + r.nextInt(20000);
             boolean ok = true;
             for (int p = base; p < base + n && ok; p++) {
                 try (ServerSocket s = new ServerSocket(p, 1, InetAddress.getLoopbackAddress())) {
