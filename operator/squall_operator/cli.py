@@ -243,7 +243,7 @@ def run(
     nodes: Annotated[int, typer.Option(help="simulated supervisor nodes", min=1)] = 2,
     slots: Annotated[int, typer.Option(help="worker slots per node", min=1)] = 2,
     zookeeper: Annotated[str | None, typer.Option(help="HOST:PORT of an existing ZooKeeper (default: start an embedded one)")] = None,
-    duration: Annotated[float | None, typer.Option(help="stop after this many seconds (default: run until Ctrl-C)", min=0)] = None,
+    duration: Annotated[float | None, typer.Option(help="stop after the topology has run this many seconds, counted from when all its workers are up (default: run until Ctrl-C)", min=0)] = None,
     kill_wait: Annotated[float | None, typer.Option(help="seconds to let in-flight tuples finish on stop (default: killWaitSecs)", min=0)] = None,
     summary_json: Annotated[Path | None, typer.Option(help="write per-component counts and latency percentiles here")] = None,
     progress: Annotated[bool, typer.Option(help="show live progress")] = True,

@@ -33,6 +33,7 @@ from squall.plan import ACKER
 from squall.state import CONNECTION_ERRORS, StateError
 from squall.validation import ResolvedTopology
 from squall_operator.local import LocalCluster
+from squall_operator.nimbus import NimbusError
 
 log = logging.getLogger("squall.run")
 
@@ -196,6 +197,19 @@ def _table(name: str, status: str, elapsed: float, summary: dict[str, ComponentS
     return t
 
 
+# seconds `squall run` waits for every worker of the topology to start before --duration counts
+START_LIMIT_SECS = 60.0
+
+
+def _remove_now(cluster: LocalCluster, name: str) -> None:
+    """Remove a killed topology at once, unless its kill wait already removed it."""
+    try:
+        cluster.kill(name, 0)
+    except NimbusError:
+        if cluster.state.get_storm(name) is not None:
+            raise
+
+
 def run_topology(
     resolved: ResolvedTopology,
     *,
@@ -241,12 +255,25 @@ def run_topology(
         if live:
             live.start()
         next_plain = time.monotonic() + 5
+        # --duration counts from when every assigned worker runs, not from the start of
+        # ZooKeeper and the JVMs: on a slow machine a short run would otherwise end before its
+        # workers had started. A topology whose workers never all start still stops, after
+        # START_LIMIT_SECS more.
+        submitted = time.monotonic()
+        running_since: float | None = None
         try:
             while not stop.is_set():
-                if duration is not None and time.monotonic() - started >= duration:
-                    break
+                now = time.monotonic()
+                if duration is not None:
+                    since = running_since if running_since is not None else submitted + START_LIMIT_SECS
+                    if now - since >= duration:
+                        break
                 stop.wait(1.0)
                 beats = zk.read(lambda: cluster.state.get_worker_heartbeats(name))
+                if running_since is None and beats:
+                    assignment = zk.read(lambda: cluster.state.get_assignment(name))
+                    if assignment is not None and set(assignment.slots().values()) <= set(beats):
+                        running_since = time.monotonic()
                 if beats is not None:
                     totals.update(beats)
                     last = summarize(resolved, totals)
@@ -293,7 +320,8 @@ def run_topology(
         last = summarize(resolved, totals)
         errors = zk.call(lambda: {c: e.error.strip().splitlines()[-1] for c in last
                                   if (e := cluster.state.last_error(name, c)) is not None}, "read the errors", 120)
-        zk.call(lambda: cluster.kill(name, 0), f"remove {name}", 120)
+        # the kill wait may have run out and removed the topology already: nothing to remove
+        zk.call(lambda: _remove_now(cluster, name), f"remove {name}", 120)
         if not zk.call(lambda: cluster.wait_removed(name, 30), f"remove {name}", 120):
             console.print("[red]topology was not removed in time[/]")
             code = 1
