@@ -240,7 +240,7 @@ class Executor:
         if self.local_inits:
             # before any data leaves: an ack can only follow its tree's registration
             inits, self.local_inits = self.local_inits, []
-            own = self.worker.init_trees(inits)
+            own = self.worker.init_trees(inits, out.control)
             if own:
                 self.on_done(own)
         if out.acks:

@@ -224,9 +224,7 @@ class Worker:
             for t in plan.acker_tasks:
                 if t in local_tasks and t not in self.ledgers:
                     self.ledgers[t] = AckerLedger(float(self.spec.message_timeout_secs), now)
-            for t in list(self.ledgers):
-                if t not in local_tasks:
-                    del self.ledgers[t]
+            handover = self._rehome_trees(plan.acker_tasks, local_tasks)
         retire_by = now + float(self.spec.message_timeout_secs) + 5.0
         for e in [e for e in self.executors if e not in mine]:
             gone = self.executors.pop(e)
@@ -266,12 +264,48 @@ class Worker:
             plan, local_tasks, task_dest, task_slot, spout_inbox, inbox_tasks, frozenset(slots.values())
         )
         self._retiring_spouts()
+        if handover:
+            # in-flight trees go to their acker's new home (a local ledger, or a peer)
+            self.handle_control(handover, None)
         for ex in new_execs:
             ex.start()
         log.info(
             "worker %s: %d executors (%d new, %d retiring), %d ackers",
             self.slot.key(), len(self.executors), len(new_execs), len(self.retiring), len(self.ledgers),
         )
+
+    def _rehome_trees(self, acker_tasks: tuple[int, ...], local_tasks: frozenset[int]) -> list[list[int]]:
+        """Hand the trees of acker tasks that leave this worker, and of every tree whose acker
+        changes with the acker count (`root % numAckers`), to their new acker as acker messages
+        (an init with the tree's XOR and spout task, or an ack for trees only acks have reached
+        yet; a fail if one failed). XOR is order-free, so they merge with whatever the new acker
+        already got. Drops the ledgers of tasks that left. Called with `acker_lock` held."""
+        n = len(acker_tasks)
+        count_changed = tuple(self.routing.plan.acker_tasks) != tuple(acker_tasks)
+        out: list[list[int]] = []
+        for t in list(self.ledgers):
+            gone = t not in local_tasks
+            if not gone and not count_changed:
+                continue
+            led = self.ledgers[t]
+            for bucket in led.pending._buckets:
+                for root, (xor, spout, failed) in list(bucket.items()):
+                    dest = acker_tasks[root % n] if n else None
+                    if dest == t and not gone:
+                        continue
+                    del bucket[root]
+                    led.pending.size -= 1
+                    if dest is None:
+                        continue
+                    if spout >= 0:
+                        out.append([wire.INIT, dest, root, xor, spout])
+                    elif xor:
+                        out.append([wire.ACK, dest, root, xor, 0])
+                    if failed:
+                        out.append([wire.FAIL, dest, root, 0, 0])
+            if gone:
+                del self.ledgers[t]
+        return out
 
     def _retiring_spouts(self) -> None:
         self.retiring_spouts = {t: ex for ex in self.retiring if ex.kind == "spout" for t in ex.tasks}
@@ -414,9 +448,11 @@ class Worker:
                 if caller.stop_event.wait(0.0005):
                     return
 
-    def init_trees(self, inits: list[tuple[int, int, int]]) -> list[list[int]]:
+    def init_trees(self, inits: list[tuple[int, int, int]], spill: list[list[int]]) -> list[list[int]]:
         """Register a spout's new trees in this worker's ackers (`root % numAckers` names one of
-        them). Returns completions of trees with no edges, for the calling spout."""
+        them). Returns completions of trees with no edges, for the calling spout. A root whose
+        acker is not here (the spout picked it just before the acker count or placement changed)
+        becomes an init message in `spill`, which the spout sends like its other acker traffic."""
         n = len(self.routing.plan.acker_tasks)
         tasks = self.routing.plan.acker_tasks
         by_task: dict[int, list[tuple[int, int, int]]] = {}
@@ -431,8 +467,8 @@ class Worker:
         with self.acker_lock:
             for t, entries in by_task.items():
                 led = self.ledgers.get(t)
-                if led is None:  # moved away since the spout picked the root: the tree times out
-                    self.dropped += len(entries)
+                if led is None:
+                    spill.extend([wire.INIT, t, root, xor, task] for root, xor, task in entries)
                 else:
                     led.init_new(entries, done)
         return done
