@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from rich import box
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -185,15 +186,29 @@ class _ZooKeeperReads:
             self.cluster.state.wait_ready(0.5)
 
 
+def average_rates(summary: dict[str, ComponentSummary], seconds: float) -> dict[str, float]:
+    """Per component, tuples per second over `seconds` of running: acked for spouts, executed
+    for bolts (the live table's rates are per refresh)."""
+    if seconds <= 0:
+        return {}
+    return {c: (s.acked if s.kind == "spout" else s.executed) / seconds for c, s in summary.items()}
+
+
 def _table(name: str, status: str, elapsed: float, summary: dict[str, ComponentSummary], rates: dict[str, float]) -> Table:
-    t = Table(title=f"{name} [{status}] {elapsed:5.1f}s", title_justify="left")
-    for col in ("component", "executors", "emitted", "acked", "failed", "rate/s", "latency p50 ms", "p99 ms"):
-        t.add_column(col, justify="left" if col == "component" else "right")
-    for comp, s in summary.items():
-        t.add_row(
-            f"{comp} ({s.kind})", str(s.executors), f"{s.emitted:,}", f"{s.acked:,}", f"{s.failed:,}",
-            f"{rates.get(comp, 0.0):,.0f}", f"{stats.percentile(s.hist, 0.5):.2f}", f"{stats.percentile(s.hist, 0.99):.2f}",
-        )
+    """The progress table. In a narrow terminal nothing is cut: figures keep their width, long
+    component names fold onto a second line and headers wrap."""
+    rows = [
+        [f"{comp} ({s.kind})", str(s.executors), f"{s.emitted:,}", f"{s.acked:,}", f"{s.failed:,}",
+         f"{rates.get(comp, 0.0):,.0f}", f"{stats.percentile(s.hist, 0.5):.2f}", f"{stats.percentile(s.hist, 0.99):.2f}"]
+        for comp, s in summary.items()
+    ]
+    t = Table(title=f"{name} [{status}] {elapsed:5.1f}s", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("component", overflow="fold", min_width=12)
+    for i, col in enumerate(("execs", "emitted", "acked", "failed", "rate/s", "p50 ms", "p99 ms"), start=1):
+        widest = max([len(col)] + [len(r[i]) for r in rows])
+        t.add_column(col, justify="right", no_wrap=True, min_width=widest)
+    for r in rows:
+        t.add_row(*r)
     return t
 
 
@@ -241,6 +256,8 @@ def run_topology(
     cluster = LocalCluster(nodes=nodes, slots=slots, zookeeper=zookeeper, search_paths=search_paths)
     zk = _ZooKeeperReads(cluster, console)
     totals = Totals()
+    running_since: float | None = None
+    stopped_at: float | None = None
     try:
         console.print(f"[bold]squall[/] starting ZooKeeper, nimbus and {nodes} node(s) x {slots} slot(s)" if zookeeper is None
                       else f"[bold]squall[/] using ZooKeeper at {zookeeper}")
@@ -260,7 +277,6 @@ def run_topology(
         # workers had started. A topology whose workers never all start still stops, after
         # START_LIMIT_SECS more.
         submitted = time.monotonic()
-        running_since: float | None = None
         try:
             while not stop.is_set():
                 now = time.monotonic()
@@ -318,6 +334,7 @@ def run_topology(
             seen_deactivated = True
         totals.update(zk.call(lambda: cluster.state.get_worker_heartbeats(name), "read the heartbeats", 120))
         last = summarize(resolved, totals)
+        stopped_at = time.monotonic()
         errors = zk.call(lambda: {c: e.error.strip().splitlines()[-1] for c in last
                                   if (e := cluster.state.last_error(name, c)) is not None}, "read the errors", 120)
         # the kill wait may have run out and removed the topology already: nothing to remove
@@ -335,7 +352,9 @@ def run_topology(
     finally:
         cluster.shutdown()
         signal.signal(signal.SIGINT, previous)
-    console.print(_table(name, "KILLED", time.monotonic() - started, last, {}))
+    # the final table's rate is the average over the time the topology ran, not the last second
+    ran = (stopped_at - running_since) if running_since is not None and stopped_at is not None else 0.0
+    console.print(_table(name, "KILLED", time.monotonic() - started, last, average_rates(last, ran)))
     for comp, text in errors.items():
         console.print(f"[yellow]last error in {comp}:[/] {text}")
     if summary_json is not None:
