@@ -76,9 +76,11 @@ def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def make_pki(d: Path, node_ips: list[str]) -> None:
-    """CA, apiserver serving cert, client certs, kubelet serving cert and the
-    service-account key pair, with the openssl command line tool."""
+def make_pki(d: Path, node_ips: list[str], host: str = "127.0.0.1", node_names: tuple[str, ...] = ()) -> None:
+    """CA, apiserver serving cert (for `host` too), client certs, kubelet
+    serving cert, a client cert per name in `node_names` (system:node:NAME,
+    for real kubelets) and the service-account key pair, with the openssl
+    command line tool."""
     d.mkdir(parents=True, exist_ok=True)
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
              "-days", "30", "-subj", "/CN=squall-test-ca", cwd=d)
@@ -92,7 +94,8 @@ def make_pki(d: Path, node_ips: list[str]) -> None:
 
     server_ext = "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
     client_ext = "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n"
-    cert("apiserver", "/CN=kube-apiserver", server_ext + "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,"
+    extra = "" if host == "127.0.0.1" else f"IP:{host},"
+    cert("apiserver", "/CN=kube-apiserver", server_ext + f"subjectAltName=IP:127.0.0.1,{extra}IP:10.96.0.1,DNS:localhost,"
          "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n")
     cert("kubelet", "/CN=squall-process-kubelet",
          server_ext + "subjectAltName=" + ",".join(f"IP:{ip}" for ip in node_ips) + "\n")
@@ -101,6 +104,9 @@ def make_pki(d: Path, node_ips: list[str]) -> None:
     cert("scheduler", "/CN=system:kube-scheduler", client_ext)
     cert("front-proxy-client", "/CN=front-proxy-client", client_ext)
     cert("apiserver-kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client", client_ext)
+    cert("kube-proxy", "/CN=system:kube-proxy", client_ext)
+    for name in node_names:
+        cert(f"node-{name}", f"/O=system:nodes/CN=system:node:{name}", client_ext)
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=d)
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
 
@@ -156,11 +162,17 @@ class Cluster:
         self.client: KubeClient | None = None
         self.api_port = 0
         self.kubeconfig = self.dir / "admin.kubeconfig"
+        # where the control plane listens, what every process is started
+        # under, and how the `kubernetes` Service gets its endpoints: the
+        # real-node cluster (realnode.py) changes these
+        self.host = "127.0.0.1"
+        self.spawn_prefix: list[str] = []
+        self.endpoint_reconciler = "none"
 
     # -- public
     @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.api_port}"
+        return f"https://{self.host}:{self.api_port}"
 
     def env(self) -> dict[str, str]:
         """os.environ plus KUBECONFIG and the binaries first on PATH."""
@@ -195,9 +207,7 @@ class Cluster:
     def stop(self) -> None:
         """Stop the kubelet (killing every pod process), then the control
         plane, newest first; each gets SIGTERM, 10 s, SIGKILL."""
-        if self.kubelet is not None:
-            self.kubelet.stop()
-            self.kubelet = None
+        self._stop_nodes()
         for name in reversed(list(self.procs)):
             p = self.procs[name]
             if p.poll() is None:
@@ -215,6 +225,7 @@ class Cluster:
             except (ProcessLookupError, PermissionError):
                 pass
         self.procs.clear()
+        self._cleanup()
         if not os.environ.get("SQUALL_K8S_KEEP"):
             if self._own_workdir:
                 shutil.rmtree(self.dir, ignore_errors=True)
@@ -236,7 +247,7 @@ class Cluster:
         logs = self.dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         with open(logs / f"{name}.log", "ab") as f:
-            p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            p = subprocess.Popen([*self.spawn_prefix, *argv], stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                  start_new_session=True, preexec_fn=_child_setup, cwd=self.dir)
         self.procs[name] = p
         log.info("started %s (pid %d)", name, p.pid)
@@ -255,7 +266,7 @@ class Cluster:
             if p.poll() is not None:
                 raise RuntimeError(f"{name} exited with {p.returncode}:\n{self.logs_of(name)[-4000:]}")
             try:
-                c = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=5)
+                c = http.client.HTTPSConnection(self.host, port, context=ctx, timeout=5)
                 c.request("GET", url_path)
                 r = c.getresponse()
                 body = r.read().decode(errors="replace")
@@ -275,7 +286,7 @@ class Cluster:
             try:
                 import urllib.request
 
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                with urllib.request.urlopen(f"http://{self.host}:{port}/health", timeout=2) as r:
                     if b'"true"' in r.read():
                         return
             except OSError:
@@ -285,17 +296,17 @@ class Cluster:
 
     def _start(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        node_ips = [f"127.0.0.{2 + i}" for i in range(self.node_count)]
         pki = self.dir / "pki"
-        make_pki(pki, node_ips)
+        self._prepare(pki)
+        h = self.host
 
         # etcd
         ec, ep = free_port(), free_port()
         self._spawn("etcd", [
             str(self.bin / "etcd"), "--name", "default", "--data-dir", str(self.dir / "etcd"),
-            "--listen-client-urls", f"http://127.0.0.1:{ec}", "--advertise-client-urls", f"http://127.0.0.1:{ec}",
-            "--listen-peer-urls", f"http://127.0.0.1:{ep}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{ep}",
-            "--initial-cluster", f"default=http://127.0.0.1:{ep}", "--unsafe-no-fsync",
+            "--listen-client-urls", f"http://{h}:{ec}", "--advertise-client-urls", f"http://{h}:{ec}",
+            "--listen-peer-urls", f"http://{h}:{ep}", "--initial-advertise-peer-urls", f"http://{h}:{ep}",
+            "--initial-cluster", f"default=http://{h}:{ep}", "--unsafe-no-fsync",
             "--quota-backend-bytes", str(2 * 1024**3), "--log-level", "warn",
         ])
         self._wait_etcd(ec, deadline)
@@ -305,8 +316,8 @@ class Cluster:
         v = str(self.verbosity)
         self._spawn("kube-apiserver", [
             str(self.bin / "kube-apiserver"),
-            f"--etcd-servers=http://127.0.0.1:{ec}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.api_port}",
+            f"--etcd-servers=http://{h}:{ec}",
+            f"--bind-address={h}", f"--advertise-address={h}", f"--secure-port={self.api_port}",
             f"--cert-dir={pki}",
             f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
             f"--client-ca-file={pki / 'ca.crt'}",
@@ -315,7 +326,7 @@ class Cluster:
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             "--service-cluster-ip-range=10.96.0.0/16",
             "--authorization-mode=Node,RBAC",
-            "--endpoint-reconciler-type=none",
+            f"--endpoint-reconciler-type={self.endpoint_reconciler}",
             f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
             f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
             f"--kubelet-certificate-authority={pki / 'ca.crt'}",
@@ -342,7 +353,7 @@ class Cluster:
         self._spawn("kube-controller-manager", [
             str(self.bin / "kube-controller-manager"),
             f"--kubeconfig={cmk}", f"--authentication-kubeconfig={cmk}", f"--authorization-kubeconfig={cmk}",
-            "--bind-address=127.0.0.1", f"--secure-port={cm_port}", f"--cert-dir={self.dir / 'cm-certs'}",
+            f"--bind-address={h}", f"--secure-port={cm_port}", f"--cert-dir={self.dir / 'cm-certs'}",
             "--leader-elect=false", "--use-service-account-credentials=true",
             f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
             f"--cluster-signing-cert-file={pki / 'ca.crt'}", f"--cluster-signing-key-file={pki / 'ca.key'}",
@@ -354,24 +365,40 @@ class Cluster:
         self._spawn("kube-scheduler", [
             str(self.bin / "kube-scheduler"),
             f"--kubeconfig={sck}", f"--authentication-kubeconfig={sck}", f"--authorization-kubeconfig={sck}",
-            "--bind-address=127.0.0.1", f"--secure-port={sch_port}", f"--cert-dir={self.dir / 'sched-certs'}",
+            f"--bind-address={h}", f"--secure-port={sch_port}", f"--cert-dir={self.dir / 'sched-certs'}",
             "--leader-elect=false", "--profiling=false", f"--v={v}",
         ])
         self._wait_healthy("kube-controller-manager", "/healthz", cm_port, deadline)
         self._wait_healthy("kube-scheduler", "/healthz", sch_port, deadline)
 
-        # the process kubelet
-        cfg = KubeConfig("127.0.0.1", self.api_port, str(pki / "ca.crt"), str(pki / "admin.crt"), str(pki / "admin.key"))
+        cfg = KubeConfig(h, self.api_port, str(pki / "ca.crt"), str(pki / "admin.crt"), str(pki / "admin.key"))
         self.client = KubeClient(cfg)
         self._wait_for_namespace("kube-node-lease", deadline)
+        self._start_nodes(cfg, deadline)
+        self._wait_nodes_ready(deadline)
+        self._wait_for_service_account("default", deadline)
+
+    # -- the nodes: the process kubelet here; realnode.py overrides these
+    def _prepare(self, pki: Path) -> None:
+        """Before anything starts: the certificates."""
+        make_pki(pki, [f"127.0.0.{2 + i}" for i in range(self.node_count)], self.host)
+
+    def _start_nodes(self, cfg: KubeConfig, deadline: float) -> None:
+        pki = self.dir / "pki"
         self.kubelet = ProcessKubelet(
             KubeClient(cfg), self.dir / "kubelet", nodes=self.node_count, image_map=self.image_map,
             kube_version=self.version, ca_file=str(pki / "ca.crt"),
             serving_cert=(str(pki / "kubelet.crt"), str(pki / "kubelet.key")),
             extra_path=[str(self.bin)],  # kubectl and helm inside pods
         ).start()
-        self._wait_nodes_ready(deadline)
-        self._wait_for_service_account("default", deadline)
+
+    def _stop_nodes(self) -> None:
+        if self.kubelet is not None:
+            self.kubelet.stop()
+            self.kubelet = None
+
+    def _cleanup(self) -> None:
+        """After every process stopped: undo what the nodes did outside the work folder."""
 
     def _wait_for_namespace(self, ns: str, deadline: float) -> None:
         assert self.client is not None

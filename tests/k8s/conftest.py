@@ -2,8 +2,12 @@
 
 `k8s_cluster` starts one control plane and a 3-node process kubelet for the
 whole session (only when a test asks for it) and, at the end, checks that no
-process of it is left. If the binaries are not built the tests FAIL with how
-to build them: run scripts/k8s-build first.
+process of it is left. `real_cluster` starts one with 2 real nodes (real
+kubelets over containerd, kube-proxy, CoreDNS; realnode.py) running the
+images of scripts/k8s-images, and checks at the end that no process, mount,
+network namespace or cgroup of it is left. If the binaries or images are not
+built the tests FAIL with how to build them: run scripts/k8s-build and
+scripts/k8s-images first.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from .cluster import Cluster, find_bin_dir
+from .realnode import RealNodeCluster, images_dir, missing_prerequisites
 
 
 def wait_for(fn: Callable[[], Any], timeout: float = 60, interval: float = 0.3, what: str = "condition") -> Any:
@@ -98,18 +103,57 @@ def k8s_cluster(k8s_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
         assert not stray, f"processes left after the cluster stopped: {stray}"
 
 
+@pytest.fixture(scope="session")
+def real_cluster(k8s_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNodeCluster]:
+    """The control plane with 2 real nodes (node-1, node-2), for the whole session."""
+    missing = missing_prerequisites(k8s_bin, images_dir())
+    if missing:
+        pytest.fail("the real-node cluster needs: " + "; ".join(missing), pytrace=False)
+    before = set(_descendants(os.getpid()))
+    netns_before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+    workdir = tmp_path_factory.mktemp("k8s-real")
+    cluster = RealNodeCluster(k8s_bin, workdir, nodes=2)
+    cluster.start(timeout=300)
+    cgroups = [n.cgroup_root for n in cluster.nodes.values()]
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        time.sleep(0.5)
+        stray = [p for p in _descendants(os.getpid()) if p not in before]
+        stray += [p for p in _processes_mentioning(str(workdir)) if p not in stray]
+        assert not stray, f"processes left after the cluster stopped: {stray}"
+        mounts = [ln.split()[4] for ln in Path("/proc/self/mountinfo").read_text().splitlines()
+                  if ln.split()[4].startswith(str(workdir))]
+        assert not mounts, f"mounts left after the cluster stopped: {mounts}"
+        netns_after = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+        assert not netns_after - netns_before, f"network namespaces left: {netns_after - netns_before}"
+        left = [str(p) for c in cgroups for p in Path("/sys/fs/cgroup").glob("*" + c) if p.exists()]
+        assert not left, f"cgroups left: {left}"
+
+
 _ns_counter = itertools.count(1)
+
+
+def _namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = f"t{next(_ns_counter)}-{request.node.name.lower().replace('_', '-')}"[:50].rstrip("-")
+    cluster.kubectl("create", "namespace", name)
+    wait_for(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+             30, what=f"the default service account in {name}")
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
 @pytest.fixture
 def ns(k8s_cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace for one test, deleted afterwards (not waited for)."""
-    name = f"t{next(_ns_counter)}-{request.node.name.lower().replace('_', '-')}"[:50].rstrip("-")
-    k8s_cluster.kubectl("create", "namespace", name)
-    wait_for(lambda: k8s_cluster.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
-             30, what=f"the default service account in {name}")
-    yield name
-    k8s_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    yield from _namespace(k8s_cluster, request)
+
+
+@pytest.fixture
+def real_ns(real_cluster: RealNodeCluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace on the real-node cluster, deleted afterwards (not waited for)."""
+    yield from _namespace(real_cluster, request)
 
 
 def kget(cluster: Cluster, *args: str) -> Any:
