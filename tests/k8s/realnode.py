@@ -434,6 +434,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         self._kill_containers(n)
         n.failed = True
 
+    def restore_node(self, name: str) -> None:
+        """The node comes back like a rebooted machine: its kubelet starts
+        again on the same root directory and restarts the pods still bound to it."""
+        n = self.nodes[name]
+        self._start_kubelet(n, self.dir / "pki")
+        n.failed = False
+
     # -- tear-down
     def _node_pids(self, n: RealNode) -> set[int]:
         """Every process in the node's cgroups, and its containerd shims."""

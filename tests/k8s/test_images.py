@@ -23,7 +23,7 @@ BASE = "docker.io/library/python:3.11-slim-bookworm"
 
 
 def images_dir() -> Path:
-    """Where scripts/k8s-images saves the archives the real nodes import."""
+    """Where scripts/k8s-images keeps its keys and the real nodes' image store."""
     return Path(os.environ.get("SQUALL_K8S_CACHE") or Path.home() / ".cache" / "squall-k8s") / "images"
 
 
@@ -75,9 +75,10 @@ def test_images_run_as_non_root_with_their_entrypoints(images: dict[str, dict[st
     assert config(images, ZOOKEEPER)["User"] == "1000:1000"
     for name in (OPERATOR, WORKER, WORDCOUNT, ZOOKEEPER):
         assert "PYTHONPATH=/app" in config(images, name)["Env"]  # type: ignore[operator]
-    # every archive the cluster imports exists next to its key
+    # each built from the inputs recorded in its key; those the nodes run in their image store
     for n in ("base", "pause", "operator", "worker", "wordcount", "zookeeper"):
-        assert (images_dir() / f"{n}.tar").exists(), n
+        assert (images_dir() / f"{n}.key").read_text().strip(), n
+    assert (images_dir() / "containerd" / "root" / "io.containerd.metadata.v1.bolt" / "meta.db").exists()
 
 
 def test_operator_image_has_no_spark(run) -> None:  # type: ignore[no-untyped-def]

@@ -55,7 +55,7 @@ print(json.dumps(out), flush=True)
 
 
 def pod(name: str, node: str, args: list[str], labels: dict[str, str] | None = None,
-        server: bool = False) -> str:
+        server: bool = False, restart: str = "") -> str:
     container: dict[str, object] = {
         "name": "main", "image": WORKER_IMAGE, "imagePullPolicy": "Never",
         "command": ["python", "-c"], "args": args, "securityContext": SECURITY,
@@ -66,7 +66,7 @@ def pod(name: str, node: str, args: list[str], labels: dict[str, str] | None = N
     return json.dumps({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "labels": labels or {}},
-        "spec": {"nodeName": node, "restartPolicy": "Always" if server else "Never",
+        "spec": {"nodeName": node, "restartPolicy": restart or ("Always" if server else "Never"),
                  "terminationGracePeriodSeconds": 1, "containers": [container]},
     })
 
@@ -110,3 +110,24 @@ def test_real_nodes_run_built_images_with_dns_and_services(real_cluster: RealNod
     client_pod = kget(c, "pod", "client", "-n", real_ns)
     assert client_pod["status"]["containerStatuses"][0]["containerID"].startswith("containerd://")
     assert client_pod["status"]["podIP"].startswith(c.nodes["node-1"].cidr.rsplit(".", 2)[0] + ".1.")
+
+
+def test_a_failed_real_node_loses_its_containers_and_comes_back(real_cluster: RealNodeCluster, real_ns: str) -> None:
+    c = real_cluster
+    apply(c, pod("sleeper", "node-2", ["import time; time.sleep(3600)"], restart="Always"), real_ns)
+    wait_for(lambda: kget(c, "pod", "sleeper", "-n", real_ns)["status"].get("phase") == "Running", 120,
+             what="the pod Running on node-2")
+    assert c._node_pids(c.nodes["node-2"]), "no process in node-2's cgroups"
+
+    c.fail_node("node-2")
+    assert not c._node_pids(c.nodes["node-2"]), "containers of the failed node still run"
+
+    def ready(status: str) -> bool:
+        node = kget(c, "node", "node-2")
+        return any(x["type"] == "Ready" and x["status"] == status for x in node["status"]["conditions"])
+
+    wait_for(lambda: ready("Unknown"), 60, what="node-2 Unknown after its kubelet died")
+    c.restore_node("node-2")
+    wait_for(lambda: ready("True"), 90, what="node-2 Ready again")
+    wait_for(lambda: kget(c, "pod", "sleeper", "-n", real_ns)["status"].get("phase") == "Running"
+             and c._node_pids(c.nodes["node-2"]), 120, what="the pod running again on node-2")
