@@ -1,21 +1,24 @@
 """Rows/s through SparkBatchBolt against batch size and batch interval.
 
-    .venv/bin/python bench/spark_bench.py [--master local[2]] [--quick]
+    .venv/bin/python bench/spark_bench.py [--master local[2]] [--quick] [--sizes 1000,20000] [--no-paced]
 
 The bolt runs in this process with a collector that only counts (no topology, no network), so
-the figures are the bolt's own cost: Python -> DataFrame, the transform, collect, emit, ack.
+the figures are the bolt's own cost: Python -> DataFrame (an Arrow table), the transform,
+collect (as Arrow), emit, ack.
 Two transforms: `identity` (select the input) and `enrich` (a broadcast join with a 100-row
 reference table plus a computed column), the clickstream's kind of work.
 
 Part 1, saturated input: N tuples as fast as execute() takes them, per batch size.
 Part 2, paced input: tuples arrive at a fixed rate; per batch interval (batch size large, so the
 interval decides the flush), the achieved rate and the mean / max time a tuple waited for its ack.
-Runs in about 1-2 minutes.
+Runs in about 1-2 minutes on a quiet machine. The load average is printed at the start and the
+end: on a shared machine compare runs taken in one sitting, as ratios.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -92,14 +95,30 @@ def make_bolt(cls: type, size: int, interval: float) -> tuple[SparkBatchBolt, Co
     return bolt, coll
 
 
+JVM_PID = 0  # the SparkSession's JVM, for its CPU time (Linux /proc); 0: not measured
+
+
+def jvm_cpu() -> float:
+    """CPU seconds the JVM has used so far (0.0 where it cannot be read)."""
+    try:
+        stat = Path(f"/proc/{JVM_PID}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
+CPU: dict[str, float] = {}  # class name -> CPU ms (Python + JVM) per 1000 rows, of the last run
+
+
 def saturated(cls: type, size: int, n: int) -> float:
     bolt, coll = make_bolt(cls, size, 3600)
     tuples = make_tuples(n)
-    t0 = time.perf_counter()
+    t0, c0, j0 = time.perf_counter(), time.process_time(), jvm_cpu()
     for t in tuples:
         bolt.execute(t)
     bolt.flush()
     dt = time.perf_counter() - t0
+    CPU[cls.__name__] = (time.process_time() - c0 + jvm_cpu() - j0) / n * 1e6
     assert coll.acked == n and coll.emitted == n, (coll.acked, coll.emitted)
     return n / dt
 
@@ -134,26 +153,47 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--quick", action="store_true", help="fewer points, for a smoke run")
+    ap.add_argument("--sizes", help="batch sizes of part 1, comma-separated (default 50 ... 100000)")
+    ap.add_argument("--no-paced", action="store_true", help="skip part 2")
     args = ap.parse_args()
+    print("load average at start: %.1f %.1f %.1f" % os.getloadavg())
     t_start = time.perf_counter()
     t = time.perf_counter()
     spark = get_spark({"spark.master": args.master, "spark.conf.spark.sql.shuffle.partitions": 2})
     spark.sparkContext.setLogLevel("ERROR")
+    global JVM_PID
+    try:
+        jvm: Any = spark._jvm
+        JVM_PID = int(jvm.ProcessHandle.current().pid())
+    except Exception:  # a remote master, or no py4j access: wall-clock figures only
+        JVM_PID = 0
     print(f"SparkSession start: {time.perf_counter() - t:.1f}s (master {args.master}, pyspark {spark.version})")
-    # warm up: JIT, the reference table, the first job's setup
+    # warm up: the JVM's JIT, the reference table, the first job's setup (a worker runs for
+    # hours; its steady state is what counts)
     for cls in (Identity, Enrich):
-        saturated(cls, 500, 1000)
+        for _ in range(3):
+            saturated(cls, 5000, 10000)
 
-    sizes = [100, 1000, 5000] if args.quick else [50, 200, 1000, 2000, 5000, 20000]
+    if args.sizes:
+        sizes = [int(x) for x in args.sizes.split(",")]
+    else:
+        sizes = [100, 1000, 20000] if args.quick else [50, 200, 1000, 2000, 5000, 20000, 50000, 100000]
     print("\nPart 1: saturated input, rows/s by batch size")
-    print(f"| batch size | identity rows/s | enrich rows/s | enrich ms/batch |")
-    print("| ---: | ---: | ---: | ---: |")
+    print("(CPU: Python + JVM CPU ms per 1000 rows, less sensitive than rows/s to other load)")
+    print("| batch size | identity rows/s | enrich rows/s | enrich ms/batch | identity CPU | enrich CPU |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     for size in sizes:
-        n = max(2 * size, 2000) if size <= 5000 else size
+        n = max(2 * size, 2000)
         r_id = saturated(Identity, size, n)
         r_en = saturated(Enrich, size, n)
-        print(f"| {size} | {r_id:,.0f} | {r_en:,.0f} | {size / r_en * 1000:,.0f} |", flush=True)
+        cpu_id = CPU["Identity"]
+        print(f"| {size} | {r_id:,.0f} | {r_en:,.0f} | {size / r_en * 1000:,.0f} | {cpu_id:,.0f} | {CPU['Enrich']:,.0f} |",
+              flush=True)
 
+    if args.no_paced:
+        stop_spark()
+        print(f"\ntotal {time.perf_counter() - t_start:.0f}s; load average at end: %.1f %.1f %.1f" % os.getloadavg())
+        return
     rate = 2000.0
     intervals = [0.25, 1.0] if args.quick else [0.1, 0.25, 0.5, 1.0, 2.0]
     print(f"\nPart 2: paced input at {rate:.0f} tuples/s (enrich), by batch interval")
@@ -163,7 +203,7 @@ def main() -> None:
         got, mean_ms, max_ms = paced(Enrich, interval, rate, secs=max(3.0, 2 * interval))
         print(f"| {interval:g} | {got:,.0f} | {mean_ms:,.0f} | {max_ms:,.0f} |", flush=True)
     stop_spark()
-    print(f"\ntotal {time.perf_counter() - t_start:.0f}s")
+    print(f"\ntotal {time.perf_counter() - t_start:.0f}s; load average at end: %.1f %.1f %.1f" % os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import decimal
 import importlib.util
 import json
 import sys
@@ -214,6 +215,110 @@ def test_rows_that_do_not_fit_go_to_the_error_stream(spark: Any) -> None:
     bolt.execute(tup(FIELDS, ["b", 1]))
     bolt.execute(tup(FIELDS, ["c", 2]))
     assert [e[1] for e in coll.emitted[1:]] == [["b", 2], ["c", 4]] and not coll.failed
+
+
+class Passthrough(sq.SparkBatchBolt):
+    TYPED = {"id": "string", "ts": "timestamp", "day": "date", "price": "decimal(10,3)", "blob": "binary",
+             "ok": "boolean", "ratio": "double", "n": "bigint", "tags": "array<string>",
+             "attrs": "map<string,bigint>", "pt": "struct<x:double,y:double>"}
+    outputs = {"default": list(TYPED), "errors": sq.ERROR_FIELDS}
+    schema = TYPED
+
+
+def test_batch_bolt_keeps_types_exact_through_arrow(spark: Any) -> None:
+    """Values go to Spark and back as themselves (the wire carries datetime, date, Decimal and
+    bytes), timestamps as the same instant whatever the session's time zone."""
+    utc = dt.timezone.utc
+    naive = dt.datetime(2024, 3, 31, 1, 30, 0, 250)  # local time, as Spark reads a naive one
+    inputs = [
+        ["a", dt.datetime(2024, 3, 31, 3, 30, 0, 999999, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+         dt.date(2024, 2, 29), decimal.Decimal("12.345"), b"\x00\xff", True, 0.1, 2**62, ["x", None],
+         {"k": 1, "j": None}, {"x": 1.5, "y": -2.0}],
+        ["b", 1_700_000_000, "2024-01-01", "7", bytearray(b"z"), False, 3, -1, [], {}, None],
+        ["c", naive, dt.date(1, 1, 1), None, None, None, None, None, None, None, {"x": None, "y": 0.0}],
+    ]
+    expected = [
+        inputs[0],
+        ["b", dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=utc), dt.date(2024, 1, 1), decimal.Decimal("7.000"),
+         b"z", False, 3.0, -1, [], {}, None],
+        ["c", naive.astimezone(utc), dt.date(1, 1, 1), None, None, None, None, None, None, None, {"x": None, "y": 0.0}],
+    ]
+    old_tz = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        bolt, coll = make_bolt(Passthrough, {"spark.batch.size": 3})
+        for values in inputs:
+            bolt.execute(tup(list(Passthrough.TYPED), values))
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", old_tz)
+    assert not coll.errors and not coll.failed and len(coll.acked) == 3
+    got = [values for _, values, _ in coll.emitted]
+    assert got == expected
+    for row, want in zip(got, expected):
+        assert [type(v) for v in row] == [type(v) for v in want]
+    assert got[0][1].utcoffset() == dt.timedelta(0)  # emitted in UTC
+
+
+def test_batch_bolt_falls_back_to_rows_when_arrow_refuses_a_value(spark: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Spark takes a struct as a tuple in one row and a dict in the next, Arrow does not: such a
+    batch goes to Spark row by row (with one warning), and its result is the same."""
+
+    class Points(sq.SparkBatchBolt):
+        outputs = {"default": ["id", "pt"], "errors": sq.ERROR_FIELDS}
+        schema = {"id": "string", "pt": "struct<x:bigint,y:bigint>"}
+
+    bolt, coll = make_bolt(Points, {"spark.batch.size": 2})
+    with caplog.at_level("WARNING", logger="squall.spark"):
+        for i in range(4):
+            bolt.execute(tup(["id", "pt"], [f"p{i}", {"x": i, "y": -i} if i % 2 else (i, -i)]))
+    assert [e[1] for e in coll.emitted] == [[f"p{i}", {"x": i, "y": -i}] for i in range(4)]
+    assert len(coll.acked) == 4 and not coll.failed
+    warnings = [r.getMessage() for r in caplog.records if "row by row" in r.getMessage()]
+    assert len(warnings) == 1 and "field 'pt'" in warnings[0], warnings
+
+
+SESSION_AT_EXIT = """
+import atexit, sys
+sys.path.insert(0, sys.argv[1])
+
+def after_exit_hooks():  # registered first, so it runs after squall.spark's own hook
+    from pyspark import SparkContext
+    from squall import spark as sq
+    print("stopped:", sq._session is None and SparkContext._active_spark_context is None, flush=True)
+
+atexit.register(after_exit_hooks)
+from squall import spark as sq
+session = sq.get_spark({"spark.master": "local[1]"})
+assert sq.get_spark({"spark.master": "local[2]"}) is session  # one per process
+print("jvm", session._jvm.ProcessHandle.current().pid(), flush=True)
+"""
+
+
+@pytest.mark.timeout(420)
+def test_the_session_is_stopped_when_the_process_exits(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from squall.zkserver import java_available
+
+    if not java_available():
+        pytest.skip("no java on PATH")
+    script = tmp_path / "session_at_exit.py"
+    script.write_text(SESSION_AT_EXIT)
+    out = subprocess.run([sys.executable, str(script), str(REPO / "worker_image")], capture_output=True, text=True,
+                         timeout=400, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert "stopped: True" in lines, out.stdout + out.stderr[-3000:]
+    jvm = int(next(line.split()[1] for line in lines if line.startswith("jvm ")))
+    deadline = time.monotonic() + 30
+    while True:  # the JVM does not outlive the process
+        try:
+            os.kill(jvm, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, f"the JVM {jvm} outlived its Python process"
+        time.sleep(0.2)
 
 
 # -- the sink ----------------------------------------------------------------------------------

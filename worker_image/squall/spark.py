@@ -1,9 +1,12 @@
 """Squall on Spark: micro-batch bolts, a dataset sink and a dataset source, through PySpark.
 
 - `SparkBatchBolt` collects input tuples into micro-batches (by count and by time), turns each
-  batch into a DataFrame whose columns are the input's declared fields, applies a transform
+  batch into a DataFrame whose columns are the input's declared fields (an Apache Arrow table
+  handed to the JVM whole, not row by row), applies a transform
   (`transform(df, spark)` or the config key `spark.transform: module:function`), emits the result
-  rows as tuples anchored to the batch's inputs and acks the inputs only after Spark succeeded.
+  rows (collected as Arrow) as tuples anchored to the batch's inputs and acks the inputs only
+  after Spark succeeded. Values keep their types: datetime, date, Decimal and bytes go in and
+  come out as themselves (the wire carries them).
   A Spark failure fails every input of the batch, so the spouts replay them.
 - `SparkSinkBolt` appends micro-batches to a dataset (Parquet by default) partitioned by a time
   column; every row keeps the id of the spout message it came from (the id field) and the id of
@@ -11,8 +14,9 @@
 - `SparkSourceSpout` reads a dataset through Spark (any format or a table) and emits its rows
   with message ids; failed rows are replayed.
 
-One SparkSession per worker process, created lazily by `get_spark(conf)` from the topology
-config (`spark.master`, `spark.app.name`, `spark.conf.<spark key>`). See docs/spark.md.
+One SparkSession per worker process, shared by its executors, created lazily by
+`get_spark(conf)` from the topology config (`spark.master`, `spark.app.name`,
+`spark.conf.<spark key>`) and stopped when the process exits (an atexit hook). See docs/spark.md.
 
 The id convention: the spout puts the message id into the values as a declared field (default
 name `msg_id`, configurable), and every bolt keeps that field, so the sink can store it.
@@ -20,6 +24,7 @@ name `msg_id`, configurable), and every bolt keeps that field, so the sink can s
 
 from __future__ import annotations
 
+import atexit
 import datetime as _dt
 import decimal
 import importlib
@@ -46,6 +51,7 @@ if importlib.util.find_spec("pyspark") is None:  # checked without importing Spa
     )
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
@@ -62,13 +68,19 @@ ROW_COLUMN = "_squall_row"  # the input row's index in its batch, for per-row an
 BATCH_COLUMN = "_batch_id"
 
 # Spark settings applied unless the topology config sets them (spark.conf.<key>): micro-batches
-# are small, so few shuffle partitions; no UI port per worker.
+# are small, so few shuffle partitions; no UI port per worker; Arrow for a transform's own
+# toPandas / createDataFrame(pandas) too (the bolts use Arrow whatever this says).
 SESSION_DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.adaptive.enabled": "true",
     "spark.ui.showConsoleProgress": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
 }
+
+# pyarrow comes with the spark extra; without it the bolts fall back to Spark's row-by-row
+# conversion (correct, about 10x slower) and say so once.
+HAVE_ARROW = importlib.util.find_spec("pyarrow") is not None
 
 # -- the per-process SparkSession -----------------------------------------------------------
 _session_lock = threading.Lock()
@@ -106,17 +118,26 @@ def get_spark(conf: Mapping[str, Any] | None = None) -> SparkSession:
                 builder = builder.config(key, value)
         t0 = time.monotonic()
         _session = builder.getOrCreate()
+        # Stopped when the process exits: a worker's executors share the session, so no one of
+        # them may stop it. atexit runs last-registered first, so this runs before PySpark's own
+        # hook kills the JVM.
+        atexit.unregister(stop_spark)
+        atexit.register(stop_spark)
         log.info("SparkSession ready in %.1fs (master %s)", time.monotonic() - t0, _session.sparkContext.master)
         return _session
 
 
 def stop_spark() -> None:
-    """Stop this process's session (tests, benchmarks); the next get_spark starts a new one."""
+    """Stop this process's session: at process exit (registered by get_spark), or by tests and
+    benchmarks; the next get_spark starts a new one."""
     global _session
     with _session_lock:
         if _session is not None:
-            _session.stop()
-            _session = None
+            session, _session = _session, None
+            try:
+                session.stop()
+            except Exception:  # at exit the JVM may already be gone: nothing left to stop
+                log.debug("stopping the SparkSession failed", exc_info=True)
 
 
 def load_function(ref: str) -> Callable[..., Any]:
@@ -213,16 +234,25 @@ def _to_bool(v: Any) -> bool:
     raise SchemaError(f"expected boolean, got {type(v).__name__} {v!r:.60}")
 
 
+def _aware(v: _dt.datetime) -> _dt.datetime:
+    """An aware datetime; a naive one is read as the process's local time, as Spark's own
+    conversion of Python values reads it."""
+    return v if v.tzinfo is not None else v.astimezone(_dt.timezone.utc)
+
+
 def _to_timestamp(v: Any) -> _dt.datetime:
     if isinstance(v, _dt.datetime):
-        return v
+        return _aware(v)
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         if not math.isfinite(v):
             raise SchemaError(f"expected timestamp, got {v!r}")
-        return _dt.datetime.fromtimestamp(v, tz=_dt.timezone.utc)
+        try:
+            return _dt.datetime.fromtimestamp(v, tz=_dt.timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise SchemaError(f"timestamp {v!r} is out of range") from None
     if isinstance(v, str):
         try:
-            return _dt.datetime.fromisoformat(v)
+            return _aware(_dt.datetime.fromisoformat(v))
         except ValueError:
             pass
     raise SchemaError(f"expected timestamp (datetime, epoch seconds or ISO 8601), got {type(v).__name__} {v!r:.60}")
@@ -241,9 +271,9 @@ def _to_date(v: Any) -> _dt.date:
     raise SchemaError(f"expected date (date or YYYY-MM-DD), got {type(v).__name__} {v!r:.60}")
 
 
-def _to_binary(v: Any) -> bytearray:
+def _to_binary(v: Any) -> bytes:
     if isinstance(v, (bytes, bytearray)):
-        return bytearray(v)
+        return bytes(v)
     raise SchemaError(f"expected binary, got {type(v).__name__}")
 
 
@@ -342,6 +372,7 @@ class BatchSchema:
         self.required = set(required)
         self.fields: list[str] | None = None
         self.types: dict[str, FieldType] = dict(self.declared)
+        self._seen_fields: object = None  # the last field mapping found equal to `fields`
 
     def bind(self, fields: Sequence[str]) -> None:
         self.fields = list(fields)
@@ -349,26 +380,40 @@ class BatchSchema:
         if unknown:
             log.warning("spark.schema names fields the input does not declare: %s", sorted(unknown))
 
+    def convert_tuple(self, tup: Tuple) -> tuple[Any, ...]:
+        """`convert` for an input tuple. Tuples of one stream share their field mapping, so
+        the fields are compared once per mapping, not once per tuple."""
+        fields = tup._fields
+        if fields is self._seen_fields:
+            return self._convert(self.fields, tup.values)  # type: ignore[arg-type]
+        row = self.convert(list(fields), tup.values)
+        self._seen_fields = fields
+        return row
+
     def convert(self, fields: Sequence[str], values: Sequence[Any]) -> tuple[Any, ...]:
         """The row for one tuple, or SchemaError with the reason."""
         if self.fields is None:
             self.bind(fields)
         if list(fields) != self.fields:
             raise SchemaError(f"fields {list(fields)} do not match the batch's fields {self.fields}")
+        return self._convert(self.fields, values)
+
+    def _convert(self, fields: list[str], values: Sequence[Any]) -> tuple[Any, ...]:
         if len(values) != len(fields):
             raise SchemaError(f"{len(values)} values for {len(fields)} fields")
         row: list[Any] = []
+        types = self.types
         for f, v in zip(fields, values):
             if v is None:
                 if f in self.required:
                     raise SchemaError(f"field {f!r} is required and is null")
                 row.append(None)
                 continue
-            t = self.types.get(f)
+            t = types.get(f)
             if t is None:
                 name = infer_type(v)
                 assert name is not None
-                t = self.types[f] = FieldType(name)
+                t = types[f] = FieldType(name)
             try:
                 row.append(t.convert(v))
             except SchemaError as exc:
@@ -387,19 +432,33 @@ class BatchSchema:
             cols.append(T.StructField(ROW_COLUMN, T.IntegerType(), False))
         return T.StructType(cols)
 
+    def to_arrow(self, rows: Sequence[tuple[Any, ...]]) -> tuple[pa.Table, StructType]:
+        """The batch as one Arrow table (a column per field, then the row index), and its Spark
+        schema. Raises pyarrow's ArrowException (or TypeError) for a value Arrow does not take as
+        its column's type (a struct given as a tuple in one row and a dict in another, say) as
+        a SchemaError naming the field: the caller falls back to rows."""
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        struct = self.struct()
+        schema = to_arrow_schema(struct, timezone="UTC")
+        columns: list[Any] = list(zip(*rows)) if rows else [() for _ in range(len(struct.fields) - 1)]
+        arrays = []
+        for col, field in zip(columns, schema):
+            try:
+                arrays.append(pa.array(col, type=field.type))
+            except (pa.ArrowException, TypeError, ValueError) as exc:
+                raise SchemaError(f"field {field.name!r}: {exc}") from exc
+        arrays.append(pa.array(range(len(rows)), type=pa.int32()))
+        return pa.Table.from_arrays(arrays, schema=schema), struct
+
 
 def to_wire(value: Any) -> Any:
-    """A Spark result value as a tuple value that Squall's wire format carries: timestamps as
-    epoch seconds (float), dates as ISO strings, decimals as strings, structs as dicts."""
-    if value is None or isinstance(value, (str, int, float, bool)):
+    """A value of a collected Spark Row as a tuple value. The wire carries datetime, date,
+    Decimal and bytes as they are, so they stay exact; Rows and maps become dicts, arrays lists."""
+    if value is None or isinstance(value, (str, int, float, bool, bytes, _dt.date, _dt.time, decimal.Decimal)):
         return value
-    if isinstance(value, _dt.datetime):
-        return value.timestamp()  # naive ones (what Spark returns) are in the local time zone
-    if isinstance(value, _dt.date):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, (bytes, bytearray)):
+    if isinstance(value, bytearray):
         return bytes(value)
     if hasattr(value, "asDict"):
         return {k: to_wire(v) for k, v in value.asDict().items()}
@@ -408,6 +467,56 @@ def to_wire(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [to_wire(v) for v in value]
     return str(value)
+
+
+def _has_map(t: Any) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_map(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_has_map(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _has_map(t.value_type)
+    return False
+
+
+def _maps_to_dicts(value: Any, t: Any) -> Any:
+    """Arrow's Python value of a map is a list of (key, value) pairs: make it a dict, as a
+    collected Row's is, at any depth."""
+    import pyarrow as pa
+
+    if value is None:
+        return None
+    if pa.types.is_map(t):
+        return {_maps_to_dicts(k, t.key_type): _maps_to_dicts(v, t.item_type) for k, v in value}
+    if pa.types.is_struct(t):
+        return {t.field(i).name: _maps_to_dicts(value[t.field(i).name], t.field(i).type) for i in range(t.num_fields)}
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return [_maps_to_dicts(v, t.value_type) for v in value]
+    return value
+
+
+_EPOCH_UTC = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
+
+
+def arrow_to_values(column: pa.ChunkedArray | pa.Array) -> list[Any]:
+    """One Arrow column as tuple values: timestamps as aware datetimes (UTC), timestamp_ntz as
+    naive ones, dates, Decimals, bytes, structs as dicts, arrays as lists, maps as dicts."""
+    import pyarrow as pa
+
+    t = column.type
+    if pa.types.is_timestamp(t) and t.unit == "us":
+        # pyarrow's own to_pylist looks the zone up for every value (several us each): the
+        # epoch plus a timedelta is the same instant, exactly, at a fraction of the cost
+        epoch = _EPOCH_UTC if t.tz is not None else _EPOCH_NAIVE
+        delta = _dt.timedelta
+        return [None if us is None else epoch + delta(microseconds=us) for us in column.cast(pa.int64()).to_pylist()]
+    values: list[Any] = column.to_pylist()
+    if _has_map(t):
+        return [_maps_to_dicts(v, t) for v in values]
+    return values
 
 
 # -- the micro-batch bolt ----------------------------------------------------------------------
@@ -455,6 +564,7 @@ class SparkBatchBolt(Bolt):
         self.batches_failed = 0
         self.rows_emitted = 0
         self.rows_rejected = 0
+        self._warned: set[str] = set()
         tick = conf.get("topology.tick.tuple.freq.secs")
         if not tick:
             log.warning(
@@ -490,15 +600,16 @@ class SparkBatchBolt(Bolt):
                 self.flush()
             return
         try:
-            row = self.input_schema.convert(tup.fields, tup.values)
+            row = self.input_schema.convert_tuple(tup)
         except SchemaError as exc:
             self.reject(tup, str(exc))
             return
+        now = time.monotonic()
         if not self.batch:
-            self.batch_started = time.monotonic()
+            self.batch_started = now
         self.batch.append(tup)
-        self.rows.append((*row, len(self.rows)))
-        if len(self.batch) >= self.batch_size or time.monotonic() - self.batch_started >= self.batch_interval:
+        self.rows.append(row)
+        if len(self.batch) >= self.batch_size or now - self.batch_started >= self.batch_interval:
             self.flush()
 
     def reject(self, tup: Tuple, reason: str) -> None:
@@ -519,7 +630,7 @@ class SparkBatchBolt(Bolt):
         self.batches += 1
         try:
             spark = get_spark(self.conf)
-            df = spark.createDataFrame(rows, schema=self.input_schema.struct(), verifySchema=False)
+            df = self.dataframe(rows, spark)
             self.handle_result(self.transform(df, spark), batch, spark)
         except Exception as exc:
             self.batches_failed += 1
@@ -531,6 +642,47 @@ class SparkBatchBolt(Bolt):
         for t in batch:
             self.collector.ack(t)
 
+    def dataframe(self, rows: list[tuple[Any, ...]], spark: SparkSession) -> DataFrame:
+        """A batch's converted rows as a DataFrame: one Arrow table handed to the JVM, or, for
+        values Arrow does not take as their column's type, Spark's row-by-row conversion."""
+        if HAVE_ARROW:
+            import pyarrow as pa
+
+            try:
+                table, struct = self.input_schema.to_arrow(rows)
+            except (pa.ArrowException, TypeError, ValueError) as exc:
+                self._warn_once("rows", f"{self.context.component_id}: a batch does not convert to Arrow ({exc});"
+                                        " it goes to Spark row by row (slower)")
+            else:
+                return spark.createDataFrame(table, schema=struct)
+        else:
+            self._warn_once("no-arrow", "pyarrow is not installed: batches go to Spark row by row (slower);"
+                                        " install squall's spark extra")
+        return spark.createDataFrame([(*row, i) for i, row in enumerate(rows)], schema=self.input_schema.struct(),
+                                     verifySchema=False)
+
+    def collect_columns(self, df: DataFrame) -> list[list[Any]]:
+        """A result's columns as lists of tuple values: collected as Arrow, or as Rows where
+        Arrow has no type for a column (the values are the same either way)."""
+        if HAVE_ARROW:
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            try:
+                to_arrow_schema(df.schema, timezone="UTC")
+            except Exception as exc:  # an unsupported type: raised before any job runs
+                self._warn_once("collect", f"{self.context.component_id}: the result does not convert to Arrow"
+                                           f" ({exc}); it is collected row by row (slower)")
+            else:
+                table = df.toArrow()
+                return [arrow_to_values(table.column(i)) for i in range(table.num_columns)]
+        rows = df.collect()
+        return [[to_wire(row[i]) for row in rows] for i in range(len(df.columns))]
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("%s", message)
+
     def handle_result(self, df: DataFrame, batch: list[Tuple], spark: SparkSession) -> None:
         """Collect the result and emit it; raising here fails the batch."""
         fields = self.output_fields
@@ -541,17 +693,17 @@ class SparkBatchBolt(Bolt):
         if missing:
             raise SparkBatchError(f"the transform's result has no column(s) {missing} (columns: {df.columns})")
         lineage = ROW_COLUMN in df.columns
-        result = df.select(*fields, ROW_COLUMN) if lineage else df.select(*fields)
-        rows = result.collect()
-        n = len(fields)
+        columns = self.collect_columns(df.select(*fields, ROW_COLUMN) if lineage else df.select(*fields))
         emit = self.collector.emit
-        for row in rows:
-            values = [to_wire(row[i]) for i in range(n)]
-            if lineage and row[n] is not None and 0 <= row[n] < len(batch):
-                emit(values, anchors=batch[row[n]])
-            else:
-                emit(values, anchors=batch)
-        self.rows_emitted += len(rows)
+        if lineage:
+            size = len(batch)
+            row_index = columns.pop()
+            for values, i in zip(zip(*columns), row_index):
+                emit(list(values), anchors=batch[i] if i is not None and 0 <= i < size else batch)
+        else:
+            for values in zip(*columns):
+                emit(list(values), anchors=batch)
+        self.rows_emitted += len(columns[0]) if columns else 0
 
 
 # -- the sink ----------------------------------------------------------------------------------
