@@ -104,8 +104,12 @@ class ComponentStatusModel(_Status):
 class TopologyStatusModel(_Status):
     """What `kubectl get topology -o yaml` shows under `status`."""
 
-    # Pending | Running | Inactive | Rebalancing | Killing | Failed
+    # Pending | Running | Inactive | Rebalancing | Rolling | Killing | Failed
     phase: str | None = None
+    # the STATUS column: the phase, or why the workers cannot run (ImagePullBackOff,
+    # CrashLoopBackOff, PodRejected, Unschedulable, InvalidPodTemplate, ComponentLoadFailed,
+    # ZooKeeperUnreachable)
+    state: str | None = None
     message: str | None = None
     observed_generation: int | None = Field(None, alias="observedGeneration")
     # "ready/desired", the WORKERS column
@@ -120,13 +124,18 @@ class TopologyStatusModel(_Status):
     uptime_secs: float | None = Field(None, alias="uptimeSecs")
     # slot "node-port" -> worker pod name
     slots: dict[str, str] | None = None
+    # worker pod name -> the image it runs
+    images: dict[str, str] | None = None
+    # a roll of the worker pods in progress (operator bookkeeping, kept across restarts)
+    roll: dict[str, Any] | None = None
     components: dict[str, ComponentStatusModel] | None = None
     conditions: list[ConditionModel] | None = None
 
 
 PRINTER_COLUMNS: Final = (
-    {"name": "Status", "type": "string", "jsonPath": ".status.phase",
-     "description": "Pending, Running, Inactive, Rebalancing, Killing or Failed"},
+    {"name": "Status", "type": "string", "jsonPath": ".status.state",
+     "description": "the phase (Pending, Running, Inactive, Rebalancing, Rolling, Killing, Failed), "
+                    "or why the workers cannot run (ImagePullBackOff, CrashLoopBackOff, ...)"},
     {"name": "Workers", "type": "string", "jsonPath": ".status.workers",
      "description": "worker pods ready / desired"},
     {"name": "Executors", "type": "integer", "jsonPath": ".status.executors",

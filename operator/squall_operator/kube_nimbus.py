@@ -34,10 +34,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from squall.classcheck import check_topology_isolated
 from squall.errors import TopologyError
-from squall.models.cluster import StormBase, SupervisorInfo, TopologyStatus
-from squall.models.v1alpha1 import API_VERSION, KIND, Topology
+from squall.models.cluster import (
+    LOAD_ERROR_COMPONENT,
+    Assignment,
+    StormBase,
+    SupervisorInfo,
+    TopologyStatus,
+)
+from squall.models.v1alpha1 import API_VERSION, KIND, Topology, WorkerSpec
 from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected, StateError, Watch
 from squall.validation import check_topology, parse_topology
 from squall_operator import monitor, pods
@@ -62,6 +67,11 @@ class ApiConflict(Exception):
 
 class ApiNotFound(Exception):
     """HTTP 404."""
+
+
+class ApiRejected(Exception):
+    """The API server refused the object as invalid or forbidden (HTTP 400, 403, 422): its
+    message names the field."""
 
 
 class KubeApi(Protocol):
@@ -93,9 +103,6 @@ class OperatorConfig:
     monitor_freq_secs: float = 2.0
     task_timeout_secs: float = 10.0
     launch_timeout_secs: float = 120.0
-    # directories the operator imports component classes from when it validates a spec
-    search_paths: tuple[str, ...] = ()
-    resolve_classes: bool = True
     # leader election
     lease_name: str = "squall-operator"
     lease_namespace: str = "default"
@@ -120,6 +127,13 @@ def _parse_time(text: str | None) -> float | None:
         return dt.datetime.fromisoformat(text).timestamp()
     except ValueError:
         return None
+
+
+def _api_message(exc: Any) -> str:
+    try:
+        return str(json.loads(exc.body).get("message") or exc.reason)
+    except (TypeError, ValueError, AttributeError):
+        return str(exc.reason)
 
 
 class KubernetesApi:
@@ -149,6 +163,8 @@ class KubernetesApi:
                 raise ApiConflict(str(exc.reason)) from None
             if exc.status == 404:
                 raise ApiNotFound(str(exc.reason)) from None
+            if exc.status in (400, 403, 422):
+                raise ApiRejected(_api_message(exc)) from None
             raise
         data = resp.data
         return json.loads(data) if data else None
@@ -379,6 +395,14 @@ class Resource:
     owned: bool = False
     # why this resource cannot run now although its spec is valid (a name taken elsewhere)
     conflict: str | None = None
+    # the API server refused the worker pod the operator made (an invalid volume, a missing
+    # service account): its message
+    pod_problem: str | None = None
+    # a roll of the worker pods to new settings: {"step", "due", "image", "from"}; mirrored in
+    # status.roll so that a restarted operator resumes it
+    roll: dict[str, Any] | None = None
+    # message of a roll that just completed (shown once in the Rolling condition)
+    rolled: str | None = None
 
 
 def topology_resource(res: Resource) -> dict[str, Any]:
@@ -394,6 +418,8 @@ def _comparable_spec(topology: Topology) -> dict[str, Any]:
     data = topology.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     data.pop("numWorkers", None)
     data.pop("active", None)
+    # worker pod settings roll the workers (`KubeNimbus.reconcile_roll`)
+    data.pop("worker", None)
     for kind in ("spouts", "bolts"):
         for comp in data.get(kind, []):
             comp.pop("parallelism", None)
@@ -471,6 +497,12 @@ class KubeNimbus(Nimbus):
             res.deleting = res.deleting or deleting
             if status and not res.status:
                 res.status = dict(status)
+            roll = res.status.get("roll")
+            if res.roll is None and isinstance(roll, Mapping) and roll.get("step"):
+                # a roll this resource was in when the operator stopped: resume it
+                res.roll = {"step": str(roll["step"]), "image": str(roll.get("image", "")),
+                            "from": list(roll.get("from") or []),
+                            "due": _parse_time(roll.get("due")) or 0.0}
         self.loop_wake.set()
         return res
 
@@ -576,6 +608,8 @@ class KubeNimbus(Nimbus):
         now = self.clock()
         for res in resources:
             try:
+                with self.lock:
+                    self.reconcile_roll(res, now)
                 self.reconcile_pods(res)
                 if res.deleting:
                     with self.lock:
@@ -606,10 +640,9 @@ class KubeNimbus(Nimbus):
         topology: Topology | None = None
         try:
             topology = parse_topology(topology_resource(res))
-            if self.config.resolve_classes:  # in a child process: a module may hang or exit
-                check_topology_isolated(topology, search_paths=self.config.search_paths)
-            else:
-                check_topology(topology, resolve_classes=False)
+            # graph checks only: the operator runs no user code; the workers check the classes
+            # in the topology's own image and report what does not load (LOAD_ERROR_COMPONENT)
+            check_topology(topology, resolve_classes=False)
         except TopologyError as exc:
             problem = "; ".join(exc.lines())
             topology = None
@@ -683,7 +716,7 @@ class KubeNimbus(Nimbus):
                       f"{running.spec.rebalance_wait:g}s")
             res.observed_generation = res.generation
             return
-        if spec.active and base.status is TopologyStatus.INACTIVE:
+        if spec.active and base.status is TopologyStatus.INACTIVE and res.roll is None:
             self.activate(topo)
             self.post(res, "Normal", "Activated", "spouts activated")
         elif not spec.active and base.status is TopologyStatus.ACTIVE:
@@ -770,13 +803,105 @@ class KubeNimbus(Nimbus):
                      ", forced" if forced else "")
         if not mine or res.deleting and not wanted:
             return
+        worker = self.worker_spec(res, base)
         for slot in plan.create:
-            body = pods.worker_pod(res.name, res.uid, res.namespace, slot, self.config.worker)
+            body = pods.worker_pod(res.name, res.uid, res.namespace, slot, self.config.worker, worker)
             try:
                 self.api.create_pod(res.namespace, body)
                 log.info("topology %s: created worker pod %s", res.name, body["metadata"]["name"])
+                res.pod_problem = None
             except ApiConflict:
                 pass  # the old pod of this slot is still terminating: next round
+            except ApiRejected as exc:
+                if res.pod_problem != str(exc):
+                    self.post(res, "Warning", "InvalidPodTemplate",
+                              f"the API server refused worker pod {body['metadata']['name']}: {exc}")
+                res.pod_problem = str(exc)
+                break
+
+    def worker_spec(self, res: Resource, base: StormBase | None) -> WorkerSpec | None:
+        """The worker pod settings the topology asks for: its latest valid spec's, else (an
+        invalid change) the running one's."""
+        if res.topology is not None:
+            return res.topology.spec.worker
+        if base is not None:
+            return Topology.model_validate(base.topology).spec.worker
+        return None
+
+    # -- rolling the workers to new pod settings -----------------------------------------------------
+    def reconcile_roll(self, res: Resource, now: float) -> None:
+        """Roll worker pods whose settings (image, env, resources, ...) are not the topology's.
+
+        Like Storm's rebalance: deactivate the spouts, wait `rebalanceWaitSecs` for in-flight
+        tuples to finish (Draining), delete the outdated pods and let the pod round create them
+        again from the new settings on the same slots (Replacing), and when every assigned slot
+        runs a ready pod of the new settings, restore the spouts' activation (`spec.active`).
+        No message id is lost: nothing is in flight when the workers go."""
+        base = self.state.get_storm(res.name) if res.owned and not res.deleting else None
+        if base is None or base.status is TopologyStatus.KILLED:
+            res.roll = None
+            return
+        worker = self.worker_spec(res, base)
+        want = pods.template_hash(self.config.worker, worker)
+        image = pods.worker_image(self.config.worker, worker)
+        views = [pods.pod_view(p) for p in self._pods_of(res)]
+        live = [v for v in views if not v.deleting]
+        outdated = [v for v in live if v.template != want]
+        rebalancing = base.status is TopologyStatus.REBALANCING
+        running = Topology.model_validate(base.topology)
+        if res.roll is None:
+            if not outdated or rebalancing:
+                return
+            old = sorted({v.image for v in outdated})
+            wait = running.spec.rebalance_wait if base.status is TopologyStatus.ACTIVE else 0.0
+            if base.status is TopologyStatus.ACTIVE:
+                self.deactivate(res.name)
+            res.roll = {"step": "Draining", "due": now + wait, "image": image, "from": old}
+            what = (f"image {', '.join(old)} -> {image}" if old != [image] else "pod settings changed")
+            self.post(res, "Normal", "RollStarted",
+                      f"{what}: spouts deactivated; replacing {len(outdated)} worker pods in {wait:g}s "
+                      "(rebalanceWaitSecs)")
+            return
+        if rebalancing:
+            return  # a rebalance asked for meanwhile goes first; the roll goes on after it
+        roll = res.roll
+        roll["image"] = image
+        if roll["step"] == "Draining" and outdated:
+            if base.status is TopologyStatus.ACTIVE:
+                self.deactivate(res.name)
+            if now < float(roll["due"]):
+                return
+            roll["step"] = "Replacing"
+            self._restamp(res.name, {v.slot for v in outdated if v.slot is not None}, now)
+            self.post(res, "Normal", "RollReplacing",
+                      f"replacing {len(outdated)} worker pods with {image}")
+        if outdated:
+            roll["step"] = "Replacing"
+            for v in outdated:
+                self.api.delete_pod(res.namespace, v.name)
+                log.info("topology %s: rolling worker pod %s (%s -> %s)", res.name, v.name, v.image, image)
+            return
+        assignment = self.state.get_assignment(res.name) or Assignment()
+        ready = {v.slot for v in live if v.ready and v.template == want}
+        if not set(assignment.slots().values()) <= ready:
+            return
+        active = res.topology.spec.active if res.topology is not None else running.spec.active
+        if active and base.status is TopologyStatus.INACTIVE:
+            self.activate(res.name)
+        res.rolled = f"every worker runs {image}" + ("; spouts activated" if active else "")
+        res.roll = None
+        self.post(res, "Normal", "RollCompleted", res.rolled)
+
+    def _restamp(self, topo: str, slots: set[Any], now: float) -> None:
+        """Give the executors of replaced slots a fresh launch time: their new pods get
+        `launchTimeoutSecs` to heartbeat before nimbus calls them dead and moves them."""
+        assignment = self.state.get_assignment(topo)
+        if assignment is None:
+            return
+        keys = {s.key() for s in slots}
+        starts = {e: (now if slot in keys else assignment.executor_start_time_secs.get(e, now))
+                  for e, slot in assignment.executor_slots.items()}
+        self.state.set_assignment(topo, assignment.model_copy(update={"executor_start_time_secs": starts}))
 
     # -- status ----------------------------------------------------------------------------------------
     def write_status(self, res: Resource, now: float) -> None:
@@ -792,11 +917,36 @@ class KubeNimbus(Nimbus):
         if base is not None:
             for comp in base.component_executors:
                 errors[comp] = self.state.last_error(res.name, comp)
+        blockers: list[pods.Problem] = []
+        if res.pod_problem is not None:
+            blockers.append(pods.Problem("InvalidPodTemplate", res.pod_problem))
+        blockers += pods.pod_problems(views)
+        if base is not None:
+            load = self.state.last_error(res.name, LOAD_ERROR_COMPONENT)
+            newest_beat = max((b.time_secs for b in beats.values()), default=0.0)
+            # a worker that started since the error loads the classes: the error is old
+            if load is not None and newest_beat < load.time_secs:
+                text = load.error.strip().splitlines()
+                blockers.append(pods.Problem(
+                    "ComponentLoadFailed",
+                    f"worker {load.host or '?'}:{load.port} cannot load the topology's classes: "
+                    + "; ".join(text[-3:])[:600]))
+        roll = None
+        if res.roll is not None:
+            r = res.roll
+            if r["step"] == "Draining":
+                msg = (f"spouts deactivated, in-flight tuples finishing; replacing the workers "
+                       f"({', '.join(r['from'])} -> {r['image']}) at {pods.iso_time(float(r['due']))}")
+            else:
+                msg = f"outdated worker pods replaced by pods running {r['image']}; spouts activate when all are ready"
+            roll = pods.RollView(str(r["step"]), msg)
         status = pods.build_status(
             base=base, assignment=assignment, heartbeats=beats, pods=views, errors=errors, now=now,
             generation=res.observed_generation, previous=res.status, deleting=res.deleting,
-            problem=res.problem or res.conflict,
+            problem=res.problem or res.conflict, blockers=blockers, roll=roll, rolled=res.rolled,
         )
+        if res.roll is not None:
+            status["roll"] = {**res.roll, "due": pods.iso_time(float(res.roll["due"]))}
         old = {k: v for k, v in res.status.items() if k != "uptimeSecs"}
         new = {k: v for k, v in status.items() if k != "uptimeSecs"}
         if old == new and now - res.last_status_write < self.config.status_refresh_secs:
@@ -806,6 +956,7 @@ class KubeNimbus(Nimbus):
             self.api.patch_status(res.namespace, res.name, status)
         except ApiNotFound:
             return
+        res.rolled = None
         res.status = status
         res.last_status_write = now
 
@@ -818,4 +969,11 @@ class KubeNimbus(Nimbus):
             self.post(res, "Normal", "Rebalance" + str(after["reason"]), str(after.get("message", "")))
         if old.get("phase") == "Failed" and new.get("phase") != "Failed":
             self.post(res, "Normal", "SpecFixed", "the spec is valid again")
+        before, after = cond(old, "WorkersHealthy"), cond(new, "WorkersHealthy")
+        if after.get("status") == "False" and (before.get("status"), before.get("reason")) != ("False", after.get("reason")):
+            # InvalidPodTemplate has its own Event when the pod is refused
+            if after.get("reason") != "InvalidPodTemplate":
+                self.post(res, "Warning", str(after["reason"]), str(after.get("message", "")))
+        elif after.get("status") == "True" and before.get("status") == "False":
+            self.post(res, "Normal", "WorkersHealthy", "no worker reports a problem any more")
 

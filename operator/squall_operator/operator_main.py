@@ -42,9 +42,8 @@ def parser() -> argparse.ArgumentParser:
     add("--worker-termination-grace-secs", type=int, default=30)
     add("--worker-service-account", default=_env("SQUALL_WORKER_SERVICE_ACCOUNT"))
     add("--search-path", action="append", default=None,
-        help="directory holding component modules, for the operator's checks and the workers (repeat)"
+        help="directory (in the worker image) holding component modules, passed to the workers (repeat)"
              " [SQUALL_SEARCH_PATHS, ':'-separated]")
-    add("--no-resolve-classes", action="store_true", help="do not import component classes when validating")
     add("--node-selector", action="append", default=[], metavar="LABEL=VALUE",
         help="only Nodes with these labels offer slots (repeat)")
     add("--slots-per-node", type=int, default=int(_env("SQUALL_SLOTS_PER_NODE", "4") or 4))
@@ -111,8 +110,6 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
         monitor_freq_secs=args.monitor_freq_secs,
         task_timeout_secs=args.task_timeout_secs,
         launch_timeout_secs=args.launch_timeout_secs,
-        search_paths=tuple(search),
-        resolve_classes=not args.no_resolve_classes,
         lease_name=args.lease_name,
         lease_namespace=args.lease_namespace,
         lease_duration_secs=args.lease_duration_secs,

@@ -9,8 +9,10 @@ and the nimbus shell do the I/O. Nothing here reads a clock: `now` is passed in.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +27,7 @@ from squall.models.cluster import (
     WorkerHeartbeat,
     WorkerSlot,
 )
-from squall.models.v1alpha1 import API_VERSION, Topology
+from squall.models.v1alpha1 import API_VERSION, Topology, WorkerSpec
 from squall.plan import build_plan
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "LABEL_NAME",
     "LABEL_TOPOLOGY",
     "ANNOTATION_SLOT",
+    "ANNOTATION_TEMPLATE",
     "NodeSlots",
     "PodView",
     "SlotConfig",
@@ -44,6 +47,7 @@ __all__ = [
     "node_slots",
     "pod_name",
     "pod_view",
+    "template_hash",
     "worker_pod",
     "worker_selector",
 ]
@@ -56,6 +60,9 @@ LABEL_TOPOLOGY: Final = "squall.io/topology"
 LABEL_NODE: Final = "squall.io/node"
 LABEL_PORT: Final = "squall.io/port"
 ANNOTATION_SLOT: Final = "squall.io/slot"
+# hash of everything a worker pod is made from but its slot: a pod whose hash differs from the
+# topology's current one runs outdated settings (another image) and is rolled
+ANNOTATION_TEMPLATE: Final = "squall.io/template-hash"
 SLOTS_LABEL: Final = "squall.io/slots"
 MAX_NAME: Final = 63
 
@@ -149,10 +156,34 @@ def owner_reference(name: str, uid: str) -> dict[str, Any]:
     }
 
 
+def _dump(model: Any) -> Any:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def template_hash(config: WorkerPodConfig, worker: WorkerSpec | None) -> str:
+    """A short hash of what the worker pods are made from (the operator's worker settings and
+    the topology's `spec.worker`): it changes exactly when the pods must be rolled."""
+    data = [dataclasses.asdict(config), _dump(worker) if worker is not None else None]
+    return _digest(json.dumps(data, sort_keys=True, default=str), 16)
+
+
+def worker_image(config: WorkerPodConfig, worker: WorkerSpec | None) -> str:
+    """The image a topology's workers run: its own `spec.worker.image`, else the chart's."""
+    return worker.image if worker is not None and worker.image else config.image
+
+
 def worker_pod(
-    topology: str, uid: str, namespace: str, slot: WorkerSlot, config: WorkerPodConfig
+    topology: str, uid: str, namespace: str, slot: WorkerSlot, config: WorkerPodConfig,
+    worker: WorkerSpec | None = None,
 ) -> dict[str, Any]:
-    """The pod running `slot`'s worker: pinned to the slot's node, owned by the Topology."""
+    """The pod running `slot`'s worker: pinned to the slot's node, owned by the Topology.
+
+    `worker` (the topology's `spec.worker`) is laid under the operator's own settings: it
+    replaces the chart's image, pull policy, resources and service account, and adds env,
+    envFrom, pull secrets, node selector, tolerations, affinity, volumes, mounts, labels and
+    annotations; the slot (node, port), the worker's arguments, the probe, the security context
+    and the /tmp volume stay the operator's."""
+    w = worker or WorkerSpec.model_validate({})
     args = [
         "--zookeeper", config.zookeeper,
         "--root", config.zk_root,
@@ -172,7 +203,9 @@ def worker_pod(
         {"name": "PYTHONUNBUFFERED", "value": "1"},
     ]
     env += [{"name": k, "value": str(v)} for k, v in sorted(config.env.items())]
+    env += [_dump(e) for e in w.env or ()]
     labels = {
+        **(w.labels or {}),
         **config.labels,
         **worker_selector(topology),
         LABEL_COMPONENT: "worker",
@@ -182,8 +215,8 @@ def worker_pod(
     }
     container: dict[str, Any] = {
         "name": "worker",
-        "image": config.image,
-        "imagePullPolicy": config.image_pull_policy,
+        "image": worker_image(config, worker),
+        "imagePullPolicy": w.image_pull_policy.value if w.image_pull_policy else config.image_pull_policy,
         "args": args,
         "env": env,
         "ports": [{"name": "data", "containerPort": slot.port, "protocol": "TCP"}],
@@ -193,15 +226,17 @@ def worker_pod(
             "periodSeconds": config.readiness_period_secs,
             "failureThreshold": 3,
         },
-        "resources": dict(config.resources),
+        "resources": _dump(w.resources) if w.resources is not None else dict(config.resources),
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,
             "runAsNonRoot": True,
             "capabilities": {"drop": ["ALL"]},
         },
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *(_dump(m) for m in w.volume_mounts or ())],
     }
+    if w.env_from:
+        container["envFrom"] = [_dump(e) for e in w.env_from]
     if config.command:
         container["command"] = list(config.command)
     spec: dict[str, Any] = {
@@ -219,14 +254,29 @@ def worker_pod(
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [container],
-        "volumes": [{"name": "tmp", "emptyDir": {}}],
+        "volumes": [{"name": "tmp", "emptyDir": {}}, *(_dump(v) for v in w.volumes or ())],
     }
-    if config.service_account:
+    if w.service_account_name:
+        # the topology's own account: whether it gets a token is the ServiceAccount's choice
+        spec["serviceAccountName"] = w.service_account_name
+        del spec["automountServiceAccountToken"]
+    elif config.service_account:
         spec["serviceAccountName"] = config.service_account
     if config.priority_class:
         spec["priorityClassName"] = config.priority_class
-    if config.image_pull_secrets:
-        spec["imagePullSecrets"] = [{"name": n} for n in config.image_pull_secrets]
+    secrets = [*config.image_pull_secrets, *(r.name for r in w.image_pull_secrets or ())]
+    if secrets:
+        spec["imagePullSecrets"] = [{"name": n} for n in dict.fromkeys(secrets)]
+    # the kubelet checks these again when it admits the pod; nimbus offers only slots whose
+    # node passes them (`placement`)
+    if w.node_selector:
+        spec["nodeSelector"] = dict(w.node_selector)
+    if w.tolerations:
+        spec["tolerations"] = [_dump(t) for t in w.tolerations]
+    if w.affinity is not None:
+        spec["affinity"] = _dump(w.affinity)
+    annotations = {**(w.annotations or {}), **config.annotations, ANNOTATION_SLOT: slot.key(),
+                   ANNOTATION_TEMPLATE: template_hash(config, worker)}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -234,7 +284,7 @@ def worker_pod(
             "name": pod_name(topology, slot),
             "namespace": namespace,
             "labels": labels,
-            "annotations": {**config.annotations, ANNOTATION_SLOT: slot.key()},
+            "annotations": annotations,
             "ownerReferences": [owner_reference(topology, uid)],
         },
         "spec": spec,
@@ -253,6 +303,15 @@ class PodView:
     deleting: bool
     restarts: int = 0
     reason: str = ""
+    message: str = ""
+    # the worker container's image and the template hash the pod was made from
+    image: str = ""
+    template: str = ""
+    # why the worker container is not running (ErrImagePull, CrashLoopBackOff, ...), and how
+    waiting: str = ""
+    waiting_message: str = ""
+    # the kubelet's or scheduler's PodScheduled=False reason (Unschedulable), if any
+    unschedulable: str = ""
 
     @property
     def finished(self) -> bool:
@@ -273,7 +332,24 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
     ready = any(
         c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
     )
-    restarts = sum(int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or [])
+    statuses = status.get("containerStatuses") or []
+    restarts = sum(int(c.get("restartCount") or 0) for c in statuses)
+    waiting, waiting_message = "", ""
+    for c in statuses:
+        w = (c.get("state") or {}).get("waiting") or {}
+        if w.get("reason") and w.get("reason") not in ("ContainerCreating", "PodInitializing"):
+            waiting, waiting_message = str(w["reason"]), str(w.get("message") or "")
+            if waiting == "CrashLoopBackOff":
+                last = (c.get("lastState") or {}).get("terminated") or {}
+                code = last.get("exitCode")
+                detail = str(last.get("message") or last.get("reason") or "").strip()
+                waiting_message = (f"exit code {code}" if code is not None else "exited") + (
+                    f": {detail.splitlines()[-1][:300]}" if detail else "")
+            break
+    scheduled: Mapping[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
+    unschedulable = str(scheduled.get("message") or scheduled.get("reason") or "") \
+        if scheduled.get("status") == "False" else ""
+    containers = spec.get("containers") or [{}]
     return PodView(
         name=str(meta.get("name", "")),
         slot=slot,
@@ -283,6 +359,12 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         deleting=meta.get("deletionTimestamp") is not None,
         restarts=restarts,
         reason=str(status.get("reason") or ""),
+        message=str(status.get("message") or ""),
+        image=str(containers[0].get("image") or ""),
+        template=str((meta.get("annotations") or {}).get(ANNOTATION_TEMPLATE) or ""),
+        waiting=waiting,
+        waiting_message=waiting_message,
+        unschedulable=unschedulable,
     )
 
 
@@ -322,6 +404,61 @@ def plan_pods(
     )
     create = tuple(sorted(wanted - covered))
     return PodPlan(create=create, delete=delete, force=force)
+
+
+# --- why a topology cannot run -----------------------------------------------------------------
+
+# container waiting reasons meaning the image cannot be had
+IMAGE_PULL_REASONS: Final = frozenset(
+    {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "RegistryUnavailable"}
+)
+# waiting reasons meaning the container cannot be made or keeps exiting
+CONTAINER_REASONS: Final = frozenset(
+    {"CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+)
+# restarts after which a worker that is not ready counts as crash-looping even before the
+# kubelet says CrashLoopBackOff
+CRASH_RESTARTS: Final = 3
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why (part of) a topology cannot run: `reason` is what the STATUS column shows."""
+
+    reason: str
+    message: str
+
+
+def pod_problems(views: Iterable[PodView]) -> list[Problem]:
+    """What the worker pods say is wrong, worst first, one entry per reason (the first pod's
+    message, with how many pods share it)."""
+    found: dict[str, list[str]] = {}
+    for pod in sorted(views, key=lambda p: p.name):
+        if pod.deleting:
+            continue
+        if pod.waiting in IMAGE_PULL_REASONS:
+            found.setdefault(pod.waiting, []).append(
+                f"pod {pod.name}: image {pod.image!r} cannot be pulled"
+                + (f": {pod.waiting_message}" if pod.waiting_message else ""))
+        elif pod.waiting in CONTAINER_REASONS or (pod.restarts >= CRASH_RESTARTS and not pod.ready):
+            reason = pod.waiting if pod.waiting in CONTAINER_REASONS else "CrashLoopBackOff"
+            found.setdefault(reason, []).append(
+                f"pod {pod.name} ({pod.restarts} restarts): "
+                + (pod.waiting_message or "the worker keeps exiting; see kubectl logs"))
+        elif pod.phase == "Failed" and pod.reason:
+            # the kubelet refused it (OutOfcpu, NodeAffinity, ...) or evicted it
+            found.setdefault("PodRejected", []).append(
+                f"pod {pod.name} on {pod.node or '?'}: {pod.reason}"
+                + (f": {pod.message}" if pod.message else ""))
+        elif pod.unschedulable:
+            found.setdefault("Unschedulable", []).append(f"pod {pod.name}: {pod.unschedulable}")
+    order = [*sorted(IMAGE_PULL_REASONS), *sorted(CONTAINER_REASONS), "PodRejected", "Unschedulable"]
+    out = []
+    for reason in sorted(found, key=lambda r: order.index(r) if r in order else len(order)):
+        messages = found[reason]
+        more = f" (and {len(messages) - 1} more pods)" if len(messages) > 1 else ""
+        out.append(Problem(reason, messages[0] + more))
+    return out
 
 
 # --- nodes and slots ----------------------------------------------------------------------------
@@ -418,6 +555,17 @@ PHASE_INACTIVE: Final = "Inactive"
 PHASE_REBALANCING: Final = "Rebalancing"
 PHASE_KILLING: Final = "Killing"
 PHASE_FAILED: Final = "Failed"
+PHASE_ROLLING: Final = "Rolling"
+
+
+@dataclass(frozen=True)
+class RollView:
+    """A roll of the worker pods to new settings, as the status shows it."""
+
+    # Draining (spouts deactivated, in-flight tuples finishing) | Replacing (outdated pods
+    # deleted, new ones starting)
+    step: str
+    message: str
 
 
 def condition(
@@ -500,12 +648,19 @@ def build_status(
     previous: Mapping[str, Any] | None = None,
     deleting: bool = False,
     problem: str | None = None,
+    blockers: Sequence[Problem] = (),
+    roll: RollView | None = None,
+    rolled: str | None = None,
 ) -> dict[str, Any]:
     """The Topology's `status`, from what nimbus stored, the workers' heartbeats and the pods.
 
     `previous` is the status now on the resource: conditions keep their transition times, and a
     rebalance that was in progress and is no longer is reported as completed. `problem` is a
     message that makes the topology Failed (an invalid spec, a name already used elsewhere).
+    `blockers` say why workers cannot run (an image that cannot be pulled, a crash loop, no
+    node for its pods): condition `WorkersHealthy`, and the first one's reason becomes `state`
+    (the STATUS column). `roll` is a roll of the workers in progress; `rolled` a message saying
+    one just completed.
     """
     previous = previous or {}
     prev_conditions: list[Mapping[str, Any]] = list(previous.get("conditions") or [])
@@ -514,11 +669,19 @@ def build_status(
     def cond(type_: str, status: bool | None, reason: str, message: str) -> None:
         conditions.append(condition(type_, status, reason, message, now, prev_conditions, generation))
 
+    def health() -> None:
+        if blockers:
+            cond("WorkersHealthy", False, blockers[0].reason,
+                 "; ".join(f"{b.reason}: {b.message}" for b in blockers)[:1000])
+        else:
+            cond("WorkersHealthy", True, "NoProblems", "no worker reports a problem")
+
     if problem is not None and base is None:
         cond("Valid", False, "InvalidSpec", problem)
         cond("Ready", False, "InvalidSpec", "the topology cannot run until its spec is fixed")
         return {
             "phase": PHASE_FAILED,
+            "state": PHASE_FAILED,
             "message": problem,
             "observedGeneration": generation,
             "conditions": _merge_conditions(prev_conditions, conditions),
@@ -532,9 +695,12 @@ def build_status(
         phase = PHASE_KILLING if deleting else PHASE_PENDING
         cond("Ready", False, "NotSubmitted" if not deleting else "Removed",
              "removed from the cluster state" if deleting else "not yet submitted to nimbus")
+        if blockers:
+            health()
         return {
             "phase": phase,
-            "message": "",
+            "state": blockers[0].reason if blockers else phase,
+            "message": "; ".join(b.message for b in blockers)[:1000] if blockers else "",
             "observedGeneration": generation,
             "conditions": _merge_conditions(prev_conditions, conditions),
         }
@@ -581,6 +747,8 @@ def build_status(
         phase = PHASE_KILLING
     elif status is TopologyStatus.REBALANCING:
         phase = PHASE_REBALANCING
+    elif roll is not None:
+        phase = PHASE_ROLLING
     elif not all_ready:
         phase = PHASE_PENDING
     elif status is TopologyStatus.INACTIVE:
@@ -616,10 +784,20 @@ def build_status(
         due = base.delayed_due_secs
         wait = f"; removing workers at {iso_time(due)}" if due is not None else "; removing"
         cond("Killing", True, "Waiting", f"spouts deactivated, in-flight tuples finishing{wait}")
+    if roll is not None:
+        cond("Rolling", True, roll.step, roll.message)
+    elif rolled is not None:
+        cond("Rolling", False, "Completed", rolled)
+    health()
 
+    images = {by_slot[slot].name: by_slot[slot].image for slot in used if slot in by_slot}
+    messages = [m for m in (problem, *(f"{b.reason}: {b.message}" for b in blockers)) if m]
     return {
         "phase": phase,
-        "message": problem or "",
+        "state": blockers[0].reason if blockers and phase not in (PHASE_KILLING,) else phase,
+        "message": "; ".join(messages)[:1000],
+        # worker pod -> the image it runs: two images here means a roll is under way
+        "images": images,
         "observedGeneration": generation,
         "workers": f"{ready}/{desired}",
         "readyWorkers": ready,

@@ -62,7 +62,7 @@ def test_names_scope_and_subresources() -> None:
 def test_printer_columns() -> None:
     columns = crd.build_crd()["spec"]["versions"][0]["additionalPrinterColumns"]
     assert [(c["name"].upper(), c["jsonPath"], c["type"]) for c in columns] == [
-        ("STATUS", ".status.phase", "string"),
+        ("STATUS", ".status.state", "string"),
         ("WORKERS", ".status.workers", "string"),
         ("EXECUTORS", ".status.executors", "integer"),
         ("UPTIME", ".status.launchTime", "date"),

@@ -184,7 +184,6 @@ def _make(state: FakeState | None = None, api: FakeApi | None = None, clock: Clo
         zookeeper="zk:2181",
         worker=pods.WorkerPodConfig(image="squall-worker:t", zookeeper="zk:2181"),
         slots=pods.SlotConfig(default_slots=2),
-        resolve_classes=False,
         task_timeout_secs=5,
         launch_timeout_secs=30,
     )
@@ -461,3 +460,148 @@ def test_lease_conflict_loses_the_round() -> None:
 def test_time_parsing() -> None:
     assert kube_nimbus._parse_time("1970-01-01T00:00:10.500000Z") == 10.5
     assert kube_nimbus._parse_time(None) is None and kube_nimbus._parse_time("junk") is None
+
+
+# --- per-topology pod settings, rolls and health ----------------------------------------------
+
+
+def _images(api: FakeApi) -> set[str]:
+    return {p["spec"]["containers"][0]["image"] for p in api.pods.values()}
+
+
+def test_image_change_rolls_the_workers_like_a_rebalance() -> None:
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, {**SPEC, "worker": {"image": "team/wc:1"}})
+    nimbus.round()
+    api.ready_all()
+    _beat_all(state, clock, "wc")
+    nimbus.round()
+    assert _images(api) == {"team/wc:1"} and set(_status(api)["images"].values()) == {"team/wc:1"}
+    before = set(state.assignments["wc"].slots().values())
+    nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "worker": {"image": "team/wc:2"}})
+    nimbus.round()
+    # Draining: spouts deactivated, old pods still running, for rebalanceWaitSecs (5)
+    assert state.storms["wc"].status is TopologyStatus.INACTIVE
+    assert _images(api) == {"team/wc:1"} and not api.deleted
+    st = _status(api)
+    assert st["phase"] == "Rolling" and _cond(st, "Rolling")["reason"] == "Draining"
+    assert "SpecChangeIgnored" not in api.reasons("wc") and "RollStarted" in api.reasons("wc")
+    # the operator restarts mid-roll: the new one resumes from the status
+    nimbus, _, _, _ = _make(state, api, clock)
+    nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "worker": {"image": "team/wc:2"}}, status=_status(api))
+    clock.now += 3
+    _beat_all(state, clock, "wc")
+    nimbus.round()
+    assert not api.deleted and state.storms["wc"].status is TopologyStatus.INACTIVE
+    clock.now += 3
+    _beat_all(state, clock, "wc")
+    nimbus.round()
+    # Replacing: the outdated pods go (gracefully) and come back with the new image on the same slots
+    assert len(api.deleted) == 2 and all(grace is None for _, grace in api.deleted)
+    assert "RollReplacing" in api.reasons("wc")
+    nimbus.round()
+    assert _images(api) == {"team/wc:2"}
+    assert set(state.assignments["wc"].slots().values()) == before
+    assert state.storms["wc"].status is TopologyStatus.INACTIVE
+    assert _status(api)["phase"] == "Rolling" and _cond(_status(api), "Rolling")["reason"] == "Replacing"
+    api.ready_all()
+    _beat_all(state, clock, "wc")
+    clock.now += 1
+    nimbus.round()
+    assert state.storms["wc"].status is TopologyStatus.ACTIVE
+    st = _status(api)
+    assert st["phase"] == "Running" and _cond(st, "Rolling")["reason"] == "Completed"
+    assert set(st["images"].values()) == {"team/wc:2"} and "roll" not in st
+    assert "RollCompleted" in api.reasons("wc")
+
+
+def test_chart_default_image_change_rolls_too() -> None:
+    import dataclasses
+
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    api.ready_all()
+    # helm upgrade: a new operator with a new default worker image, same ZooKeeper and resources
+    config = dataclasses.replace(nimbus.config, worker=dataclasses.replace(nimbus.config.worker, image="squall-worker:new"))
+    nimbus2 = KubeNimbus(state, api, config, clock=clock)  # type: ignore[arg-type]
+    nimbus2.refresh_nodes()
+    nimbus2.startup()
+    nimbus2.register("ns", "wc", "uid-1", 1, SPEC, status=_status(api))
+    nimbus2.round()
+    assert state.storms["wc"].status is TopologyStatus.INACTIVE and "RollStarted" in api.reasons("wc")
+    assert "squall-worker:t -> squall-worker:new" in [m for n, r, m in api.events if r == "RollStarted"][0]
+
+
+def test_inactive_topology_rolls_without_waiting_and_stays_inactive() -> None:
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, {**SPEC, "active": False})
+    nimbus.round()
+    api.ready_all()
+    nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "active": False, "worker": {"env": [{"name": "X", "value": "1"}]}})
+    nimbus.round()
+    nimbus.round()
+    assert len(api.deleted) == 2
+    nimbus.round()
+    api.ready_all()
+    nimbus.round()
+    assert state.storms["wc"].status is TopologyStatus.INACTIVE and "RollCompleted" in api.reasons("wc")
+
+
+def test_refused_pod_shows_invalid_pod_template() -> None:
+    api = FakeApi()
+
+    def refuse(namespace: str, body: dict[str, Any]) -> None:
+        raise kube_nimbus.ApiRejected('Pod "wc-n1-6700" is invalid: spec.volumes[1].configMap.name: Required value')
+
+    api.create_pod = refuse  # type: ignore[method-assign]
+    nimbus, state, api, clock = _make(api=api)
+    nimbus.register("ns", "wc", "uid-1", 1, {**SPEC, "worker": {"volumes": [{"name": "v", "configMap": {}}]}})
+    nimbus.round()
+    nimbus.round()
+    st = _status(api)
+    assert st["state"] == "InvalidPodTemplate" and "spec.volumes[1].configMap.name" in st["message"]
+    assert _cond(st, "WorkersHealthy")["reason"] == "InvalidPodTemplate"
+    assert api.reasons("wc").count("InvalidPodTemplate") == 1
+
+
+def test_image_pull_failure_and_crash_loop_show_in_state_and_events() -> None:
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, {**SPEC, "worker": {"image": "nope:1"}})
+    nimbus.round()
+    for p in api.pods.values():
+        p["status"] = {"phase": "Pending", "containerStatuses": [{"name": "worker", "restartCount": 0, "state": {
+            "waiting": {"reason": "ErrImagePull", "message": "pull access denied"}}}]}
+    clock.now += 1
+    nimbus.round()
+    st = _status(api)
+    assert st["state"] == "ErrImagePull" and "nope:1" in st["message"]
+    assert "ErrImagePull" in api.reasons("wc")
+    for p in api.pods.values():
+        p["status"] = {"phase": "Running", "containerStatuses": [{"name": "worker", "restartCount": 5, "state": {
+            "waiting": {"reason": "CrashLoopBackOff"}}, "lastState": {"terminated": {"exitCode": 2}}}]}
+    clock.now += 1
+    nimbus.round()
+    assert _status(api)["state"] == "CrashLoopBackOff" and "CrashLoopBackOff" in api.reasons("wc")
+    api.ready_all()
+    clock.now += 1
+    nimbus.round()
+    assert _status(api)["state"] == "Running" and "WorkersHealthy" in api.reasons("wc")
+
+
+def test_worker_load_error_shows_until_a_worker_heartbeats() -> None:
+    state = FakeState()
+    load = ErrorInfo(component="__load", task=-1, time_secs=1_000_000.5, host="n1", port=6700,
+                     error="spec.spouts[0].class: 'm:S' — No module named 'm'")
+    state.last_error = lambda topo, comp: load if comp == "__load" else None  # type: ignore[method-assign]
+    nimbus, _, api, clock = _make(state=state)
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    clock.now += 1
+    nimbus.round()
+    st = _status(api)
+    assert st["state"] == "ComponentLoadFailed" and "No module named 'm'" in st["message"]
+    assert "ComponentLoadFailed" in api.reasons("wc")
+    _beat_all(state, clock, "wc")
+    clock.now += 1
+    nimbus.round()
+    assert _status(api)["state"] != "ComponentLoadFailed"

@@ -17,7 +17,7 @@ def test_arguments_become_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
         '--worker-resources={"requests": {"cpu": "1"}}', "--worker-env=A=1",
         "--search-path=/app", "--node-selector=pool=stream", "--slots-per-node=2",
         "--base-port=7000", "--monitor-freq-secs=1", "--task-timeout-secs=5", "--lease-name=l",
-        "--lease-namespace=ops", "--no-resolve-classes",
+        "--lease-namespace=ops",
     ])
     config = config_from_args(args)
     assert config.zookeeper == "zk:2181" and config.zk_root == "/s"
@@ -25,7 +25,6 @@ def test_arguments_become_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config.worker.image == "w:1" and config.worker.command == ("python", "-m", "squall.worker")
     assert config.worker.resources == {"requests": {"cpu": "1"}} and config.worker.env == {"A": "1"}
     assert config.worker.zookeeper == "zk:2181" and config.worker.search_paths == ("/app",)
-    assert config.search_paths == ("/app",) and config.resolve_classes is False
     assert config.slots.node_selector == {"pool": "stream"} and config.slots.default_slots == 2
     assert config.slots.base_port == 7000 and config.monitor_freq_secs == 1
     assert config.task_timeout_secs == 5 and config.lease_name == "l" and config.lease_namespace == "ops"
@@ -37,7 +36,7 @@ def test_environment_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SQUALL_SEARCH_PATHS", "/a:/b")
     config = config_from_args(parser().parse_args([]))
     assert config.zookeeper == "zk:1" and config.namespaces == ("x", "y")
-    assert config.search_paths == ("/a", "/b") and config.worker.command == ()
+    assert config.worker.search_paths == ("/a", "/b") and config.worker.command == ()
     monkeypatch.delenv("SQUALL_ZOOKEEPER")
     with pytest.raises(SystemExit, match="--zookeeper"):
         config_from_args(parser().parse_args([]))

@@ -266,3 +266,141 @@ def test_status_failed_and_killing() -> None:
     assert st["phase"] == "Killing"
     killing = {c["type"]: c for c in st["conditions"]}["Killing"]
     assert killing["status"] == "True" and "1970-01-01T00:17:10Z" in killing["message"]
+
+
+# --- per-topology worker settings ------------------------------------------------------------
+
+WORKER = {
+    "image": "team-a/wordcount:2",
+    "imagePullPolicy": "Always",
+    "imagePullSecrets": [{"name": "regcred"}],
+    "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": 1073741824}},
+    "env": [{"name": "MODE", "value": "fast"},
+            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+    "envFrom": [{"configMapRef": {"name": "settings"}, "prefix": "APP_"}],
+    "nodeSelector": {"disk": "ssd"},
+    "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "stream", "effect": "NoSchedule"}],
+    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}},
+    "serviceAccountName": "wordcount",
+    "volumes": [{"name": "models", "configMap": {"name": "models"}}],
+    "volumeMounts": [{"name": "models", "mountPath": "/models", "readOnly": True}],
+    "labels": {"team": "a", pods.LABEL_TOPOLOGY: "spoofed"},
+    "annotations": {"note": "x"},
+}
+
+
+def _worker(**over: Any) -> Any:
+    from squall.models.v1alpha1 import WorkerSpec
+
+    return WorkerSpec.model_validate({**WORKER, **over})
+
+
+def test_worker_settings_are_laid_under_the_operators_own() -> None:
+    pod = pods.worker_pod("wc", "uid-1", "ns1", WorkerSlot("node-2", 6701), CONFIG, _worker())
+    spec, meta = pod["spec"], pod["metadata"]
+    (c,) = spec["containers"]
+    assert c["image"] == "team-a/wordcount:2" and c["imagePullPolicy"] == "Always"
+    assert c["resources"] == {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": 1073741824}}
+    names = [e["name"] for e in c["env"]]
+    # the operator's variables first, the chart's, then the topology's
+    assert names == ["POD_IP", "POD_NAME", "NODE_NAME", "PYTHONUNBUFFERED", "A", "MODE", "TOKEN"]
+    assert c["env"][-1] == {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
+    assert c["envFrom"] == [{"prefix": "APP_", "configMapRef": {"name": "settings"}}]
+    assert c["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"},
+                                 {"name": "models", "mountPath": "/models", "readOnly": True}]
+    assert spec["volumes"] == [{"name": "tmp", "emptyDir": {}}, {"name": "models", "configMap": {"name": "models"}}]
+    assert spec["nodeSelector"] == {"disk": "ssd"}
+    assert spec["tolerations"][0]["key"] == "dedicated"
+    assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert spec["serviceAccountName"] == "wordcount" and "automountServiceAccountToken" not in spec
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+    # the operator's own parts stay
+    assert spec["nodeName"] == "node-2" and c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert meta["labels"]["team"] == "a" and meta["labels"][pods.LABEL_TOPOLOGY] == "wc"
+    assert meta["annotations"]["note"] == "x" and meta["annotations"][pods.ANNOTATION_SLOT] == "node-2-6701"
+    # without settings: the chart's defaults
+    plain = pods.worker_pod("wc", "uid-1", "ns1", WorkerSlot("node-2", 6701), CONFIG)
+    assert plain["spec"]["containers"][0]["image"] == "squall-worker:0.1.0"
+    assert plain["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "100m"}}
+    assert plain["spec"]["automountServiceAccountToken"] is False
+
+
+def test_template_hash_changes_exactly_with_the_pod_settings() -> None:
+    base = pods.template_hash(CONFIG, None)
+    assert pods.template_hash(CONFIG, None) == base
+    assert pods.template_hash(CONFIG, _worker()) == pods.template_hash(CONFIG, _worker())
+    assert pods.template_hash(CONFIG, _worker()) != pods.template_hash(CONFIG, _worker(image="team-a/wordcount:3"))
+    # a new default image from the chart (helm upgrade) rolls too
+    import dataclasses
+
+    assert pods.template_hash(dataclasses.replace(CONFIG, image="squall-worker:0.2.0"), None) != base
+    pod = pods.worker_pod("wc", "u", "ns", WorkerSlot("n", 6700), CONFIG, _worker())
+    view = pods.pod_view(pod)
+    assert view.template == pods.template_hash(CONFIG, _worker()) and view.image == "team-a/wordcount:2"
+
+
+@pytest.mark.parametrize(("over", "where"), [
+    ({"imagePullPolicy": "Sometimes"}, "imagePullPolicy"),
+    ({"resources": {"requests": {"cpu": "lots"}}}, "resources.requests.cpu"),
+    ({"resources": {"requests": {"cpu": -1}}}, "resources.requests.cpu"),
+    ({"env": [{"name": "POD_IP", "value": "x"}]}, "env.0.name"),
+    ({"env": [{"name": "1 bad", "value": "x"}]}, "env.0.name"),
+    ({"volumes": [{"name": "tmp", "emptyDir": {}}]}, "volumes.0.name"),
+    ({"volumeMounts": [{"name": "nope", "mountPath": "/x"}]}, "volumeMounts"),
+    ({"tolerations": [{"operator": "Maybe"}]}, "tolerations.0.operator"),
+    ({"serviceAccountName": "Not_Valid"}, "serviceAccountName"),
+    ({"image": "has space"}, "image"),
+    ({"hostNetwork": True}, "hostNetwork"),
+])
+def test_invalid_worker_settings_are_refused_naming_the_field(over: dict[str, Any], where: str) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as info:
+        _worker(**over)
+    locs = [".".join(str(p) for p in e["loc"]) for e in info.value.errors()]
+    assert any(where in loc or (where == "volumeMounts" and "volumeMounts" in str(info.value)) for loc in locs), locs
+
+
+def _pod_with(status: dict[str, Any], name: str = "wc-n1-6700") -> pods.PodView:
+    pod = pods.worker_pod("wc", "u", "ns", WorkerSlot("n1", 6700), CONFIG)
+    pod["metadata"]["name"] = name
+    pod["status"] = status
+    return pods.pod_view(pod)
+
+
+def test_pod_problems_name_the_reason() -> None:
+    pull = _pod_with({"phase": "Pending", "containerStatuses": [{"name": "worker", "restartCount": 0, "state": {
+        "waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image \"nope:1\""}}}]})
+    crash = _pod_with({"phase": "Running", "containerStatuses": [{"name": "worker", "restartCount": 4, "state": {
+        "waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+        "lastState": {"terminated": {"exitCode": 1, "message": "Traceback\nModuleNotFoundError: No module named 'x'"}}}]},
+        name="wc-n2-6700")
+    rejected = _pod_with({"phase": "Failed", "reason": "OutOfcpu", "message": "Pod Node didn't have enough resource: cpu"},
+                         name="wc-n3-6700")
+    creating = _pod_with({"phase": "Pending", "containerStatuses": [{"name": "worker", "state": {
+        "waiting": {"reason": "ContainerCreating"}}}]}, name="wc-n4-6700")
+    problems = pods.pod_problems([crash, rejected, pull, creating])
+    assert [p.reason for p in problems] == ["ImagePullBackOff", "CrashLoopBackOff", "PodRejected"]
+    assert "image 'squall-worker:0.1.0' cannot be pulled" in problems[0].message
+    assert "4 restarts" in problems[1].message and "exit code 1" in problems[1].message
+    assert "ModuleNotFoundError" in problems[1].message
+    assert "OutOfcpu" in problems[2].message and "n1" in problems[2].message
+    assert pods.pod_problems([creating]) == []
+
+
+def test_status_state_shows_the_blocking_reason() -> None:
+    topo = Topology.model_validate({"metadata": {"name": "wc"}, "spec": {
+        "numWorkers": 1, "spouts": [{"name": "s", "class": "m:S"}]}})
+    base = initial_storm_base(topo, 100.0)
+    blocker = pods.Problem("ImagePullBackOff", "pod wc-n1-6700: image 'nope' cannot be pulled")
+    st = pods.build_status(base=base, assignment=None, heartbeats={}, pods=[], errors={}, now=110.0,
+                           generation=1, blockers=[blocker])
+    assert st["phase"] == "Pending" and st["state"] == "ImagePullBackOff"
+    assert "cannot be pulled" in st["message"]
+    health = next(c for c in st["conditions"] if c["type"] == "WorkersHealthy")
+    assert health["status"] == "False" and health["reason"] == "ImagePullBackOff"
+    ok = pods.build_status(base=base, assignment=None, heartbeats={}, pods=[], errors={}, now=111.0,
+                           generation=1, previous=st)
+    assert ok["state"] == "Pending" and ok["message"] == ""
+    assert next(c for c in ok["conditions"] if c["type"] == "WorkersHealthy")["status"] == "True"

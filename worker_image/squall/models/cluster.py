@@ -13,6 +13,9 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 PAYLOAD_VERSION = 1
+# the "component" under which a worker reports that it cannot load the topology's classes (a
+# module missing from its image): the operator shows it on the Topology
+LOAD_ERROR_COMPONENT = "__load"
 
 
 class WorkerSlot(NamedTuple):

@@ -10,9 +10,18 @@ snake_case in Python. The checks here are the ones a CRD's OpenAPI schema can al
 from __future__ import annotations
 
 import enum
-from typing import Any, Final, Literal
+import re
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 API_VERSION: Final = "squall.io/v1alpha1"
 KIND: Final = "Topology"
@@ -20,6 +29,15 @@ DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 # Storm-style stream names: the default stream, or anything a user declares.
 STREAM_NAME = r"^[A-Za-z_][A-Za-z0-9_.-]{0,62}$"
 CLASS_PATH = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$"
+# Kubernetes' own patterns (apimachinery): a resource quantity, a DNS subdomain, an env var name
+QUANTITY = (r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]"
+            r"|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+IMAGE = r"^[^\s]+$"
+# names the operator gives the worker container itself: a topology may not redefine them
+RESERVED_ENV: Final = frozenset({"POD_IP", "POD_NAME", "NODE_NAME", "PYTHONUNBUFFERED"})
+RESERVED_VOLUME: Final = "tmp"
 
 
 class _Model(BaseModel):
@@ -80,6 +98,189 @@ class BoltSpec(ComponentSpec):
     inputs: list[InputSpec] = Field(default_factory=list)
 
 
+# --- per-topology worker pod settings (what the operator puts in each worker pod) -------------
+
+_QUANTITY_RE = re.compile(QUANTITY)
+
+
+def _quantity(value: str | int) -> str | int:
+    if isinstance(value, bool) or (isinstance(value, int) and value < 0):
+        raise ValueError(f"{value!r} is not a resource quantity")
+    if isinstance(value, str) and not _QUANTITY_RE.match(value):
+        raise ValueError(f"{value!r} is not a resource quantity (like 500m, 2, 1Gi)")
+    return value
+
+
+# int-or-string, as Kubernetes' own Quantity fields are declared in a CRD
+Quantity = Annotated[
+    str | int,
+    AfterValidator(_quantity),
+    WithJsonSchema({"x-kubernetes-int-or-string": True, "pattern": QUANTITY}),
+]
+
+
+class ResourceRequirements(_Model):
+    """The worker container's `resources` (replaces the chart's `worker.resources`)."""
+
+    requests: dict[str, Quantity] | None = None
+    limits: dict[str, Quantity] | None = None
+
+
+class PullPolicy(str, enum.Enum):
+    ALWAYS = "Always"
+    IF_NOT_PRESENT = "IfNotPresent"
+    NEVER = "Never"
+
+
+class LocalObjectReference(_Model):
+    name: str = Field(pattern=DNS_SUBDOMAIN, max_length=253)
+
+
+class EnvVar(_Model):
+    """An environment variable; `valueFrom` is Kubernetes' EnvVarSource, checked by the API
+    server when the pod is created."""
+
+    name: str = Field(pattern=ENV_NAME)
+    value: str | None = None
+    value_from: dict[str, Any] | None = Field(None, alias="valueFrom")
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value in RESERVED_ENV:
+            raise ValueError(f"{value} is set by the operator; choose another name")
+        return value
+
+
+class SourceReference(_Model):
+    name: str = Field(pattern=DNS_SUBDOMAIN, max_length=253)
+    optional: bool | None = None
+
+
+class EnvFromSource(_Model):
+    prefix: str | None = None
+    config_map_ref: SourceReference | None = Field(None, alias="configMapRef")
+    secret_ref: SourceReference | None = Field(None, alias="secretRef")
+
+
+class TolerationOperator(str, enum.Enum):
+    EXISTS = "Exists"
+    EQUAL = "Equal"
+
+
+class TaintEffect(str, enum.Enum):
+    ANY = ""
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class Toleration(_Model):
+    key: str | None = None
+    operator: TolerationOperator | None = None
+    value: str | None = None
+    effect: TaintEffect | None = None
+    toleration_seconds: int | None = Field(None, alias="tolerationSeconds")
+
+
+class SelectorOperator(str, enum.Enum):
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+    GT = "Gt"
+    LT = "Lt"
+
+
+class NodeSelectorRequirement(_Model):
+    key: str = Field(min_length=1)
+    operator: SelectorOperator
+    values: list[str] | None = None
+
+
+class NodeSelectorTerm(_Model):
+    match_expressions: list[NodeSelectorRequirement] | None = Field(None, alias="matchExpressions")
+    match_fields: list[NodeSelectorRequirement] | None = Field(None, alias="matchFields")
+
+
+class NodeSelector(_Model):
+    node_selector_terms: list[NodeSelectorTerm] = Field(alias="nodeSelectorTerms", min_length=1)
+
+
+class NodeAffinity(_Model):
+    required: NodeSelector | None = Field(None, alias="requiredDuringSchedulingIgnoredDuringExecution")
+    # PreferredSchedulingTerm list: free-form here, checked by the API server
+    preferred: list[dict[str, Any]] | None = Field(None, alias="preferredDuringSchedulingIgnoredDuringExecution")
+
+
+class Affinity(_Model):
+    """Kubernetes' Affinity. The required node affinity also limits the slots nimbus offers the
+    topology; pod (anti-)affinity is passed to the pods as given (free-form, checked by the API
+    server when the pod is created)."""
+
+    node_affinity: NodeAffinity | None = Field(None, alias="nodeAffinity")
+    pod_affinity: dict[str, Any] | None = Field(None, alias="podAffinity")
+    pod_anti_affinity: dict[str, Any] | None = Field(None, alias="podAntiAffinity")
+
+
+class Volume(BaseModel):
+    """A pod volume: `name` plus one volume source (configMap, secret, persistentVolumeClaim,
+    emptyDir, ...), passed to the pods as given and checked by the API server."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="allow", frozen=True)
+
+    name: str = Field(pattern=DNS_LABEL, max_length=63)
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value == RESERVED_VOLUME:
+            raise ValueError(f"volume {value!r} is the operator's own (/tmp); choose another name")
+        return value
+
+
+class VolumeMount(_Model):
+    name: str = Field(pattern=DNS_LABEL, max_length=63)
+    mount_path: str = Field(alias="mountPath", pattern=r"^/")
+    read_only: bool | None = Field(None, alias="readOnly")
+    sub_path: str | None = Field(None, alias="subPath")
+
+
+class WorkerSpec(_Model):
+    """Per-topology settings of the worker pods, laid over the chart's `worker.*` defaults.
+
+    The operator's own parts of the pod (the slot's node and port, the worker's arguments, the
+    probe, the security context, the /tmp volume) cannot be changed here. `squall run` ignores
+    all of it: local workers are processes of this machine."""
+
+    image: str | None = Field(None, pattern=IMAGE, max_length=512)
+    image_pull_policy: PullPolicy | None = Field(None, alias="imagePullPolicy")
+    image_pull_secrets: list[LocalObjectReference] | None = Field(None, alias="imagePullSecrets")
+    resources: ResourceRequirements | None = None
+    env: list[EnvVar] | None = None
+    env_from: list[EnvFromSource] | None = Field(None, alias="envFrom")
+    node_selector: dict[str, str] | None = Field(None, alias="nodeSelector")
+    tolerations: list[Toleration] | None = None
+    affinity: Affinity | None = None
+    service_account_name: str | None = Field(None, alias="serviceAccountName", pattern=DNS_SUBDOMAIN,
+                                             max_length=253)
+    volumes: list[Volume] | None = None
+    volume_mounts: list[VolumeMount] | None = Field(None, alias="volumeMounts")
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+    @model_validator(mode="after")
+    def _mounts_name_volumes(self) -> WorkerSpec:
+        declared = {v.name for v in self.volumes or ()}
+        for i, mount in enumerate(self.volume_mounts or ()):
+            if mount.name not in declared:
+                raise ValueError(f"volumeMounts[{i}] names volume {mount.name!r}, which volumes "
+                                 "does not declare")
+            if mount.mount_path.rstrip("/") == "/tmp":
+                raise ValueError(f"volumeMounts[{i}]: /tmp is the operator's own volume")
+        return self
+
+
 class TopologySpec(_Model):
     spouts: list[SpoutSpec] = Field(min_length=1)
     bolts: list[BoltSpec] = Field(default_factory=list)
@@ -92,6 +293,8 @@ class TopologySpec(_Model):
     rebalance_wait_secs: float | None = Field(None, alias="rebalanceWaitSecs", ge=0)
     active: bool = True
     config: dict[str, Any] = Field(default_factory=dict)
+    # the worker pods' image and pod settings (Kubernetes only; `squall run` ignores them)
+    worker: WorkerSpec | None = None
 
     @property
     def components(self) -> list[ComponentSpec]:

@@ -142,7 +142,17 @@ class Worker:
         self.control_port = self.control_sock.bind_to_random_port(f"tcp://{self.bind_host}")
 
     def start(self) -> None:
-        self._load()
+        from squall.errors import TopologyError
+        from squall.models.cluster import LOAD_ERROR_COMPONENT
+
+        try:
+            self._load()
+        except TopologyError as exc:
+            # the operator runs no user code: a class missing from this image shows on the Topology
+            self.state.report_error(self.topology_id, LOAD_ERROR_COMPONENT, ErrorInfo(
+                component=LOAD_ERROR_COMPONENT, task=-1, time_secs=time.time(), host=self.host,
+                port=self.slot.port, error="\n".join(exc.lines())))
+            raise
         self._bind()
         self.endpoint = Endpoint(host=self.host, port=self.slot.port, control_port=self.control_port, pid=os.getpid())
         # the state layer registers the (ephemeral) endpoint again in every new session; the
