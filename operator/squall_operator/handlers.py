@@ -22,6 +22,7 @@ import kopf
 
 from squall_operator.crd import GROUP, PLURAL, VERSION
 from squall_operator.kube_nimbus import (
+    Health,
     KubeApi,
     KubeClusterState,
     KubeNimbus,
@@ -46,6 +47,8 @@ class OperatorContext:
     state: KubeClusterState | None = None
     # called when the Lease is lost: the process must stop acting at once
     on_lost: Any = None
+    # what /readyz reports (operator_main serves it)
+    health: Health | None = None
 
 
 def _context(memo: Any) -> OperatorContext:
@@ -77,14 +80,16 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     api: KubeApi = ctx.api if ctx.api is not None else await asyncio.to_thread(KubernetesApi)
     ctx.api = api
     elector = LeaseElector(api, config.lease_namespace, config.lease_name, config.identity,
-                           config.lease_duration_secs)
+                           config.lease_duration_secs, health=ctx.health)
     log.info("waiting for lease %s/%s as %s", config.lease_namespace, config.lease_name, config.identity)
     if not await asyncio.to_thread(elector.acquire, ctx.stop):
         return
     state = await asyncio.to_thread(KubeClusterState.connect, config.zookeeper, root=config.zk_root)
     assert isinstance(state, KubeClusterState)
     ctx.state = state
-    nimbus = KubeNimbus(state, api, config)
+    if ctx.health is not None:
+        ctx.health.zk_client = state.client
+    nimbus = KubeNimbus(state, api, config, health=ctx.health)
     await asyncio.to_thread(nimbus.start_operator, ctx.stop)
     ctx.nimbus = nimbus
     threading.Thread(target=elector.keep, args=(ctx.stop, ctx.on_lost or _exit_on_lost),

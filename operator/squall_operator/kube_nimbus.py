@@ -41,16 +41,18 @@ from squall.models.cluster import (
     StormBase,
     SupervisorInfo,
     TopologyStatus,
+    WorkerSlot,
 )
 from squall.models.v1alpha1 import API_VERSION, KIND, Topology, WorkerSpec
 from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected, StateError, Watch
 from squall.validation import check_topology, parse_topology
 from squall_operator import monitor, pods
-from squall_operator.nimbus import Nimbus, NimbusError
+from squall_operator.nimbus import Nimbus, NimbusError, needed_executors
 
 log = logging.getLogger("squall.operator")
 
 __all__ = [
+    "Health",
     "KubeApi",
     "KubeClusterState",
     "KubeNimbus",
@@ -240,6 +242,67 @@ class KubernetesApi:
         self._call(self.coordination.replace_namespaced_lease, name, namespace, body)
 
 
+# --- readiness ------------------------------------------------------------------------------------
+
+
+def readiness(now: float, api_ok_at: float | None, api_window: float, zk_connected: bool | None,
+              zk_what: str = "ZooKeeper") -> tuple[bool, str]:
+    """Whether the operator is Ready: it reached the API server within `api_window` seconds and
+    it is connected to ZooKeeper (`zk_connected`; None: not known yet, which is not ready)."""
+    problems = []
+    if api_ok_at is None:
+        problems.append("the API server has not answered yet")
+    elif now - api_ok_at > api_window:
+        problems.append(f"no answer from the API server for {now - api_ok_at:.0f}s")
+    if not zk_connected:
+        problems.append(f"{zk_what} is not reachable" if zk_connected is False else f"not connected to {zk_what} yet")
+    return (not problems, "; ".join(problems) or "ok")
+
+
+class Health:
+    """What the operator's /readyz reports: the API server answered recently (the Lease, the
+    Node list) and ZooKeeper is connected (the leader's session; a standby, which has none,
+    probes a TCP connection to the ensemble)."""
+
+    def __init__(self, zookeeper: str, api_window: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.zookeeper = zookeeper
+        self.api_window = api_window
+        self.clock = clock
+        self.api_ok_at: float | None = None
+        # the leader's kazoo client (has `.connected`), once it has one
+        self.zk_client: Any = None
+        self._probe: tuple[float, bool] | None = None
+
+    def api_ok(self) -> None:
+        self.api_ok_at = self.clock()
+
+    def zk_connected(self) -> bool:
+        if self.zk_client is not None:
+            return bool(self.zk_client.connected)
+        now = self.clock()
+        if self._probe is None or now - self._probe[0] > 5:
+            self._probe = (now, _tcp_reachable(self.zookeeper))
+        return self._probe[1]
+
+    def ready(self) -> tuple[bool, str]:
+        return readiness(self.clock(), self.api_ok_at, self.api_window, self.zk_connected(),
+                         f"ZooKeeper ({self.zookeeper})")
+
+
+def _tcp_reachable(connect: str, timeout: float = 1.0) -> bool:
+    import socket
+
+    for hostport in connect.split("/", 1)[0].split(","):
+        host, _, port = hostport.strip().rpartition(":")
+        try:
+            with socket.create_connection((host or "localhost", int(port or 2181)), timeout):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
 # --- leader election ---------------------------------------------------------------------------
 
 
@@ -254,8 +317,10 @@ class LeaseElector:
     """
 
     def __init__(self, api: KubeApi, namespace: str, name: str, identity: str,
-                 duration: float = 15.0, clock: Callable[[], float] = time.time) -> None:
+                 duration: float = 15.0, clock: Callable[[], float] = time.time,
+                 health: Health | None = None) -> None:
         self.api = api
+        self.health = health
         self.namespace = namespace
         self.name = name
         self.identity = identity
@@ -283,6 +348,8 @@ class LeaseElector:
     def try_acquire(self) -> bool:
         """One attempt to take or renew the Lease; True when this instance holds it."""
         lease = self.api.get_lease(self.namespace, self.name)
+        if self.health is not None:
+            self.health.api_ok()
         now = self.clock()
         try:
             if lease is None:
@@ -403,6 +470,12 @@ class Resource:
     roll: dict[str, Any] | None = None
     # message of a roll that just completed (shown once in the Rolling condition)
     rolled: str | None = None
+    # slots whose pod the kubelet refused (OutOfcpu, NodeAffinity, ...) -> until when nimbus
+    # keeps the topology off them
+    rejected: dict[WorkerSlot, float] = field(default_factory=dict)
+    # slots the topology's pods may use at the last scheduling, and why other nodes offer none
+    allowed_count: int | None = None
+    refused_nodes: dict[str, str] = field(default_factory=dict)
 
 
 def topology_resource(res: Resource) -> dict[str, Any]:
@@ -430,7 +503,7 @@ class KubeNimbus(Nimbus):
     """Nimbus for the operator (see the module doc)."""
 
     def __init__(self, state: KubeClusterState, api: KubeApi, config: OperatorConfig,
-                 *, clock: Callable[[], float] = time.time) -> None:
+                 *, clock: Callable[[], float] = time.time, health: Health | None = None) -> None:
         super().__init__(
             state,
             clock=clock,
@@ -438,6 +511,9 @@ class KubeNimbus(Nimbus):
             monitor_freq_secs=config.monitor_freq_secs,
         )
         self.kstate = state
+        self.health = health
+        self._raw_nodes: list[dict[str, Any]] | None = None
+        self._zk_down = False
         self.api = api
         self.config = config
         self.resources: dict[str, Resource] = {}
@@ -520,9 +596,34 @@ class KubeNimbus(Nimbus):
         with self.lock:
             self.resources.pop(uid, None)
 
+    # -- placement -------------------------------------------------------------------------------
+    REJECT_COOLDOWN_SECS = 300.0
+
+    def allowed_slots(self, topo: str, base: StormBase) -> frozenset[WorkerSlot] | None:
+        """Nimbus still decides the assignment, but offers a topology only the slots whose node
+        its pods may use (pods.allowed_slots), minus slots whose pod the kubelet refused lately."""
+        nodes, raw = self.kstate.nodes, self._raw_nodes
+        if nodes is None or raw is None:
+            return None
+        res = self._owner(topo)
+        worker = (self.worker_spec(res, base) if res is not None
+                  else Topology.model_validate(base.topology).spec.worker)
+        allowed, refused = pods.allowed_slots(raw, nodes, worker, pods.worker_requests(self.config.worker, worker))
+        if res is not None:
+            now = self.clock()
+            res.rejected = {s: t for s, t in res.rejected.items() if t > now}
+            allowed = allowed - set(res.rejected)
+            res.allowed_count = len(allowed)
+            res.refused_nodes = refused
+        return allowed
+
     # -- startup and the loop --------------------------------------------------------------------
     def refresh_nodes(self) -> pods.NodeSlots:
-        nodes = pods.node_slots(self.api.list_nodes(), self.config.slots)
+        raw = self.api.list_nodes()
+        nodes = pods.node_slots(raw, self.config.slots)
+        self._raw_nodes = raw
+        if self.health is not None:
+            self.health.api_ok()
         with self.lock:
             old = self.kstate.nodes
             self.kstate.set_nodes(nodes)
@@ -594,6 +695,13 @@ class KubeNimbus(Nimbus):
             raise NotConnected("not connected to ZooKeeper")
         with self.lock:
             resources = list(self.resources.values())
+        if not self._zookeeper_connected():
+            self._report_zookeeper_down(resources, self.clock())
+            return
+        if self._zk_down:
+            self._zk_down = False
+            for res in resources:
+                self.post(res, "Normal", "ZooKeeperReachable", "connected to ZooKeeper again")
         for res in resources:
             try:
                 with self.lock:
@@ -630,6 +738,35 @@ class KubeNimbus(Nimbus):
                 steps.append(f"{name} {t - last:.1f}s")
                 last = t
             log.warning("slow reconcile round: %.1fs (%s)", took, ", ".join(steps))
+
+    def _zookeeper_connected(self) -> bool:
+        client = getattr(self.state, "client", None)
+        return client is None or bool(client.connected)
+
+    def _report_zookeeper_down(self, resources: list[Resource], now: float) -> None:
+        """ZooKeeper is unreachable: nothing can be read or decided, but every Topology says so
+        (state ZooKeeperUnreachable, condition, one Event) instead of showing stale news."""
+        first = not self._zk_down
+        self._zk_down = True
+        message = (f"ZooKeeper ({self.config.zookeeper}) is not reachable: the workers keep running "
+                   "as assigned, nothing is scheduled or changed until it is back")
+        for res in resources:
+            if res.removed:
+                continue
+            previous = list(res.status.get("conditions") or [])
+            cond = pods.condition("ZooKeeperReachable", False, "Disconnected", message, now, previous)
+            status = {**res.status, "state": "ZooKeeperUnreachable", "message": message,
+                      "conditions": pods.merge_conditions(previous, [cond])}
+            if status == res.status:
+                continue
+            try:
+                self.api.patch_status(res.namespace, res.name, status)
+                res.status = status
+                res.last_status_write = now
+            except Exception:
+                log.warning("cannot write the status of %s/%s", res.namespace, res.name, exc_info=True)
+            if first:
+                self.post(res, "Warning", "ZooKeeperUnreachable", message)
 
     # -- spec -> nimbus actions ----------------------------------------------------------------------
     def validate(self, res: Resource) -> None:
@@ -793,6 +930,16 @@ class KubeNimbus(Nimbus):
         healthy = set(nodes.slots) if nodes is not None else {p.node for p in existing}
         unhealthy = {p.node for p in existing if p.node not in healthy}
         plan = pods.plan_pods(wanted, existing, unhealthy)
+        for view in existing:
+            if pods.refused_by_kubelet(view) and view.slot is not None and view.slot in wanted \
+                    and view.slot not in res.rejected and not view.deleting:
+                # the kubelet refused or evicted it: move the slot instead of recreating it there
+                res.rejected[view.slot] = self.clock() + self.REJECT_COOLDOWN_SECS
+                self.post(res, "Warning", "PodRejected",
+                          f"node {view.node} refused worker pod {view.name} ({view.reason}"
+                          + (f": {view.message}" if view.message else "")
+                          + f"); moving slot {view.slot.key()} elsewhere")
+                self.wake.set()
         for name, why in sorted(plan.delete.items()):
             forced = name in plan.force
             self.api.delete_pod(res.namespace, name, 0 if forced else None)
@@ -931,6 +1078,15 @@ class KubeNimbus(Nimbus):
                     "ComponentLoadFailed",
                     f"worker {load.host or '?'}:{load.port} cannot load the topology's classes: "
                     + "; ".join(text[-3:])[:600]))
+        if base is not None and res.allowed_count is not None and base.status is not TopologyStatus.KILLED:
+            desired = min(base.num_workers, len(needed_executors(base)))
+            placed = len(set((assignment or Assignment()).slots().values()))
+            if placed < desired:
+                refused = "".join(f"; {n}: {w}" for n, w in sorted(res.refused_nodes.items()))
+                blockers.append(pods.Problem(
+                    "Unschedulable",
+                    f"{placed}/{desired} workers placed: {res.allowed_count} slots on the nodes this "
+                    f"topology's pods may use, the others taken{refused}"))
         roll = None
         if res.roll is not None:
             r = res.roll
@@ -947,6 +1103,10 @@ class KubeNimbus(Nimbus):
         )
         if res.roll is not None:
             status["roll"] = {**res.roll, "due": pods.iso_time(float(res.roll["due"]))}
+        if any(c.get("type") == "ZooKeeperReachable" for c in status["conditions"]):
+            status["conditions"] = pods.merge_conditions(status["conditions"], [pods.condition(
+                "ZooKeeperReachable", True, "Connected", "connected to ZooKeeper", now,
+                status["conditions"])])
         old = {k: v for k, v in res.status.items() if k != "uptimeSecs"}
         new = {k: v for k, v in status.items() if k != "uptimeSecs"}
         if old == new and now - res.last_status_write < self.config.status_refresh_secs:

@@ -209,6 +209,11 @@ class Nimbus:
                     self.mk_assignments()
             self.wake.set()
 
+    def allowed_slots(self, topo: str, base: StormBase) -> frozenset[WorkerSlot] | None:
+        """The slots `topo`'s workers may use; None: every slot (KubeNimbus narrows it to the
+        nodes its pods may run on)."""
+        return None
+
     def _event(self, text: str) -> None:
         log.info(text)
         self.events.append(text)
@@ -280,6 +285,7 @@ class Nimbus:
                         num_workers=base.num_workers,
                         current=slots,
                         alive=alive,
+                        allowed=self.allowed_slots(topo, base),
                     )
                 )
             cluster = schedulable_cluster({n: info.ports for n, info in supervisors.items()}, held)

@@ -11,9 +11,10 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from squall_operator import pods
-from squall_operator.kube_nimbus import OperatorConfig
+from squall_operator.kube_nimbus import Health, OperatorConfig
 
 __all__ = ["config_from_args", "main", "parser"]
 
@@ -56,7 +57,41 @@ def parser() -> argparse.ArgumentParser:
     add("--lease-namespace", default=_env("SQUALL_LEASE_NAMESPACE") or _env("POD_NAMESPACE") or "default")
     add("--lease-duration-secs", type=float, default=15.0)
     add("--log-level", default=_env("SQUALL_LOG_LEVEL", "INFO"))
+    add("--health-address", default=_env("SQUALL_HEALTH_ADDRESS", "0.0.0.0:8080"),
+        help="HOST:PORT serving /readyz (ready: the API server and ZooKeeper are reachable) and "
+             "/healthz; empty: none [SQUALL_HEALTH_ADDRESS]")
     return p
+
+
+def serve_health(address: str, health: Health) -> Any:
+    """Serve /readyz (200 when `health.ready()`, else 503 with the reason) and /healthz (200
+    while the process runs) on `address` in a daemon thread; returns the server."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            if self.path.startswith("/readyz"):
+                ok, why = health.ready()
+            elif self.path.startswith("/healthz"):
+                ok, why = True, "ok"
+            else:
+                self.send_error(404)
+                return
+            body = (why + "\n").encode()
+            self.send_response(200 if ok else 503)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    host, _, port = address.rpartition(":")
+    server = http.server.ThreadingHTTPServer((host or "0.0.0.0", int(port)), Handler)
+    threading.Thread(target=server.serve_forever, name="squall-health", daemon=True).start()
+    return server
 
 
 def _pairs(items: Sequence[str], what: str) -> dict[str, str]:
@@ -127,7 +162,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from squall_operator import handlers
 
-    context = handlers.OperatorContext(config=config)
+    health = Health(config.zookeeper)
+    if args.health_address:
+        serve_health(args.health_address, health)
+    context = handlers.OperatorContext(config=config, health=health)
     kopf.run(
         standalone=True,
         clusterwide=not config.namespaces,

@@ -44,6 +44,7 @@ __all__ = [
     "build_status",
     "condition",
     "iso_time",
+    "merge_conditions",
     "node_slots",
     "pod_name",
     "pod_view",
@@ -445,8 +446,8 @@ def pod_problems(views: Iterable[PodView]) -> list[Problem]:
             found.setdefault(reason, []).append(
                 f"pod {pod.name} ({pod.restarts} restarts): "
                 + (pod.waiting_message or "the worker keeps exiting; see kubectl logs"))
-        elif pod.phase == "Failed" and pod.reason:
-            # the kubelet refused it (OutOfcpu, NodeAffinity, ...) or evicted it
+        elif refused_by_kubelet(pod):
+            # the kubelet refused it (OutOfcpu, NodeAffinity, ...): nimbus moves the slot
             found.setdefault("PodRejected", []).append(
                 f"pod {pod.name} on {pod.node or '?'}: {pod.reason}"
                 + (f": {pod.message}" if pod.message else ""))
@@ -547,6 +548,144 @@ def node_slots(nodes: Iterable[Mapping[str, Any]], config: SlotConfig) -> NodeSl
     return NodeSlots(slots=dict(sorted(slots.items())), unhealthy=dict(sorted(unhealthy.items())))
 
 
+# --- placement: which nodes a topology's pods may use ---------------------------------------------
+
+# taint effects that keep a pod off a node (PreferNoSchedule only prefers)
+_HARD_EFFECTS: Final = ("NoSchedule", "NoExecute")
+
+
+def _quantity(value: Any) -> float:
+    from kubernetes.utils.quantity import parse_quantity
+
+    return float(parse_quantity(value))  # type: ignore[no-untyped-call]
+
+
+# reasons the kubelet gives a pod it refuses to admit (lifecycle/predicate.go), besides
+# OutOf<resource>; an evicted pod is not refused: it comes back on its slot
+KUBELET_REJECTIONS: Final = frozenset({
+    "NodeAffinity", "NodeName", "NodePorts", "Taint", "TaintToleration", "UnexpectedAdmissionError",
+    "NodeSelectorMismatch", "PodOSNotSupported", "InvalidNodeInfo",
+})
+
+
+def refused_by_kubelet(pod: PodView) -> bool:
+    """The kubelet refused to admit the pod on its node (Failed before any container ran)."""
+    return pod.phase == "Failed" and (pod.reason.startswith("OutOf") or pod.reason in KUBELET_REJECTIONS)
+
+
+def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """Kubernetes' toleration matching (k8s.io/api/core/v1 Toleration.ToleratesTaint)."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    operator = toleration.get("operator") or "Equal"
+    if not key:
+        return operator == "Exists"
+    if key != taint.get("key"):
+        return False
+    return operator == "Exists" or (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def _requirement_matches(req: Mapping[str, Any], value: str | None) -> bool:
+    op, values = req.get("operator"), list(req.get("values") or [])
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and len(values) == 1:
+        try:
+            have, bound = int(value), int(values[0])
+        except ValueError:
+            return False
+        return have > bound if op == "Gt" else have < bound
+    return False
+
+
+def _term_matches(term: Mapping[str, Any], labels: Mapping[str, str], name: str) -> bool:
+    exprs = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not exprs and not fields:
+        return False  # an empty term matches nothing (Kubernetes' rule)
+    return all(_requirement_matches(r, labels.get(r.get("key", ""))) for r in exprs) and all(
+        _requirement_matches(r, name if r.get("key") == "metadata.name" else None) for r in fields)
+
+
+def node_fit(node: Mapping[str, Any], worker: WorkerSpec | None,
+             requests: Mapping[str, Any]) -> tuple[int | None, str]:
+    """How many of a topology's worker pods `node` can take, and why not (all pure values).
+
+    (0, why) when a taint with effect NoSchedule/NoExecute is not tolerated, the node selector
+    or the required node affinity does not match, or one worker's `requests` exceed the node's
+    allocatable; else (n, "") with n the workers that fit the allocatable (None: no limit, the
+    workers request nothing). Other pods on the node are not counted: the kubelet refuses a pod
+    that does not fit, and nimbus then moves that slot (`KubeNimbus`)."""
+    meta = node.get("metadata") or {}
+    name = str(meta.get("name", ""))
+    labels = meta.get("labels") or {}
+    tolerations = [t.model_dump(mode="json", by_alias=True, exclude_none=True)
+                   for t in (worker.tolerations if worker is not None else None) or ()]
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") in _HARD_EFFECTS and not any(_tolerates(t, taint) for t in tolerations):
+            shown = taint.get("key", "") + (f"={taint['value']}" if taint.get("value") else "")
+            return 0, f"taint {shown}:{taint.get('effect')} not tolerated"
+    selector = (worker.node_selector if worker is not None else None) or {}
+    for key, value in sorted(selector.items()):
+        if labels.get(key) != value:
+            return 0, f"nodeSelector {key}={value} does not match (node has {labels.get(key)!r})"
+    affinity = worker.affinity if worker is not None else None
+    required = affinity.node_affinity.required if affinity and affinity.node_affinity else None
+    if required is not None:
+        terms = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in required.node_selector_terms]
+        if not any(_term_matches(t, labels, name) for t in terms):
+            return 0, "required node affinity does not match"
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    fit: int | None = None
+    for resource, amount in sorted(requests.items()):
+        want = _quantity(amount)
+        if want <= 0:
+            continue
+        have = _quantity(allocatable[resource]) if resource in allocatable else 0.0
+        n = int(have // want)
+        if n == 0:
+            return 0, f"a worker requests {resource} {amount}, the node has {allocatable.get(resource, 0)} allocatable"
+        fit = n if fit is None else min(fit, n)
+    return fit, ""
+
+
+def worker_requests(config: WorkerPodConfig, worker: WorkerSpec | None) -> dict[str, Any]:
+    """The resource requests of one worker pod (a limit without a request counts as the request,
+    as Kubernetes defaults it)."""
+    if worker is not None and worker.resources is not None:
+        res = _dump(worker.resources)
+    else:
+        res = dict(config.resources)
+    return {**(res.get("limits") or {}), **(res.get("requests") or {})}
+
+
+def allowed_slots(nodes: Iterable[Mapping[str, Any]], offered: NodeSlots, worker: WorkerSpec | None,
+                  requests: Mapping[str, Any]) -> tuple[frozenset[WorkerSlot], dict[str, str]]:
+    """The slots of `offered` (healthy nodes) a topology's pods may use, and why the other nodes
+    offer it none. A node taking n of its workers offers its first n ports."""
+    allowed: set[WorkerSlot] = set()
+    refused: dict[str, str] = {}
+    by_name = {str((n.get("metadata") or {}).get("name", "")): n for n in nodes}
+    for name, (_, ports) in sorted(offered.slots.items()):
+        node = by_name.get(name)
+        if node is None:
+            continue
+        fit, why = node_fit(node, worker, requests)
+        if fit == 0:
+            refused[name] = why
+            continue
+        allowed.update(WorkerSlot(name, p) for p in (ports if fit is None else ports[:fit]))
+    return frozenset(allowed), refused
+
+
 # --- status -------------------------------------------------------------------------------------
 
 PHASE_PENDING: Final = "Pending"
@@ -593,7 +732,7 @@ def condition(
     return out
 
 
-def _merge_conditions(
+def merge_conditions(
     previous: Sequence[Mapping[str, Any]], new: Sequence[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     types = {c["type"] for c in new}
@@ -684,7 +823,7 @@ def build_status(
             "state": PHASE_FAILED,
             "message": problem,
             "observedGeneration": generation,
-            "conditions": _merge_conditions(prev_conditions, conditions),
+            "conditions": merge_conditions(prev_conditions, conditions),
         }
     if problem is None:
         cond("Valid", True, "Accepted", "the spec passed validation")
@@ -702,7 +841,7 @@ def build_status(
             "state": blockers[0].reason if blockers else phase,
             "message": "; ".join(b.message for b in blockers)[:1000] if blockers else "",
             "observedGeneration": generation,
-            "conditions": _merge_conditions(prev_conditions, conditions),
+            "conditions": merge_conditions(prev_conditions, conditions),
         }
 
     topology = Topology.model_validate(base.topology)
@@ -809,5 +948,5 @@ def build_status(
         "uptimeSecs": round(max(0.0, now - base.launch_time_secs), 1),
         "slots": {s.key(): by_slot[s].name if s in by_slot else "" for s in used},
         "components": components,
-        "conditions": _merge_conditions(prev_conditions, conditions),
+        "conditions": merge_conditions(prev_conditions, conditions),
     }

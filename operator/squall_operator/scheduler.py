@@ -12,6 +12,9 @@ The rules, per topology and in the order the requests are given:
    topology early in the order never takes the slot a healthy topology later in the order
    runs on. If two current assignments name the same slot, the topology earlier in the order
    gets it.
+0. A topology sees only the slots it is *allowed* (`SchedulingRequest.allowed`: the nodes its
+   pods may use, as Kubernetes decides it: taints, node selector, required node affinity,
+   allocatable resources); a current slot it may no longer use counts as gone (rule 2).
 2. A current slot is usable when it still exists in the cluster and every needed executor on it
    is alive. A slot with a dead executor is freed as a whole, alive executors included (Storm
    frees the worker: executors of a worker share its heartbeat, so one dead executor means the
@@ -72,6 +75,9 @@ class SchedulingRequest:
     current: Mapping[ExecutorId, WorkerSlot] = field(default_factory=dict)
     # executors whose heartbeats are fresh (or that are still launching)
     alive: frozenset[ExecutorId] = frozenset()
+    # the slots this topology's workers may use (their nodes' taints, selectors, affinity and
+    # resources allow them; see squall_operator.pods.allowed_slots); None: every slot
+    allowed: frozenset[WorkerSlot] | None = None
 
     def __post_init__(self) -> None:
         if self.num_workers < 1:
@@ -148,7 +154,7 @@ def schedule(
     claimed: set[WorkerSlot] = set()
     currents: list[_Current] = []
     for request in requests:
-        current = _sort_current(request, existing, claimed)
+        current = _sort_current(request, _usable_by(request, existing), claimed)
         claimed.update(slot for slot, executors in current.usable.items() if executors)
         currents.append(current)
     suspect = frozenset(slot for c in currents for slot in c.suspect) - claimed
@@ -161,13 +167,17 @@ def schedule(
     result: dict[str, dict[ExecutorId, WorkerSlot]] = {}
     for request, current in zip(requests, currents):
         usable = {s: ex for s, ex in current.usable.items() if ex or s not in taken}
-        free = existing - taken - set(usable)
+        free = _usable_by(request, existing) - taken - set(usable)
         placed = _schedule_topology(request, usable, free, suspect)
         used = set(placed.values())
         taken.difference_update(usable.keys() - used)
         taken.update(used)
         result[request.topology_id] = placed
     return result
+
+
+def _usable_by(request: SchedulingRequest, existing: frozenset[WorkerSlot]) -> frozenset[WorkerSlot]:
+    return existing if request.allowed is None else existing & request.allowed
 
 
 def _sort_current(

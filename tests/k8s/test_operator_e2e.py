@@ -300,17 +300,29 @@ def test_invalid_specs_are_rejected_with_readable_messages(squall: Cluster) -> N
     bad["spec"]["numWorker"] = 3
     r = apply_doc(c, bad, check=False)
     assert r.returncode != 0 and "numWorker" in r.stderr, r.stderr
-    # what needs the graph or an import: phase Failed, the message in status and an Event
+    # what needs the graph: phase Failed, the message in status and an Event
     bad = json.loads(json.dumps(doc))
     bad["metadata"]["name"] = "bad-class"
-    bad["spec"]["bolts"][0]["class"] = "wordcount:NoSuchBolt"
     bad["spec"]["bolts"][1]["inputs"][0]["component"] = "splitt"
     apply_doc(c, bad)
     st = wait_for(lambda: (s := status(c, "bad-class")).get("phase") == "Failed" and s, 30, what="phase Failed")
-    assert "NoSuchBolt" in st["message"] and "splitt" in st["message"], st["message"]
+    assert "splitt" in st["message"], st["message"]
     assert cond(st, "Valid")["status"] == "False"
     assert "InvalidSpec" in reasons(c, "bad-class")
     assert not worker_pods(c, "bad-class")
+    delete_and_wait_gone(c, "bad-class", 120)
+    # a class the image lacks: the operator imports no user code, the first worker reports it
+    bad = json.loads(json.dumps(doc))
+    bad["metadata"]["name"] = "bad-class"
+    bad["spec"]["numWorkers"] = 1
+    bad["spec"]["bolts"][0]["class"] = "wordcount:NoSuchBolt"
+    apply_doc(c, bad)
+    st = wait_for(lambda: (s := status(c, "bad-class")).get("state") == "ComponentLoadFailed" and s, 60,
+                  what="state ComponentLoadFailed")
+    assert "NoSuchBolt" in st["message"], st["message"]
+    assert cond(st, "WorkersHealthy")["reason"] == "ComponentLoadFailed"
+    assert "ComponentLoadFailed" in reasons(c, "bad-class")
+    delete_and_wait_gone(c, "bad-class", 120)
     # fixing the spec makes it run
     fixed = json.loads(json.dumps(doc))
     fixed["metadata"]["name"] = "bad-class"

@@ -605,3 +605,143 @@ def test_worker_load_error_shows_until_a_worker_heartbeats() -> None:
     clock.now += 1
     nimbus.round()
     assert _status(api)["state"] != "ComponentLoadFailed"
+
+
+def test_readiness_needs_the_api_server_and_zookeeper() -> None:
+    assert kube_nimbus.readiness(100.0, 90.0, 30.0, True) == (True, "ok")
+    ok, why = kube_nimbus.readiness(100.0, None, 30.0, True)
+    assert not ok and "API server has not answered" in why
+    ok, why = kube_nimbus.readiness(100.0, 60.0, 30.0, True)
+    assert not ok and "no answer from the API server for 40s" in why
+    ok, why = kube_nimbus.readiness(100.0, 99.0, 30.0, False, "ZooKeeper (zk:2181)")
+    assert not ok and "ZooKeeper (zk:2181) is not reachable" in why
+    ok, why = kube_nimbus.readiness(100.0, 99.0, 30.0, None)
+    assert not ok and "not connected" in why
+
+
+class _Client:
+    connected = True
+
+
+def test_health_follows_the_leaders_zookeeper_session_and_api_calls() -> None:
+    clock = Clock()
+    health = kube_nimbus.Health("127.0.0.1:1", api_window=30, clock=clock)
+    client = _Client()
+    health.zk_client = client
+    assert not health.ready()[0]  # the API server has not answered yet
+    api = FakeApi()
+    elector = LeaseElector(api, "ns", "lease", "me", clock=clock, health=health)
+    elector.try_acquire()
+    assert health.ready() == (True, "ok")
+    client.connected = False
+    assert "not reachable" in health.ready()[1]
+    client.connected = True
+    clock.now += 31
+    assert "no answer from the API server" in health.ready()[1]
+    # a standby has no session: it probes the ensemble (nothing listens on port 1)
+    standby = kube_nimbus.Health("127.0.0.1:1", clock=clock)
+    standby.api_ok()
+    assert not standby.zk_connected()
+
+
+def test_readyz_endpoint_answers_503_with_the_reason() -> None:
+    import urllib.error
+    import urllib.request
+
+    from squall_operator.operator_main import serve_health
+
+    health = kube_nimbus.Health("127.0.0.1:1")
+    health.zk_client = _Client()
+    server = serve_health("127.0.0.1:0", health)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(url + "/readyz", timeout=5)
+        assert info.value.code == 503 and b"API server" in info.value.read()
+        health.api_ok()
+        with urllib.request.urlopen(url + "/readyz", timeout=5) as resp:
+            assert resp.status == 200 and resp.read() == b"ok\n"
+        with urllib.request.urlopen(url + "/healthz", timeout=5) as resp:
+            assert resp.status == 200
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_zookeeper_unreachable_shows_on_every_topology() -> None:
+    state = FakeState()
+    state.client = _Client()  # type: ignore[attr-defined]
+    nimbus, _, api, clock = _make(state=state)
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.register("ns", "wc2", "uid-2", 1, SPEC)
+    nimbus.round()
+    api.ready_all()
+    clock.now += 1
+    nimbus.round()
+    state.client.connected = False  # type: ignore[attr-defined]
+    clock.now += 1
+    nimbus.round()
+    nimbus.round()
+    for name in ("wc", "wc2"):
+        st = _status(api, name)
+        assert st["state"] == "ZooKeeperUnreachable" and "zk:2181" in st["message"]
+        assert _cond(st, "ZooKeeperReachable")["status"] == "False"
+        assert st["workers"] == "2/2"  # the last known figures stay
+        assert api.reasons(name).count("ZooKeeperUnreachable") == 1
+    state.client.connected = True  # type: ignore[attr-defined]
+    clock.now += 1
+    nimbus.round()
+    st = _status(api)
+    assert st["state"] == "Running" and _cond(st, "ZooKeeperReachable")["status"] == "True"
+    assert "ZooKeeperReachable" in api.reasons("wc")
+
+
+def test_workers_avoid_tainted_and_unselected_nodes() -> None:
+    api = FakeApi()
+    api.nodes[0]["spec"]["taints"] = [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]
+    api.nodes[2]["metadata"]["labels"] = {"pool": "stream"}
+    nimbus, state, api, clock = _make(api=api)
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.register("ns", "sel", "uid-2", 1, {**SPEC, "worker": {"nodeSelector": {"pool": "stream"}}})
+    nimbus.round()
+    assert {s.node for s in state.assignments["wc"].slots().values()} == {"n2", "n3"}
+    assert {s.node for s in state.assignments["sel"].slots().values()} == {"n3"}
+    # sel wants 2 workers, n3 offers 2 slots, but wc holds one of them: 1 slot for 2 workers
+    st = _status(api, "sel")
+    assert st["state"] == "Unschedulable" and "n1: taint" in st["message"] and "n2: nodeSelector" in st["message"]
+
+
+def test_requests_no_node_can_satisfy_show_unschedulable() -> None:
+    api = FakeApi()
+    for n in api.nodes:
+        n["status"]["allocatable"] = {"cpu": "2", "memory": "4Gi"}
+    nimbus, state, api, clock = _make(api=api)
+    nimbus.register("ns", "big", "uid-1", 1, {**SPEC, "worker": {"resources": {"requests": {"cpu": "16"}}}})
+    nimbus.register("ns", "wc", "uid-2", 1, SPEC)
+    nimbus.round()
+    nimbus.round()
+    st = _status(api, "big")
+    assert st["state"] == "Unschedulable" and "requests cpu 16" in st["message"]
+    assert "Unschedulable" in api.reasons("big") and not [p for k, p in api.pods.items() if k[1].startswith("big")]
+    assert len(state.assignments["wc"].slots()) > 0  # the other topology is untouched
+
+
+def test_slot_refused_by_the_kubelet_is_moved() -> None:
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    api.ready_all()
+    _beat_all(state, clock, "wc")
+    key = sorted(api.pods)[0]
+    refused = WorkerSlot.from_key(api.pods[key]["metadata"]["annotations"][pods.ANNOTATION_SLOT])
+    api.pods[key]["status"] = {"phase": "Failed", "reason": "OutOfcpu", "message": "Node didn't have enough resource: cpu"}
+    clock.now += 1
+    nimbus.round()
+    assert "PodRejected" in api.reasons("wc")
+    clock.now += 1
+    _beat_all(state, clock, "wc")
+    nimbus.round()
+    nimbus.round()
+    slots = set(state.assignments["wc"].slots().values())
+    assert refused not in slots and len(slots) == 2
+    assert key not in api.pods and len(api.pods) == 2

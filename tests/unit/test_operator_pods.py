@@ -404,3 +404,73 @@ def test_status_state_shows_the_blocking_reason() -> None:
                            generation=1, previous=st)
     assert ok["state"] == "Pending" and ok["message"] == ""
     assert next(c for c in ok["conditions"] if c["type"] == "WorkersHealthy")["status"] == "True"
+
+
+# --- placement: node filter ------------------------------------------------------------------------
+
+
+def _knode(name: str, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
+           allocatable: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels or {}}, "spec": {"taints": taints or []},
+            "status": {"allocatable": allocatable or {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+DEDICATED = {"key": "dedicated", "value": "stream", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(("node", "worker", "requests", "fit", "why"), [
+    (_knode("n"), None, {}, None, ""),
+    (_knode("n", taints=[CONTROL_PLANE]), None, {}, 0, "taint node-role.kubernetes.io/control-plane:NoSchedule not tolerated"),
+    (_knode("n", taints=[{**DEDICATED, "effect": "PreferNoSchedule"}]), None, {}, None, ""),
+    (_knode("n", taints=[DEDICATED]), {"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "stream"}]}, {}, None, ""),
+    (_knode("n", taints=[DEDICATED]), {"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "batch"}]}, {}, 0, "taint dedicated=stream"),
+    (_knode("n", taints=[DEDICATED, CONTROL_PLANE]), {"tolerations": [{"operator": "Exists"}]}, {}, None, ""),
+    (_knode("n", taints=[DEDICATED]), {"tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}]}, {}, 0, "dedicated"),
+    (_knode("n", labels={"disk": "ssd"}), {"nodeSelector": {"disk": "ssd"}}, {}, None, ""),
+    (_knode("n", labels={"disk": "hdd"}), {"nodeSelector": {"disk": "ssd"}}, {}, 0, "nodeSelector disk=ssd"),
+    (_knode("n", labels={"zone": "a", "gen": "5"}), {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]},
+                              {"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["4"]},
+                                                    {"key": "spot", "operator": "DoesNotExist"}]}]}}}}, {}, None, ""),
+    (_knode("n", labels={"zone": "a"}), {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]}]}}}}, {}, 0,
+     "required node affinity"),
+    (_knode("n"), {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}]}}}}, {}, None, ""),
+    (_knode("n"), None, {"cpu": "1500m", "memory": "1Gi"}, 2, ""),
+    (_knode("n"), None, {"cpu": "8"}, 0, "a worker requests cpu 8, the node has 4 allocatable"),
+    (_knode("n"), None, {"nvidia.com/gpu": "1"}, 0, "nvidia.com/gpu"),
+])
+def test_node_fit(node: dict[str, Any], worker: dict[str, Any] | None, requests: dict[str, str],
+                  fit: int | None, why: str) -> None:
+    from squall.models.v1alpha1 import WorkerSpec
+
+    spec = WorkerSpec.model_validate(worker) if worker is not None else None
+    got_fit, got_why = pods.node_fit(node, spec, requests)
+    assert got_fit == fit and why in got_why, (got_fit, got_why)
+
+
+def test_allowed_slots_follow_the_node_filter_and_requests() -> None:
+    from squall.models.v1alpha1 import WorkerSpec
+
+    nodes = [_knode("cp", taints=[CONTROL_PLANE]), _knode("n1"), _knode("n2", allocatable={"cpu": "1"})]
+    offered = pods.node_slots(nodes, pods.SlotConfig(default_slots=3))
+    worker = WorkerSpec.model_validate({"resources": {"requests": {"cpu": "500m"}}})
+    requests = pods.worker_requests(CONFIG, worker)
+    assert requests == {"cpu": "500m"}
+    allowed, refused = pods.allowed_slots(nodes, offered, worker, requests)
+    assert allowed == {WorkerSlot("n1", p) for p in (6700, 6701, 6702)} | {WorkerSlot("n2", p) for p in (6700, 6701)}
+    assert set(refused) == {"cp"} and "control-plane" in refused["cp"]
+    # the chart's default resources count when the topology sets none; a limit counts as request
+    assert pods.worker_requests(CONFIG, None) == {"cpu": "100m"}
+    limits_only = WorkerSpec.model_validate({"resources": {"limits": {"memory": "1Gi"}}})
+    assert pods.worker_requests(CONFIG, limits_only) == {"memory": "1Gi"}
+
+
+def test_kubelet_refusal_is_a_pod_problem_but_eviction_is_not() -> None:
+    refused = _pod_with({"phase": "Failed", "reason": "NodeAffinity", "message": "Predicate NodeAffinity failed"})
+    evicted = _pod_with({"phase": "Failed", "reason": "Evicted", "message": "low on memory"}, name="wc-n2-6700")
+    assert pods.refused_by_kubelet(refused) and not pods.refused_by_kubelet(evicted)
+    assert [p.reason for p in pods.pod_problems([refused, evicted])] == ["PodRejected"]

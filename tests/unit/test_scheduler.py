@@ -302,3 +302,26 @@ def test_slot_holding_only_removed_executors_is_not_reserved() -> None:
     assert results == {"new": {(1, 1): B0}, "old": {(1, 1): A0, (2, 2): A0}}
     # alone, the topology keeps both of its workers
     assert one(request(((1, 1), (2, 2)), 2, old), snapshot) == {(1, 1): A0, (2, 2): B0}
+
+
+# --- allowed slots (placement that respects Kubernetes) -------------------------------------------
+
+
+def test_allowed_slots_limit_placement_and_move_executors_off_disallowed_slots() -> None:
+    from squall_operator.scheduler import ClusterSnapshot, SchedulingRequest, schedule
+
+    cluster = ClusterSnapshot(slots={"a": (6700, 6701), "b": (6700, 6701), "c": (6700, 6701)})
+    executors = ((1, 1), (2, 2), (3, 3), (4, 4))
+    only_b_c = frozenset(WorkerSlot(n, p) for n in ("b", "c") for p in (6700, 6701))
+    out = schedule([SchedulingRequest("t", executors, 2, allowed=only_b_c)], cluster)["t"]
+    assert {s.node for s in out.values()} == {"b", "c"}
+    # a slot it runs on becomes disallowed (a taint added to node b): its executors move
+    current = dict(out)
+    only_c = frozenset(WorkerSlot("c", p) for p in (6700, 6701))
+    moved = schedule([SchedulingRequest("t", executors, 2, current=current, alive=frozenset(executors),
+                                        allowed=only_c)], cluster)["t"]
+    assert {s.node for s in moved.values()} == {"c"} and len(set(moved.values())) == 2
+    # nothing allowed: nothing placed; another topology still uses every slot
+    both = schedule([SchedulingRequest("t", executors, 2, allowed=frozenset()),
+                     SchedulingRequest("u", executors, 3)], cluster)
+    assert both["t"] == {} and len(set(both["u"].values())) == 3

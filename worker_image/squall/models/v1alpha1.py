@@ -177,9 +177,9 @@ class TaintEffect(str, enum.Enum):
 
 class Toleration(_Model):
     key: str | None = None
-    operator: TolerationOperator | None = None
+    operator: TolerationOperator | None = Field(None, strict=False)
     value: str | None = None
-    effect: TaintEffect | None = None
+    effect: TaintEffect | None = Field(None, strict=False)
     toleration_seconds: int | None = Field(None, alias="tolerationSeconds")
 
 
@@ -194,7 +194,7 @@ class SelectorOperator(str, enum.Enum):
 
 class NodeSelectorRequirement(_Model):
     key: str = Field(min_length=1)
-    operator: SelectorOperator
+    operator: SelectorOperator = Field(strict=False)
     values: list[str] | None = None
 
 
@@ -254,7 +254,7 @@ class WorkerSpec(_Model):
     all of it: local workers are processes of this machine."""
 
     image: str | None = Field(None, pattern=IMAGE, max_length=512)
-    image_pull_policy: PullPolicy | None = Field(None, alias="imagePullPolicy")
+    image_pull_policy: PullPolicy | None = Field(None, alias="imagePullPolicy", strict=False)
     image_pull_secrets: list[LocalObjectReference] | None = Field(None, alias="imagePullSecrets")
     resources: ResourceRequirements | None = None
     env: list[EnvVar] | None = None
