@@ -933,7 +933,7 @@ class KubeNimbus(Nimbus):
         for view in existing:
             if pods.refused_by_kubelet(view) and view.slot is not None and view.slot in wanted \
                     and view.slot not in res.rejected and not view.deleting:
-                # the kubelet refused or evicted it: move the slot instead of recreating it there
+                # the kubelet refused to admit it: move the slot instead of recreating it there
                 res.rejected[view.slot] = self.clock() + self.REJECT_COOLDOWN_SECS
                 self.post(res, "Warning", "PodRejected",
                           f"node {view.node} refused worker pod {view.name} ({view.reason}"

@@ -493,6 +493,9 @@ class PodWorker(threading.Thread):
         c = cr.spec
         image = c.get("image", "")
         entry = lookup_image(self.kl.image_map, image)
+        if entry is None:
+            # as a registry would: an image nobody has cannot be pulled, even with a command
+            raise LookupError(f"failed to pull image {image!r}: not in the process kubelet's image map")
         env = self._container_env(c, entry)
         command = c.get("command")
         args = c.get("args")
