@@ -47,6 +47,7 @@ from squall.models.v1alpha1 import API_VERSION, KIND, Topology, WorkerSpec
 from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected, StateError, Watch
 from squall.validation import check_topology, parse_topology
 from squall_operator import monitor, pods
+from squall_operator import roll as rolls
 from squall_operator.nimbus import Nimbus, NimbusError, needed_executors
 
 log = logging.getLogger("squall.operator")
@@ -465,9 +466,9 @@ class Resource:
     # the API server refused the worker pod the operator made (an invalid volume, a missing
     # service account): its message
     pod_problem: str | None = None
-    # a roll of the worker pods to new settings: {"step", "due", "image", "from"}; mirrored in
-    # status.roll so that a restarted operator resumes it
-    roll: dict[str, Any] | None = None
+    # a roll of the worker pods to new settings; mirrored in status.roll so that a restarted
+    # operator resumes it
+    roll: rolls.Roll | None = None
     # message of a roll that just completed (shown once in the Rolling condition)
     rolled: str | None = None
     # slots whose pod the kubelet refused (OutOfcpu, NodeAffinity, ...) -> until when nimbus
@@ -573,12 +574,11 @@ class KubeNimbus(Nimbus):
             res.deleting = res.deleting or deleting
             if status and not res.status:
                 res.status = dict(status)
-            roll = res.status.get("roll")
-            if res.roll is None and isinstance(roll, Mapping) and roll.get("step"):
+            saved = res.status.get("roll")
+            if res.roll is None and isinstance(saved, Mapping) and saved.get("step"):
                 # a roll this resource was in when the operator stopped: resume it
-                res.roll = {"step": str(roll["step"]), "image": str(roll.get("image", "")),
-                            "from": list(roll.get("from") or []),
-                            "due": _parse_time(roll.get("due")) or 0.0}
+                res.roll = rolls.Roll(str(saved["step"]), _parse_time(saved.get("due")) or 0.0,
+                                      str(saved.get("image", "")), tuple(saved.get("from") or ()))
         self.loop_wake.set()
         return res
 
@@ -977,69 +977,44 @@ class KubeNimbus(Nimbus):
 
     # -- rolling the workers to new pod settings -----------------------------------------------------
     def reconcile_roll(self, res: Resource, now: float) -> None:
-        """Roll worker pods whose settings (image, env, resources, ...) are not the topology's.
-
-        Like Storm's rebalance: deactivate the spouts, wait `rebalanceWaitSecs` for in-flight
-        tuples to finish (Draining), delete the outdated pods and let the pod round create them
-        again from the new settings on the same slots (Replacing), and when every assigned slot
-        runs a ready pod of the new settings, restore the spouts' activation (`spec.active`).
-        No message id is lost: nothing is in flight when the workers go."""
+        """Roll worker pods whose settings (image, env, resources, ...) are not the topology's:
+        read the inputs of `roll.step` and apply its effects (see squall_operator.roll)."""
         base = self.state.get_storm(res.name) if res.owned and not res.deleting else None
-        if base is None or base.status is TopologyStatus.KILLED:
+        if base is None:
             res.roll = None
             return
         worker = self.worker_spec(res, base)
         want = pods.template_hash(self.config.worker, worker)
-        image = pods.worker_image(self.config.worker, worker)
-        views = [pods.pod_view(p) for p in self._pods_of(res)]
-        live = [v for v in views if not v.deleting]
-        outdated = [v for v in live if v.template != want]
-        rebalancing = base.status is TopologyStatus.REBALANCING
-        running = Topology.model_validate(base.topology)
-        if res.roll is None:
-            if not outdated or rebalancing:
-                return
-            old = sorted({v.image for v in outdated})
-            wait = running.spec.rebalance_wait if base.status is TopologyStatus.ACTIVE else 0.0
-            if base.status is TopologyStatus.ACTIVE:
-                self.deactivate(res.name)
-            res.roll = {"step": "Draining", "due": now + wait, "image": image, "from": old}
-            what = (f"image {', '.join(old)} -> {image}" if old != [image] else "pod settings changed")
-            self.post(res, "Normal", "RollStarted",
-                      f"{what}: spouts deactivated; replacing {len(outdated)} worker pods in {wait:g}s "
-                      "(rebalanceWaitSecs)")
-            return
-        if rebalancing:
-            return  # a rebalance asked for meanwhile goes first; the roll goes on after it
-        roll = res.roll
-        roll["image"] = image
-        if roll["step"] == "Draining" and outdated:
-            if base.status is TopologyStatus.ACTIVE:
-                self.deactivate(res.name)
-            if now < float(roll["due"]):
-                return
-            roll["step"] = "Replacing"
-            self._restamp(res.name, {v.slot for v in outdated if v.slot is not None}, now)
-            self.post(res, "Normal", "RollReplacing",
-                      f"replacing {len(outdated)} worker pods with {image}")
-        if outdated:
-            roll["step"] = "Replacing"
-            for v in outdated:
-                self.api.delete_pod(res.namespace, v.name)
-                log.info("topology %s: rolling worker pod %s (%s -> %s)", res.name, v.name, v.image, image)
-            return
+        live = [v for v in (pods.pod_view(p) for p in self._pods_of(res)) if not v.deleting]
         assignment = self.state.get_assignment(res.name) or Assignment()
         ready = {v.slot for v in live if v.ready and v.template == want}
-        if not set(assignment.slots().values()) <= ready:
-            return
-        active = res.topology.spec.active if res.topology is not None else running.spec.active
-        if active and base.status is TopologyStatus.INACTIVE:
-            self.activate(res.name)
-        res.rolled = f"every worker runs {image}" + ("; spouts activated" if active else "")
-        res.roll = None
-        self.post(res, "Normal", "RollCompleted", res.rolled)
+        running = Topology.model_validate(base.topology)
+        inp = rolls.RollInput(
+            now=now, storm=base.status,
+            outdated=[(v.name, v.slot, v.image) for v in live if v.template != want],
+            all_ready=set(assignment.slots().values()) <= ready,
+            image=pods.worker_image(self.config.worker, worker),
+            rebalance_wait=running.spec.rebalance_wait,
+            active=res.topology.spec.active if res.topology is not None else running.spec.active,
+        )
+        res.roll, effects = rolls.step(res.roll, inp)
+        for effect in effects:
+            if effect.kind == "deactivate":
+                self.deactivate(res.name)
+            elif effect.kind == "activate":
+                self.activate(res.name)
+            elif effect.kind == "restamp":
+                self._restamp(res.name, set(effect.slots), now)
+            elif effect.kind == "delete":
+                for name in effect.pods:
+                    self.api.delete_pod(res.namespace, name)
+                    log.info("topology %s: rolling worker pod %s to %s", res.name, name, inp.image)
+            elif effect.kind == "event":
+                self.post(res, "Normal", effect.reason, effect.message)
+                if effect.reason == "RollCompleted":
+                    res.rolled = effect.message
 
-    def _restamp(self, topo: str, slots: set[Any], now: float) -> None:
+    def _restamp(self, topo: str, slots: set[WorkerSlot], now: float) -> None:
         """Give the executors of replaced slots a fresh launch time: their new pods get
         `launchTimeoutSecs` to heartbeat before nimbus calls them dead and moves them."""
         assignment = self.state.get_assignment(topo)
@@ -1087,22 +1062,22 @@ class KubeNimbus(Nimbus):
                     "Unschedulable",
                     f"{placed}/{desired} workers placed: {res.allowed_count} slots on the nodes this "
                     f"topology's pods may use, the others taken{refused}"))
-        roll = None
+        view = None
         if res.roll is not None:
             r = res.roll
-            if r["step"] == "Draining":
+            if r.step == rolls.DRAINING:
                 msg = (f"spouts deactivated, in-flight tuples finishing; replacing the workers "
-                       f"({', '.join(r['from'])} -> {r['image']}) at {pods.iso_time(float(r['due']))}")
+                       f"({', '.join(r.from_images)} -> {r.image}) at {pods.iso_time(r.due)}")
             else:
-                msg = f"outdated worker pods replaced by pods running {r['image']}; spouts activate when all are ready"
-            roll = pods.RollView(str(r["step"]), msg)
+                msg = f"outdated worker pods replaced by pods running {r.image}; spouts activate when all are ready"
+            view = pods.RollView(r.step, msg)
         status = pods.build_status(
             base=base, assignment=assignment, heartbeats=beats, pods=views, errors=errors, now=now,
             generation=res.observed_generation, previous=res.status, deleting=res.deleting,
-            problem=res.problem or res.conflict, blockers=blockers, roll=roll, rolled=res.rolled,
+            problem=res.problem or res.conflict, blockers=blockers, roll=view, rolled=res.rolled,
         )
         if res.roll is not None:
-            status["roll"] = {**res.roll, "due": pods.iso_time(float(res.roll["due"]))}
+            status["roll"] = res.roll.to_status(pods.iso_time)
         if any(c.get("type") == "ZooKeeperReachable" for c in status["conditions"]):
             status["conditions"] = pods.merge_conditions(status["conditions"], [pods.condition(
                 "ZooKeeperReachable", True, "Connected", "connected to ZooKeeper", now,
