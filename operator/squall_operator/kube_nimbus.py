@@ -1042,8 +1042,9 @@ class KubeNimbus(Nimbus):
         blockers: list[pods.Problem] = []
         if res.pod_problem is not None:
             blockers.append(pods.Problem("InvalidPodTemplate", res.pod_problem))
-        blockers += pods.pod_problems(views)
         if base is not None:
+            # before the pods' own reasons: a worker that cannot load its classes crash-loops,
+            # and the import error says why
             load = self.state.last_error(res.name, LOAD_ERROR_COMPONENT)
             newest_beat = max((b.time_secs for b in beats.values()), default=0.0)
             # a worker that started since the error loads the classes: the error is old
@@ -1053,6 +1054,7 @@ class KubeNimbus(Nimbus):
                     "ComponentLoadFailed",
                     f"worker {load.host or '?'}:{load.port} cannot load the topology's classes: "
                     + "; ".join(text[-3:])[:600]))
+        blockers += pods.pod_problems(views)
         if base is not None and res.allowed_count is not None and base.status is not TopologyStatus.KILLED:
             desired = min(base.num_workers, len(needed_executors(base)))
             placed = len(set((assignment or Assignment()).slots().values()))

@@ -596,10 +596,16 @@ def test_worker_load_error_shows_until_a_worker_heartbeats() -> None:
     state.last_error = lambda topo, comp: load if comp == "__load" else None  # type: ignore[method-assign]
     nimbus, _, api, clock = _make(state=state)
     nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    # the workers that cannot load exit and crash-loop: the load error is the reason shown
+    for p in api.pods.values():
+        p["status"] = {"phase": "Running", "containerStatuses": [{"name": "worker", "restartCount": 3, "state": {
+            "waiting": {"reason": "CrashLoopBackOff"}}}]}
     clock.now += 1
     nimbus.round()
     st = _status(api)
     assert st["state"] == "ComponentLoadFailed" and "No module named 'm'" in st["message"]
+    assert "CrashLoopBackOff" in st["message"]
     assert "ComponentLoadFailed" in api.reasons("wc")
     _beat_all(state, clock, "wc")
     clock.now += 1
