@@ -666,16 +666,20 @@ class KubeNimbus(Nimbus):
 
     def _run(self, stop: threading.Event) -> None:
         while not stop.is_set():
-            try:
-                self.round()
-                self.zookeeper_reachable()
-            except CONNECTION_ERRORS as exc:
-                # workers keep running; nothing is judged until ZooKeeper is back
-                self.zookeeper_unreachable(exc)
-            except Exception:
-                log.exception("reconcile round failed; retrying")
+            self.run_once()
             self.loop_wake.wait(self.config.monitor_freq_secs)
             self.loop_wake.clear()
+
+    def run_once(self) -> None:
+        """One round of the loop, ZooKeeper outages included."""
+        try:
+            self.round()
+            self.zookeeper_reachable()
+        except CONNECTION_ERRORS as exc:
+            # workers keep running; nothing is judged until ZooKeeper is back
+            self.zookeeper_unreachable(exc)
+        except Exception:
+            log.exception("reconcile round failed; retrying")
 
     def stop_operator(self) -> None:
         self.loop_wake.set()
@@ -695,13 +699,6 @@ class KubeNimbus(Nimbus):
             raise NotConnected("not connected to ZooKeeper")
         with self.lock:
             resources = list(self.resources.values())
-        if not self._zookeeper_connected():
-            self._report_zookeeper_down(resources, self.clock())
-            return
-        if self._zk_down:
-            self._zk_down = False
-            for res in resources:
-                self.post(res, "Normal", "ZooKeeperReachable", "connected to ZooKeeper again")
         for res in resources:
             try:
                 with self.lock:
@@ -739,9 +736,20 @@ class KubeNimbus(Nimbus):
                 last = t
             log.warning("slow reconcile round: %.1fs (%s)", took, ", ".join(steps))
 
-    def _zookeeper_connected(self) -> bool:
-        client = getattr(self.state, "client", None)
-        return client is None or bool(client.connected)
+    def zookeeper_unreachable(self, exc: BaseException) -> None:
+        super().zookeeper_unreachable(exc)
+        with self.lock:
+            resources = list(self.resources.values())
+        self._report_zookeeper_down(resources, self.clock())
+
+    def zookeeper_reachable(self) -> None:
+        super().zookeeper_reachable()
+        if self._zk_down:
+            self._zk_down = False
+            with self.lock:
+                resources = list(self.resources.values())
+            for res in resources:
+                self.post(res, "Normal", "ZooKeeperReachable", "connected to ZooKeeper again")
 
     def _report_zookeeper_down(self, resources: list[Resource], now: float) -> None:
         """ZooKeeper is unreachable: nothing can be read or decided, but every Topology says so

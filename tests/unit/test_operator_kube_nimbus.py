@@ -675,28 +675,26 @@ def test_readyz_endpoint_answers_503_with_the_reason() -> None:
 
 
 def test_zookeeper_unreachable_shows_on_every_topology() -> None:
-    state = FakeState()
-    state.client = _Client()  # type: ignore[attr-defined]
-    nimbus, _, api, clock = _make(state=state)
+    nimbus, state, api, clock = _make()
     nimbus.register("ns", "wc", "uid-1", 1, SPEC)
     nimbus.register("ns", "wc2", "uid-2", 1, SPEC)
-    nimbus.round()
+    nimbus.run_once()
     api.ready_all()
     clock.now += 1
-    nimbus.round()
-    state.client.connected = False  # type: ignore[attr-defined]
+    nimbus.run_once()
+    state.ready = False  # the session is gone: every ZooKeeper call would fail
     clock.now += 1
-    nimbus.round()
-    nimbus.round()
+    nimbus.run_once()
+    nimbus.run_once()
     for name in ("wc", "wc2"):
         st = _status(api, name)
         assert st["state"] == "ZooKeeperUnreachable" and "zk:2181" in st["message"]
         assert _cond(st, "ZooKeeperReachable")["status"] == "False"
         assert st["workers"] == "2/2"  # the last known figures stay
         assert api.reasons(name).count("ZooKeeperUnreachable") == 1
-    state.client.connected = True  # type: ignore[attr-defined]
+    state.ready = True
     clock.now += 1
-    nimbus.round()
+    nimbus.run_once()
     st = _status(api)
     assert st["state"] == "Running" and _cond(st, "ZooKeeperReachable")["status"] == "True"
     assert "ZooKeeperReachable" in api.reasons("wc")
