@@ -79,6 +79,9 @@ def squall(k8s_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> It
         if probe.connect_ex(("127.0.0.2", 2181)) == 0:
             pytest.fail("127.0.0.2:2181 is already in use (another test cluster running at the same "
                         "time?); the operator tests need node-1's address for their ZooKeeper")
+    # the previous module's release leaves this namespace terminating for a while
+    wait_for(lambda: c.kubectl("get", "namespace", NS, check=False).returncode != 0, 180,
+             what=f"namespace {NS} of a previous module to be gone")
     c.kubectl("create", "namespace", NS)
     try:
         out = c.helm("install", "squall", str(REPO / "helm" / "squall"), "-n", NS, "-f", str(_values(tmp)),

@@ -39,14 +39,6 @@ pytestmark = pytest.mark.k8s
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _namespace_free(k8s_cluster: Cluster) -> None:
-    """test_operator_e2e's release leaves its namespace terminating; the `squall` fixture creates
-    it again for this module once it is gone."""
-    wait_for(lambda: k8s_cluster.kubectl("get", "namespace", NS, check=False).returncode != 0, 180,
-             what=f"namespace {NS} from the previous module to be gone")
-
-
 def _wordcount(name: str, worker: dict[str, Any], workers: int = 1) -> dict[str, Any]:
     doc = yaml.safe_load(WORDCOUNT.read_text())
     doc["metadata"]["name"] = name
