@@ -33,3 +33,6 @@ def test_missing_module_is_reported_under_load_component(cluster_state: ClusterS
     assert error is not None
     assert "no_such_module_here" in error.error and "spec.spouts[0].class" in error.error
     assert (error.host, error.port) == ("127.0.0.1", 6799)
+    # a worker whose start failed never heartbeats, not even on its way out: a heartbeat newer
+    # than the error would tell the operator that a later worker loaded the classes
+    assert cluster_state.get_worker_heartbeats("nomod") == {}

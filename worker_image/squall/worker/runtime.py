@@ -808,8 +808,11 @@ class Worker:
             if not self.state.ready:  # ZooKeeper away: its calls would block until it is back
                 raise NotConnected("not connected to ZooKeeper")
             self._flush_errors()
-            self.state.worker_heartbeat(self.topology_id, self.slot, self.heartbeat())
-            self.state.remove_endpoint(self.topology_id, self.slot)
+            # only a worker that started says it is leaving: a final heartbeat from one whose start
+            # failed (a class missing from its image) would tell nimbus the load error is old
+            if hasattr(self, "endpoint"):
+                self.state.worker_heartbeat(self.topology_id, self.slot, self.heartbeat())
+                self.state.remove_endpoint(self.topology_id, self.slot)
         except Exception:
             pass
         # start() may have failed before binding (a port in use): close what exists
