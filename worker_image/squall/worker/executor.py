@@ -22,7 +22,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from squall import wire
 from squall.components import BasicBolt, FailedException, Tuple
@@ -32,10 +32,8 @@ from squall.models.v1alpha1 import Grouping
 from squall.plan import ACKER, SYSTEM, SYSTEM_TASK, TICK_STREAM, TopologyPlan
 from squall.stats import _LUT, Counters, bucket_of
 from squall.acker import PendingTuples
+from squall.worker.host import WorkerHost
 from squall.worker.routing import Inbox, Routing
-
-if TYPE_CHECKING:
-    from squall.worker.runtime import Worker
 
 log = logging.getLogger("squall.executor")
 
@@ -49,7 +47,7 @@ __all__ = ["BoltExecutor", "Executor", "Inbox", "SpoutExecutor"]
 class Context:
     """Storm's TopologyContext for one task."""
 
-    def __init__(self, worker: Worker, plan: TopologyPlan, task: int) -> None:
+    def __init__(self, worker: WorkerHost, plan: TopologyPlan, task: int) -> None:
         self.topology_id = plan.topology_id
         self.task_id = task
         self.component_id = plan.task_component[task]
@@ -92,7 +90,7 @@ class Executor:
 
     kind = "executor"
 
-    def __init__(self, worker: Worker, executor: ExecutorId, component: str) -> None:
+    def __init__(self, worker: WorkerHost, executor: ExecutorId, component: str) -> None:
         self.worker = worker
         self.id = executor
         self.component = component
@@ -448,7 +446,7 @@ class SpoutCollector:
 class SpoutExecutor(Executor):
     kind = "spout"
 
-    def __init__(self, worker: Worker, plan: TopologyPlan, executor: ExecutorId, component: str, cls: type,
+    def __init__(self, worker: WorkerHost, plan: TopologyPlan, executor: ExecutorId, component: str, cls: type,
                  conf: Mapping[str, Any]) -> None:
         super().__init__(worker, executor, component)
         self.conf = conf
@@ -714,7 +712,7 @@ class BoltCollector:
 class BoltExecutor(Executor):
     kind = "bolt"
 
-    def __init__(self, worker: Worker, plan: TopologyPlan, executor: ExecutorId, component: str, cls: type,
+    def __init__(self, worker: WorkerHost, plan: TopologyPlan, executor: ExecutorId, component: str, cls: type,
                  conf: Mapping[str, Any], tick_secs: float | None) -> None:
         super().__init__(worker, executor, component)
         self.conf = conf

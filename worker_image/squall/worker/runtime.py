@@ -38,6 +38,7 @@ from squall.models.v1alpha1 import Topology
 from squall.plan import ACKER, build_plan
 from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected
 from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
+from squall.worker.host import HostedExecutor
 from squall.worker.routing import Inbox, Routing
 from squall.worker.transport import SOCKET_HWM, PeerQueues, run_transfer
 
@@ -350,7 +351,7 @@ class Worker:
         self.stop_event.set()
 
     # -- acker traffic -----------------------------------------------------------------------
-    def handle_control(self, items: list[list[int]], caller: Executor | None, trusted: bool = True) -> list[list[int]]:
+    def handle_control(self, items: list[list[int]], caller: HostedExecutor | None, trusted: bool = True) -> list[list[int]]:
         """Apply acker messages: local ackers inline, the rest to the spouts or peers they are for.
         Returns completions meant for the calling spout executor (it handles them itself).
         Items from the network (`trusted=False`) are shape-checked here, in the same pass.
@@ -446,7 +447,7 @@ class Worker:
             self._send_control(slot, batch, caller)
         return own
 
-    def _send_control(self, slot: WorkerSlot, batch: list[list[int]], caller: Executor | None) -> None:
+    def _send_control(self, slot: WorkerSlot, batch: list[list[int]], caller: HostedExecutor | None) -> None:
         peers = self.control_peers
         if caller is None:
             peers.offer(slot, batch, force=True)

@@ -1,0 +1,65 @@
+"""What an executor needs from the worker that hosts it, as Protocols.
+
+`executor.py` types its worker with `WorkerHost` instead of importing `runtime.Worker`, so the
+worker's modules import downward only (runtime -> executor -> host, routing, transport): the
+import-linter contract "The worker's modules import downward only" in pyproject.toml checks it.
+`runtime.Worker` satisfies `WorkerHost` structurally (mypy checks that where it passes itself).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Protocol
+
+from squall.models.cluster import WorkerSlot
+from squall.models.v1alpha1 import TopologySpec
+from squall.worker.routing import Routing
+from squall.worker.transport import PeerQueues
+
+
+class ExecutorOutput(Protocol):
+    """The part of an executor's output buffers the worker writes to (acker messages)."""
+
+    control: list[list[int]]
+
+
+class HostedExecutor(Protocol):
+    """What the worker reads of the executor that calls it."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def tasks(self) -> list[int]: ...
+    @property
+    def out(self) -> ExecutorOutput: ...
+    @property
+    def stop_event(self) -> threading.Event: ...
+
+
+class WorkerHost(Protocol):
+    """The worker as its executors see it."""
+
+    @property
+    def slot(self) -> WorkerSlot: ...
+    @property
+    def spec(self) -> TopologySpec: ...
+    @property
+    def routing(self) -> Routing: ...
+    @property
+    def active(self) -> bool: ...
+    @property
+    def data_peers(self) -> PeerQueues: ...
+
+    conf: dict[str, Any]
+    # remote task -> until when it is backpressured (monotonic)
+    remote_bp: dict[int, float]
+
+    def init_trees(self, inits: list[tuple[int, int, int]], spill: list[list[int]]) -> list[list[int]]: ...
+    def handle_control(
+        self, items: list[list[int]], caller: HostedExecutor | None, trusted: bool = True
+    ) -> list[list[int]]: ...
+    def report_error(self, component: str, task: int, text: str) -> None: ...
+    def executor_died(self, ex: Any, exc: BaseException) -> None: ...
+
+
+__all__ = ["ExecutorOutput", "HostedExecutor", "WorkerHost"]
