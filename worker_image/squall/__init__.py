@@ -11,6 +11,7 @@ from squall.components import (
     SpoutOutputCollector,
     TopologyContext,
     Tuple,
+    WindowedBolt,
 )
 from squall.serialization import register_serializer
 
@@ -25,6 +26,7 @@ __all__ = [
     "SpoutOutputCollector",
     "TopologyContext",
     "Tuple",
+    "WindowedBolt",
     "register_serializer",
 ]
 __version__ = "0.1.0"
@@ -33,6 +35,10 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> object:
     # `from squall import TopologyBuilder` without importing the builder (and pydantic's
     # model machinery) into every worker at start-up
+    if name == "Window":
+        from squall.windowing import Window
+
+        return Window
     if name == "TopologyBuilder":
         from squall.builder import TopologyBuilder
 

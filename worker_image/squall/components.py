@@ -166,3 +166,24 @@ class BasicBolt(Bolt):
 
 class FailedException(Exception):
     """Raised from BasicBolt.process to fail the input without reporting an error."""
+
+
+# -- windowed bolts (squall.windowing) ---------------------------------------------------------
+class WindowedBolt(Component):
+    """Storm's IWindowedBolt / BaseWindowedBolt: `execute` receives a window of tuples.
+
+    The windows (length, sliding interval, event time) are declared in the topology (a bolt's
+    `window` block, or `TopologyBuilder.set_bolt(...).with_window(...)`); see `squall.windowing`.
+    The window acks each tuple when it leaves its last window; `self.collector.emit` anchors to
+    the window's tuples unless given other anchors."""
+
+    def prepare(self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector) -> None:
+        self.conf = conf
+        self.context = context
+        self.collector = collector
+
+    def execute(self, window: Any) -> None:
+        """`window`: a `squall.windowing.Window` (get, get_new, get_expired, timestamps)."""
+        raise NotImplementedError
+
+    def cleanup(self) -> None: ...

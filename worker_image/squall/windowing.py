@@ -1,0 +1,492 @@
+"""Storm's windowing (`BaseWindowedBolt`, `WindowManager`, trigger and eviction policies,
+`WaterMarkEventGenerator`, `WindowedBoltExecutor`) in Python.
+
+The decisions are pure: `WindowManager` and `WatermarkGenerator` take tuples, timestamps and an
+injected clock and answer with the windows that fire; nothing here sleeps, starts a thread or
+touches a socket. `WindowedBoltExecutor` is the bolt the worker's executor drives in place of a
+user's `WindowedBolt` (as Storm wraps an `IWindowedBolt` in its `WindowedBoltExecutor`): it feeds
+the manager, acks a tuple when it leaves its last window, anchors the bolt's emits to the
+window's tuples and sends late tuples to the late stream. The executor calls its `on_timer` when
+`seconds_to_next` says a time window or a watermark is due.
+
+Windows, with `L` the length and `S` the sliding interval (tumbling: `S = L`):
+
+- a window has an end `e` (its reference time); by duration it holds the tuples with timestamps
+  in `(e - L, e]`, by count the last `L` tuples with timestamps `<= e`;
+- processing time (the default): a tuple's timestamp is the clock when it arrived; a duration
+  interval fires every `S` seconds of the clock, a count interval after every `S` tuples;
+- event time (`timestampField`): a tuple's timestamp is that field (seconds, a number). Every
+  `watermarkInterval` the watermark becomes the smallest, over the input streams, of the largest
+  timestamp seen, minus `lag`; a tuple at or below the last watermark is late. A watermark fires,
+  in order, every window whose end it passed: by duration, ends are multiples of `S` (aligned to
+  the epoch, as Storm aligns them), windows holding no tuple are skipped; by count, every `S`-th
+  tuple in timestamp order ends a window;
+- a tuple expires (and is acked) when a window's start passes it; `get_expired()` of a window is
+  what expired at that window, `get_new()` what no earlier window held. A window with no tuples
+  is not passed to `execute` (its expired tuples are still acked), as in Storm.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import logging
+import math
+import re
+import time
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+from squall.components import OutputCollector, TopologyContext, Tuple, WindowedBolt
+
+log = logging.getLogger("squall.windowing")
+
+T = TypeVar("T")
+Clock = Callable[[], float]
+
+# the fields of a windowed bolt's late stream (Storm's has "tuple" alone)
+LATE_FIELDS = ("tuple", "reason")
+LATE = "late"
+NO_TIMESTAMP = "no timestamp"
+BAD_TIMESTAMP = "timestamp not a number"
+DEFAULT_WATERMARK_INTERVAL = 1.0  # Storm's topology.bolts.watermark.event.interval.ms: 1000
+
+_DURATION = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)$")
+DURATION_PATTERN = _DURATION.pattern
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: str) -> float:
+    """"500ms", "30s", "1.5m", "2h" -> seconds."""
+    m = _DURATION.match(value)
+    if m is None:
+        raise ValueError(f"{value!r} is not a duration (a number and ms, s, m or h: 500ms, 30s, 2m)")
+    secs = float(m.group(1)) * _UNIT[m.group(2)]
+    if secs <= 0:
+        raise ValueError(f"{value!r}: a duration must be more than 0")
+    return secs
+
+
+@dataclasses.dataclass(frozen=True)
+class Size:
+    """A window length or sliding interval: a count of tuples or a duration in seconds."""
+
+    value: float
+    count: bool
+
+    @staticmethod
+    def of(value: int | str) -> Size:
+        """An int is a count of tuples, a string a duration ("30s")."""
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise ValueError(f"{value!r}: a count (an integer) or a duration (like 30s)")
+        if isinstance(value, int):
+            if value < 1:
+                raise ValueError(f"{value!r}: a count must be at least 1")
+            return Size(value, True)
+        return Size(parse_duration(value), False)
+
+    def __str__(self) -> str:
+        return f"{int(self.value)} tuples" if self.count else f"{self.value:g}s"
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowConfig:
+    """One windowed bolt's windows (Storm's `topology.bolts.window.*` settings)."""
+
+    length: Size
+    sliding: Size
+    timestamp_field: str | None = None
+    lag: float = 0.0
+    watermark_interval: float = DEFAULT_WATERMARK_INTERVAL
+    late_stream: str | None = None
+
+    @property
+    def event_time(self) -> bool:
+        return self.timestamp_field is not None
+
+    def max_hold_secs(self) -> float | None:
+        """The longest a tuple can wait in the windows, in seconds, when the windows are timed
+        (None for count windows): Storm's rule is that the message timeout must exceed it."""
+        secs = [s.value for s in (self.length, self.sliding) if not s.count]
+        if not secs:
+            return None
+        total = sum(secs)
+        if self.event_time:
+            total += self.lag + self.watermark_interval
+        return total
+
+    @staticmethod
+    def from_spec(spec: Mapping[str, Any]) -> WindowConfig:
+        """From the topology file's `window` block (camelCase keys, as `WindowSpec` dumps it)."""
+        length = Size.of(spec["windowLength"])
+        sliding = spec.get("slidingInterval")
+        lag = spec.get("lag")
+        interval = spec.get("watermarkInterval")
+        return WindowConfig(
+            length=length,
+            sliding=Size.of(sliding) if sliding is not None else length,
+            timestamp_field=spec.get("timestampField"),
+            lag=parse_duration(lag) if lag is not None else 0.0,
+            watermark_interval=(
+                parse_duration(interval) if interval is not None else DEFAULT_WATERMARK_INTERVAL
+            ),
+            late_stream=spec.get("lateStream"),
+        )
+
+
+class Window(Generic[T]):
+    """Storm's `Window` / `TupleWindow`: what `WindowedBolt.execute` receives."""
+
+    __slots__ = ("_items", "_new", "_expired", "start", "end")
+
+    def __init__(self, items: list[T], new: list[T], expired: list[T], start: float | None,
+                 end: float) -> None:
+        self._items = items
+        self._new = new
+        self._expired = expired
+        self.start = start
+        self.end = end
+
+    def get(self) -> list[T]:
+        """The tuples in this window, oldest first."""
+        return self._items
+
+    def get_new(self) -> list[T]:
+        """The tuples no earlier window held."""
+        return self._new
+
+    def get_expired(self) -> list[T]:
+        """The tuples that left the windows since the previous one (already acked)."""
+        return self._expired
+
+    def get_start_timestamp(self) -> float | None:
+        """`end - length` for a duration window; None for a count window."""
+        return self.start
+
+    def get_end_timestamp(self) -> float:
+        """The window's reference time: its trigger's time, or its aligned end in event time."""
+        return self.end
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return (f"Window(end={self.end}, start={self.start}, {len(self._items)} tuples, "
+                f"{len(self._new)} new, {len(self._expired)} expired)")
+
+
+class _Event(Generic[T]):
+    __slots__ = ("ts", "item", "seen")
+
+    def __init__(self, ts: float, item: T) -> None:
+        self.ts = ts
+        self.item = item
+        self.seen = False
+
+
+def _ts(event: _Event[Any]) -> float:
+    return event.ts
+
+
+class WindowManager(Generic[T]):
+    """Storm's WindowManager with its trigger and eviction policies, for one bolt task.
+
+    Keeps the tuples of the current and coming windows sorted by timestamp (arrival time in
+    processing time). `add`, `watermark` and `advance` return the windows that fired, oldest
+    first. Memory is bounded by the windows: by count, at most length + sliding tuples wait; by
+    duration, those of length + sliding seconds (plus the lag, in event time).
+    """
+
+    def __init__(self, config: WindowConfig, clock: Clock = time.time) -> None:
+        self.config = config
+        self.clock = clock
+        self.events: list[_Event[T]] = []
+        length, sliding = config.length, config.sliding
+        self._length_n = int(length.value) if length.count else 0
+        self._length_s = 0.0 if length.count else length.value
+        self._slide_n = int(sliding.value) if sliding.count else 0
+        self._slide_s = 0.0 if sliding.count else sliding.value
+        # processing time: tuples since the last count trigger, the next duration trigger
+        self._since = 0
+        self._next_fire: float | None = None
+        if not config.event_time and not sliding.count:
+            self._next_fire = clock() + self._slide_s
+        # event time: the last duration window's end; index of the event ending the next count
+        # window (positions before the last watermark never move: no later tuple sorts there)
+        self._last_end: float | None = None
+        self._next_index = self._slide_n - 1
+        self.watermark_ts: float | None = None
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    # -- input ---------------------------------------------------------------------------------
+    def add(self, item: T, ts: float | None = None) -> list[Window[T]]:
+        """A tuple arrives. Processing time: `ts` is ignored (the clock is read); event time: `ts`
+        is its timestamp, which the caller checked is above the watermark."""
+        if not self.config.event_time:
+            now = self.clock()
+            if self.events and self.events[-1].ts > now:
+                now = self.events[-1].ts  # a clock stepped back: keep arrival order
+            self.events.append(_Event(now, item))
+            if self._slide_n:
+                self._since += 1
+                if self._since >= self._slide_n:
+                    self._since = 0
+                    return [self._fire(now, len(self.events))]
+            return []
+        if ts is None:
+            raise ValueError("an event-time window needs each tuple's timestamp")
+        if self.watermark_ts is not None and ts <= self.watermark_ts:
+            raise ValueError(f"timestamp {ts} is at or below the watermark {self.watermark_ts}")
+        event = _Event(ts, item)
+        events = self.events
+        if not events or events[-1].ts <= ts:
+            events.append(event)
+        else:
+            events.insert(bisect.bisect_right(events, ts, key=_ts), event)
+        return []
+
+    def advance(self) -> list[Window[T]]:
+        """Processing time: fire the duration windows due by the clock (each at its own end)."""
+        out: list[Window[T]] = []
+        if self._next_fire is None:
+            return out
+        now = self.clock()
+        while now >= self._next_fire:
+            end = self._next_fire
+            self._next_fire = end + self._slide_s
+            out.append(self._fire(end, bisect.bisect_right(self.events, end, key=_ts)))
+        return out
+
+    def next_due(self) -> float | None:
+        """When (clock time) `advance` fires the next window; None when no timer is needed."""
+        return self._next_fire
+
+    def watermark(self, ts: float) -> list[Window[T]]:
+        """Event time: every tuple with a timestamp <= `ts` has arrived; fire what it closes."""
+        if self.watermark_ts is not None and ts <= self.watermark_ts:
+            return []
+        self.watermark_ts = ts
+        if self._slide_n:
+            return self._count_windows(ts)
+        return self._duration_windows(ts)
+
+    # -- triggers ------------------------------------------------------------------------------
+    def _count_windows(self, watermark: float) -> list[Window[T]]:
+        out: list[Window[T]] = []
+        events = self.events
+        ready = bisect.bisect_right(events, watermark, key=_ts)
+        while self._next_index < ready:
+            i = self._next_index
+            before = len(events)
+            out.append(self._fire(events[i].ts, i + 1))
+            gone = before - len(events)
+            ready -= gone
+            self._next_index = i - gone + self._slide_n
+        return out
+
+    def _duration_windows(self, watermark: float) -> list[Window[T]]:
+        out: list[Window[T]] = []
+        events = self.events
+        step = self._slide_s
+        while events:
+            if self._last_end is None:
+                end = math.ceil(events[0].ts / step) * step
+            else:
+                end = self._last_end + step
+                if not self._holds(end):
+                    # no window up to the first tuple after `end` holds anything: skip to it
+                    i = bisect.bisect_right(events, end, key=_ts)
+                    if i == len(events):
+                        break
+                    end = math.ceil(events[i].ts / step) * step
+            if end > watermark:
+                break
+            out.append(self._fire(end, bisect.bisect_right(events, end, key=_ts)))
+            self._last_end = end
+        return out
+
+    def _holds(self, end: float) -> bool:
+        """Whether the duration window ending at `end` holds a tuple."""
+        events = self.events
+        i = bisect.bisect_right(events, end - self._length_s, key=_ts)
+        return i < len(events) and events[i].ts <= end
+
+    def _fire(self, end: float, stop: int) -> Window[T]:
+        """The window ending at `end` over `events[:stop]`; what falls out of it expires."""
+        events = self.events
+        if self._length_n:
+            first = max(0, stop - self._length_n)
+            start = None
+        else:
+            start = end - self._length_s
+            first = bisect.bisect_right(events, start, 0, stop, key=_ts)
+        expired = [e.item for e in events[:first]]
+        items: list[T] = []
+        new: list[T] = []
+        for e in events[first:stop]:
+            items.append(e.item)
+            if not e.seen:
+                e.seen = True
+                new.append(e.item)
+        if first:
+            del events[:first]
+        return Window(items, new, expired, start, end)
+
+
+class WatermarkGenerator:
+    """Storm's WaterMarkEventGenerator: the watermark over a bolt's input streams.
+
+    `track` records a tuple's timestamp on its stream and says whether it is on time; `compute`
+    (every `watermarkInterval`) gives the new watermark once every input stream has been seen:
+    the smallest of the streams' largest timestamps, minus the lag; None when it did not move.
+    """
+
+    def __init__(self, streams: Iterable[Hashable], lag: float) -> None:
+        self.streams = frozenset(streams)
+        self.lag = lag
+        self.max_ts: dict[Hashable, float] = {}
+        self.last: float | None = None
+
+    def track(self, stream: Hashable, ts: float) -> bool:
+        current = self.max_ts.get(stream)
+        if current is None or ts > current:
+            self.max_ts[stream] = ts
+        return self.last is None or ts > self.last
+
+    def compute(self) -> float | None:
+        if not self.streams or not self.streams <= self.max_ts.keys():
+            return None
+        ts = min(self.max_ts[s] for s in self.streams) - self.lag
+        if self.last is not None and ts <= self.last:
+            return None
+        self.last = ts
+        return ts
+
+
+def timestamp_of(tup: Tuple, field: str) -> tuple[float | None, str | None]:
+    """A tuple's event time from `field`: (seconds, None), or (None, why it has none)."""
+    try:
+        value = tup.get(field)
+    except KeyError:
+        return None, NO_TIMESTAMP
+    if value is None:
+        return None, NO_TIMESTAMP
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None, BAD_TIMESTAMP
+    return float(value), None
+
+
+class _WindowCollector:
+    """The collector a windowed bolt sees: emits default to anchoring on the window's tuples
+    (Storm's WindowedOutputCollector); acking is the window's job, so `ack` does nothing."""
+
+    def __init__(self, runner: WindowedBoltExecutor, collector: OutputCollector) -> None:
+        self._runner = runner
+        self._collector = collector
+
+    def emit(self, values: Sequence[Any], stream: str = "default", anchors: Any = None) -> list[int]:
+        if anchors is None:
+            anchors = self._runner.anchors
+        return self._collector.emit(values, stream, anchors)
+
+    def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default",
+                    anchors: Any = None) -> None:
+        if anchors is None:
+            anchors = self._runner.anchors
+        self._collector.emit_direct(task, values, stream, anchors)
+
+    def ack(self, tup: Tuple) -> None:
+        """Window tuples are acked when they expire."""
+
+    def fail(self, tup: Tuple) -> None:
+        self._collector.fail(tup)
+
+    def report_error(self, exc: BaseException) -> None:
+        self._collector.report_error(exc)
+
+
+class WindowedBoltExecutor:
+    """What the executor drives for a `WindowedBolt` (Storm's WindowedBoltExecutor)."""
+
+    def __init__(self, bolt: WindowedBolt, config: WindowConfig, inputs: Iterable[tuple[str, str]],
+                 clock: Clock = time.time) -> None:
+        self.bolt = bolt
+        self.config = config
+        self.clock = clock
+        self.manager: WindowManager[Tuple] = WindowManager(config, clock)
+        self.watermarks = WatermarkGenerator(inputs, config.lag) if config.event_time else None
+        self._next_watermark = clock() + config.watermark_interval
+        self.anchors: list[Tuple] = []
+        self.late = 0
+        self._warned = False
+
+    def prepare(self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector) -> None:
+        self.collector = collector
+        self.bolt.prepare(conf, context, _WindowCollector(self, collector))
+
+    def execute(self, tup: Tuple) -> None:
+        if tup.is_tick():
+            self.collector.ack(tup)
+            return
+        field = self.config.timestamp_field
+        if field is None:
+            self._activate(self.manager.add(tup))
+            return
+        ts, why = timestamp_of(tup, field)
+        if ts is None:
+            self._late(tup, why or NO_TIMESTAMP)
+            return
+        assert self.watermarks is not None
+        if not self.watermarks.track((tup.source_component, tup.stream), ts):
+            self._late(tup, LATE)
+            return
+        self._activate(self.manager.add(tup, ts))
+
+    def _late(self, tup: Tuple, reason: str) -> None:
+        self.late += 1
+        stream = self.config.late_stream
+        if stream is not None:
+            self.collector.emit([list(tup.values), reason], stream, tup)
+        elif not self._warned:
+            self._warned = True
+            log.warning("a tuple from %s:%s went out of the windows (%s) and there is no late "
+                        "stream to send it to; such tuples are acked and dropped",
+                        tup.source_component, tup.stream, reason)
+        self.collector.ack(tup)
+
+    def seconds_to_next(self) -> float | None:
+        """Seconds until `on_timer` has work (None: never, by time)."""
+        due = self.manager.next_due()
+        if self.watermarks is not None:
+            due = self._next_watermark if due is None else min(due, self._next_watermark)
+        return None if due is None else due - self.clock()
+
+    def on_timer(self) -> None:
+        """Fire the windows and the watermark that are due."""
+        self._activate(self.manager.advance())
+        if self.watermarks is not None:
+            now = self.clock()
+            if now >= self._next_watermark:
+                self._next_watermark = max(self._next_watermark + self.config.watermark_interval, now)
+                ts = self.watermarks.compute()
+                if ts is not None:
+                    self._activate(self.manager.watermark(ts))
+
+    def _activate(self, windows: list[Window[Tuple]]) -> None:
+        for window in windows:
+            for tup in window.get_expired():
+                self.collector.ack(tup)
+            if not window.get():
+                continue
+            self.anchors = window.get()
+            try:
+                self.bolt.execute(window)
+            except Exception as exc:  # the bolt's bug: reported; its tuples still expire and ack
+                self.collector.report_error(exc)
+            finally:
+                self.anchors = []
+
+    def cleanup(self) -> None:
+        self.bolt.cleanup()
