@@ -91,11 +91,17 @@ def test_duration_tumbling_uses_each_window_own_end() -> None:
     (w,) = m.advance()
     assert view(w) == (["c", "d"], ["c", "d"], ["a", "b"])
     assert w.get_end_timestamp() == 120.0
-    clock.now = 141.0  # a stalled executor catches up, window by window
-    w130, w140 = m.advance()
+    assert m.take_evicted() == ["a", "b"]
+    clock.now = 151.0  # a stalled executor catches up, window by window
+    (w130,) = m.advance()  # (130, 140] and (140, 150] hold nothing: not windows for execute
     assert view(w130) == (["e"], ["e"], ["c", "d"])
-    assert view(w140) == ([], [], ["e"])
-    assert m.next_due() == 150.0 and len(m) == 0
+    assert m.take_evicted() == ["c", "d", "e"]  # e left at 140: acked now
+    assert m.next_due() == 160.0 and len(m) == 0
+    clock.now = 162.0
+    m.add("f")
+    clock.now = 170.0
+    (w,) = m.advance()
+    assert view(w) == (["f"], ["f"], ["e"])  # e's expiry is reported with the next window
 
 
 def test_duration_sliding() -> None:
@@ -114,8 +120,8 @@ def test_duration_sliding() -> None:
         (10.0, [1.0, 4.0, 6.0, 9.0], [6.0, 9.0], []),
         (15.0, [6.0, 9.0, 12.0], [12.0], [1.0, 4.0]),
         (20.0, [12.0], [], [6.0, 9.0]),
-        (25.0, [], [], [12.0]),
     ]
+    assert m.take_evicted() == [1.0, 4.0, 6.0, 9.0, 12.0] and len(m) == 0
 
 
 def test_count_length_duration_sliding() -> None:
@@ -127,7 +133,8 @@ def test_count_length_duration_sliding() -> None:
         m.add(i)
     clock.now = 10.0
     (w,) = m.advance()
-    assert view(w) == ([3, 4, 5], [3, 4, 5], [1, 2])
+    assert view(w) == ([3, 4, 5], [3, 4, 5], [])  # 1 and 2 were in no window: not "expired"
+    assert m.take_evicted() == [1, 2]  # but acked
 
 
 def test_duration_length_count_sliding() -> None:
@@ -143,6 +150,12 @@ def test_duration_length_count_sliding() -> None:
         (11.0, [2, 8, 11], [8, 11], [1]),
         (14.0, [8, 11, 13, 14], [13, 14], [2]),
     ]
+    # no more tuples, so no more windows: the clock still takes tuples out, and they are acked
+    assert m.take_evicted() == [1, 2]
+    assert m.next_due() == 18.0
+    clock.now = 23.5
+    assert m.advance() == []
+    assert m.take_evicted() == [8, 11, 13] and m.next_due() == 24.0
 
 
 # -- event time ----------------------------------------------------------------------------------
@@ -159,6 +172,7 @@ def test_event_time_sliding_out_of_order_and_empty_stretches() -> None:
     assert view(w10) == ([1.0, 3.0, 7.0], [7.0], [])
     assert view(w15) == ([7.0, 12.0], [12.0], [1.0, 3.0])
     assert m.watermark(16.0) == []  # not an advance
+    assert m.take_evicted() == [1.0, 3.0]
     m.add(40.0, 40.0)
     fired = m.watermark(50.0)
     # (15, 25] .. (25, 35] hold nothing and are skipped; (40, 50] holds nothing either
@@ -167,6 +181,8 @@ def test_event_time_sliding_out_of_order_and_empty_stretches() -> None:
         (40.0, [40.0], [40.0], [12.0]),
         (45.0, [40.0], [], []),
     ]
+    # the watermark is a window length past 40: it leaves (a stream that ends needs this)
+    assert m.take_evicted() == [7.0, 12.0, 40.0] and len(m) == 0
 
 
 def test_event_time_tumbling_aligns_to_the_interval() -> None:

@@ -15,6 +15,7 @@ the schema checks (raising `TopologyError`); `squall.validation.check_topology` 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any, TypeAlias
 
 import yaml
@@ -32,6 +33,22 @@ __all__ = [
 ]
 
 ClassRef: TypeAlias = type | str
+WindowSizeArg: TypeAlias = int | str | timedelta
+
+
+def _duration(value: str | timedelta) -> str:
+    if isinstance(value, timedelta):
+        us = value // timedelta(microseconds=1)
+        if us % 1_000_000 == 0:
+            return f"{us // 1_000_000}s"
+        if us % 1000 == 0:
+            return f"{us // 1000}ms"
+        return f"{us / 1000:.3f}ms"
+    return value
+
+
+def _window_size(value: WindowSizeArg) -> int | str:
+    return _duration(value) if isinstance(value, timedelta) else value
 OutputsDecl: TypeAlias = (
     Sequence[str] | Mapping[str, Any] | Sequence[StreamSpec] | Sequence[Mapping[str, Any]] | None
 )
@@ -124,6 +141,40 @@ class BoltDeclarer(ComponentDeclarer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._inputs: list[dict[str, Any]] = []
+        self._window: dict[str, Any] = {}
+
+    # -- windows (a WindowedBolt's; Storm's BaseWindowedBolt.withWindow and friends) ----------
+    def with_window(self, length: WindowSizeArg, sliding: WindowSizeArg | None = None) -> BoltDeclarer:
+        """A sliding window (tumbling without `sliding`). An int counts tuples; a duration is a
+        string ("30s", "500ms") or a `timedelta`."""
+        self._window["windowLength"] = _window_size(length)
+        if sliding is None:
+            self._window.pop("slidingInterval", None)
+        else:
+            self._window["slidingInterval"] = _window_size(sliding)
+        return self
+
+    def with_tumbling_window(self, length: WindowSizeArg) -> BoltDeclarer:
+        return self.with_window(length)
+
+    def with_timestamp_field(self, field: str) -> BoltDeclarer:
+        """Event time: each tuple's timestamp (seconds, a number) is this field."""
+        self._window["timestampField"] = field
+        return self
+
+    def with_lag(self, lag: str | timedelta) -> BoltDeclarer:
+        """How far out of order event-time tuples may arrive before they are late."""
+        self._window["lag"] = _duration(lag)
+        return self
+
+    def with_watermark_interval(self, interval: str | timedelta) -> BoltDeclarer:
+        self._window["watermarkInterval"] = _duration(interval)
+        return self
+
+    def with_late_tuple_stream(self, stream: str) -> BoltDeclarer:
+        """Late tuples (and tuples without a usable timestamp) go out on this stream."""
+        self._window["lateStream"] = stream
+        return self
 
     def grouping(
         self,
@@ -186,6 +237,8 @@ class BoltDeclarer(ComponentDeclarer):
         out = super()._to_dict()
         if self._inputs:
             out["inputs"] = [dict(i) for i in self._inputs]
+        if self._window:
+            out["window"] = dict(self._window)
         return out
 
 

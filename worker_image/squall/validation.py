@@ -9,8 +9,8 @@ Two steps, both reporting every problem at once as a `TopologyError`:
   groupings, and (optionally) the component classes themselves. Its result, `ResolvedTopology`,
   carries the imported classes and every component's declared output streams.
 
-Pure: imports only the standard library, pydantic, yaml and squall's models, errors and
-serialization (msgpack, for `topology.serializers`).
+Pure: imports only the standard library, pydantic, yaml and squall's models, errors,
+serialization (msgpack, for `topology.serializers`) and windowing.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from squall import serialization
+from squall import serialization, windowing
+from squall.components import WindowedBolt
 from squall.errors import NO_VALUE, Problem, TopologyError
 from squall.models.v1alpha1 import (
     API_VERSION,
@@ -755,6 +756,8 @@ class _Checker:
         for base, component, role in located:
             self.check_component(base, component, role, first_use)
         for i, bolt in enumerate(spec.bolts):
+            self.check_window(f"spec.bolts[{i}]", bolt)
+        for i, bolt in enumerate(spec.bolts):
             self.check_inputs(f"spec.bolts[{i}]", bolt)
         serializers = self.check_serializers()
         for base, component, _role in located:
@@ -888,6 +891,89 @@ class _Checker:
                 self.add(f"{path}.fields[{m}]", field, f"field declared twice in stream "
                          f"'{stream.stream}'")
             seen.add(field)
+
+    # -- windows (squall.windowing) ----------------------------------------------------------
+
+    def check_window(self, base: str, bolt: BoltSpec) -> None:
+        """A windowed bolt's `window`: present exactly for WindowedBolt classes, sizes that make
+        sense, a timestamp field every input declares, a window the message timeout outlasts.
+        Declares the late stream (fields tuple, reason) on the bolt."""
+        cls = self.classes.get(bolt.name) if self.specs.get(bolt.name) is bolt else None
+        windowed = cls is not None and issubclass(cls, WindowedBolt)
+        window = bolt.window
+        path = f"{base}.window"
+        if window is None:
+            if windowed:
+                self.add(path, NO_VALUE, f"{bolt.class_name} is a WindowedBolt: declare its window "
+                         "(window.windowLength, optionally slidingInterval, timestampField, ...)")
+            return
+        if cls is not None and not windowed:
+            self.add(path, window.model_dump(by_alias=True, exclude_none=True),
+                     f"{bolt.class_name} is not a WindowedBolt; only windowed bolts take a window")
+        fields = window.model_dump(by_alias=True, exclude_none=True)
+        bad = False
+        for field, value in fields.items():
+            try:
+                if field in ("windowLength", "slidingInterval"):
+                    windowing.Size.of(value)
+                elif field in ("lag", "watermarkInterval"):
+                    windowing.parse_duration(value, allow_zero=field == "lag")
+            except ValueError as exc:
+                self.add(f"{path}.{field}", value, str(exc))
+                bad = True
+        if bad:
+            return
+        config = windowing.WindowConfig.from_spec(fields)
+        length, sliding = config.length, config.sliding
+        if window.sliding_interval is not None and length.count == sliding.count and sliding.value > length.value:
+            self.add(f"{path}.slidingInterval", window.sliding_interval,
+                     f"the sliding interval ({sliding}) is longer than the window ({length}); "
+                     "tuples between windows would be in none")
+        if not config.event_time:
+            for field, value in (("lag", window.lag), ("watermarkInterval", window.watermark_interval),
+                                 ("lateStream", window.late_stream)):
+                if value is not None:
+                    self.add(f"{path}.{field}", value,
+                             f"{field} applies to event-time windows only: set timestampField")
+        spec = self.topo.spec
+        hold = config.max_hold_secs()
+        if hold is not None and hold >= spec.message_timeout_secs:
+            parts = "windowLength + slidingInterval"
+            if config.event_time:
+                parts += " + lag + watermarkInterval"
+            self.add(f"{path}.windowLength", window.window_length,
+                     f"a tuple can stay {hold:g}s in this window ({parts}), not less than "
+                     f"spec.messageTimeoutSecs ({spec.message_timeout_secs:g}s): it would time out "
+                     "and be replayed; raise messageTimeoutSecs or shorten the window")
+        counts = sum(int(s.value) for s in (length, sliding) if s.count)
+        if counts and spec.max_spout_pending is not None:
+            pending = spec.max_spout_pending * sum(s.tasks for s in spec.spouts)
+            if counts > pending:
+                self.add(f"{path}.windowLength", window.window_length,
+                         f"the window waits for {counts} tuples (length + sliding interval), more "
+                         f"than the spouts may have pending (maxSpoutPending x spout tasks = "
+                         f"{pending}): it would never fill")
+        if config.timestamp_field is not None:
+            for j, inp in enumerate(bolt.inputs):
+                stream = self.streams.get(inp.component, {}).get(inp.stream)
+                if stream is not None and config.timestamp_field not in stream.fields:
+                    self.add(f"{path}.timestampField", config.timestamp_field,
+                             f"inputs[{j}] (stream '{inp.stream}' of '{inp.component}') has no field "
+                             f"'{config.timestamp_field}' (fields: {', '.join(stream.fields) or 'none'})")
+        late = config.late_stream
+        if late is not None and late.startswith(RESERVED_PREFIX):
+            self.add(f"{path}.lateStream", late,
+                     f"stream names starting with '{RESERVED_PREFIX}' are reserved for system streams")
+        elif late is not None and self.specs.get(bolt.name) is bolt:
+            streams = self.streams.setdefault(bolt.name, {})
+            declared = streams.get(late)
+            if declared is None:
+                streams[late] = StreamSpec(stream=late, fields=list(windowing.LATE_FIELDS))
+            elif tuple(declared.fields) != windowing.LATE_FIELDS or declared.direct:
+                self.add(f"{path}.lateStream", late,
+                         f"'{bolt.name}' declares stream '{late}' with fields "
+                         f"{', '.join(declared.fields) or 'none'}; a late stream carries "
+                         f"{', '.join(windowing.LATE_FIELDS)} (leave it undeclared)")
 
     # -- inputs -------------------------------------------------------------------------------
 

@@ -21,9 +21,12 @@ Windows, with `L` the length and `S` the sliding interval (tumbling: `S = L`):
   in order, every window whose end it passed: by duration, ends are multiples of `S` (aligned to
   the epoch, as Storm aligns them), windows holding no tuple are skipped; by count, every `S`-th
   tuple in timestamp order ends a window;
-- a tuple expires (and is acked) when a window's start passes it; `get_expired()` of a window is
-  what expired at that window, `get_new()` what no earlier window held. A window with no tuples
-  is not passed to `execute` (its expired tuples are still acked), as in Storm.
+- a tuple expires (and is acked) when a window's start passes it, or when the clock (processing
+  time) or the watermark (event time) is a window length past it; `get_expired()` of a window is
+  what left the windows since the previous window (each once, after it was in `get_new()`),
+  `get_new()` what no earlier window held. A window with
+  no tuples is not passed to `execute` (as in Storm; what expired meanwhile is acked at once and
+  shows in the next window's `get_expired()`).
 """
 
 from __future__ import annotations
@@ -56,13 +59,13 @@ DURATION_PATTERN = _DURATION.pattern
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-def parse_duration(value: str) -> float:
+def parse_duration(value: str, *, allow_zero: bool = False) -> float:
     """"500ms", "30s", "1.5m", "2h" -> seconds."""
     m = _DURATION.match(value)
     if m is None:
         raise ValueError(f"{value!r} is not a duration (a number and ms, s, m or h: 500ms, 30s, 2m)")
     secs = float(m.group(1)) * _UNIT[m.group(2)]
-    if secs <= 0:
+    if secs <= 0 and not (allow_zero and secs == 0):
         raise ValueError(f"{value!r}: a duration must be more than 0")
     return secs
 
@@ -126,7 +129,7 @@ class WindowConfig:
             length=length,
             sliding=Size.of(sliding) if sliding is not None else length,
             timestamp_field=spec.get("timestampField"),
-            lag=parse_duration(lag) if lag is not None else 0.0,
+            lag=parse_duration(lag, allow_zero=True) if lag is not None else 0.0,
             watermark_interval=(
                 parse_duration(interval) if interval is not None else DEFAULT_WATERMARK_INTERVAL
             ),
@@ -201,6 +204,9 @@ class WindowManager(Generic[T]):
         self.config = config
         self.clock = clock
         self.events: list[_Event[T]] = []
+        # evicted, not yet acked by the caller; evicted, not yet in a window's get_expired
+        self._evicted: list[T] = []
+        self._unreported: list[T] = []
         length, sliding = config.length, config.sliding
         self._length_n = int(length.value) if length.count else 0
         self._length_s = 0.0 if length.count else length.value
@@ -233,7 +239,7 @@ class WindowManager(Generic[T]):
                 self._since += 1
                 if self._since >= self._slide_n:
                     self._since = 0
-                    return [self._fire(now, len(self.events))]
+                    return self._fire(now, len(self.events))
             return []
         if ts is None:
             raise ValueError("an event-time window needs each tuple's timestamp")
@@ -250,17 +256,22 @@ class WindowManager(Generic[T]):
     def advance(self) -> list[Window[T]]:
         """Processing time: fire the duration windows due by the clock (each at its own end)."""
         out: list[Window[T]] = []
-        if self._next_fire is None:
-            return out
         now = self.clock()
+        if self._next_fire is None:
+            if not self.config.event_time and self._length_s:
+                # windows slid by count: what the clock took out of every future window leaves
+                self._evict(bisect.bisect_right(self.events, now - self._length_s, key=_ts))
+            return out
         while now >= self._next_fire:
             end = self._next_fire
             self._next_fire = end + self._slide_s
-            out.append(self._fire(end, bisect.bisect_right(self.events, end, key=_ts)))
+            out += self._fire(end, bisect.bisect_right(self.events, end, key=_ts))
         return out
 
     def next_due(self) -> float | None:
-        """When (clock time) `advance` fires the next window; None when no timer is needed."""
+        """When (clock time) `advance` has work; None when no timer is needed."""
+        if self._next_fire is None and not self.config.event_time and self._length_s and self.events:
+            return self.events[0].ts + self._length_s
         return self._next_fire
 
     def watermark(self, ts: float) -> list[Window[T]]:
@@ -268,9 +279,11 @@ class WindowManager(Generic[T]):
         if self.watermark_ts is not None and ts <= self.watermark_ts:
             return []
         self.watermark_ts = ts
-        if self._slide_n:
-            return self._count_windows(ts)
-        return self._duration_windows(ts)
+        out = self._count_windows(ts) if self._slide_n else self._duration_windows(ts)
+        if self._length_s:
+            # every window holding a tuple at or before ts - length has fired (or was empty)
+            self._evict(bisect.bisect_right(self.events, ts - self._length_s, key=_ts))
+        return out
 
     # -- triggers ------------------------------------------------------------------------------
     def _count_windows(self, watermark: float) -> list[Window[T]]:
@@ -280,7 +293,7 @@ class WindowManager(Generic[T]):
         while self._next_index < ready:
             i = self._next_index
             before = len(events)
-            out.append(self._fire(events[i].ts, i + 1))
+            out += self._fire(events[i].ts, i + 1)
             gone = before - len(events)
             ready -= gone
             self._next_index = i - gone + self._slide_n
@@ -303,7 +316,7 @@ class WindowManager(Generic[T]):
                     end = math.ceil(events[i].ts / step) * step
             if end > watermark:
                 break
-            out.append(self._fire(end, bisect.bisect_right(events, end, key=_ts)))
+            out += self._fire(end, bisect.bisect_right(events, end, key=_ts))
             self._last_end = end
         return out
 
@@ -313,8 +326,9 @@ class WindowManager(Generic[T]):
         i = bisect.bisect_right(events, end - self._length_s, key=_ts)
         return i < len(events) and events[i].ts <= end
 
-    def _fire(self, end: float, stop: int) -> Window[T]:
-        """The window ending at `end` over `events[:stop]`; what falls out of it expires."""
+    def _fire(self, end: float, stop: int) -> list[Window[T]]:
+        """The window ending at `end` over `events[:stop]`; what falls out of it expires. An
+        empty window is not returned: its expired tuples go to the next window's `get_expired`."""
         events = self.events
         if self._length_n:
             first = max(0, stop - self._length_n)
@@ -322,7 +336,6 @@ class WindowManager(Generic[T]):
         else:
             start = end - self._length_s
             first = bisect.bisect_right(events, start, 0, stop, key=_ts)
-        expired = [e.item for e in events[:first]]
         items: list[T] = []
         new: list[T] = []
         for e in events[first:stop]:
@@ -330,9 +343,25 @@ class WindowManager(Generic[T]):
             if not e.seen:
                 e.seen = True
                 new.append(e.item)
+        self._evict(first)
+        if not items:
+            return []
+        expired, self._unreported = self._unreported, []
+        return [Window(items, new, expired, start, end)]
+
+    def _evict(self, first: int) -> None:
         if first:
-            del events[:first]
-        return Window(items, new, expired, start, end)
+            gone = self.events[:first]
+            del self.events[:first]
+            self._evicted.extend(e.item for e in gone)
+            # only what a window held can leave one (a tuple may leave unseen when the clock
+            # passes it before a count interval completes)
+            self._unreported.extend(e.item for e in gone if e.seen)
+
+    def take_evicted(self) -> list[T]:
+        """The tuples that left every window since the last call: the caller acks them."""
+        out, self._evicted = self._evicted, []
+        return out
 
 
 class WatermarkGenerator:
@@ -475,11 +504,9 @@ class WindowedBoltExecutor:
                     self._activate(self.manager.watermark(ts))
 
     def _activate(self, windows: list[Window[Tuple]]) -> None:
+        for tup in self.manager.take_evicted():
+            self.collector.ack(tup)
         for window in windows:
-            for tup in window.get_expired():
-                self.collector.ack(tup)
-            if not window.get():
-                continue
             self.anchors = window.get()
             try:
                 self.bolt.execute(window)

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    PlainValidator,
     ConfigDict,
     Field,
     WithJsonSchema,
@@ -94,8 +95,47 @@ class SpoutSpec(ComponentSpec):
     pass
 
 
+# --- windowed bolts (squall.windowing) ---------------------------------------------------------
+
+# a duration: a number and a unit, "500ms", "30s", "1.5m", "2h"
+DURATION = r"^[0-9]+(\.[0-9]+)?(ms|s|m|h)$"
+_DURATION_RE = re.compile(DURATION)
+
+
+def _window_size(value: object) -> int | str:
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or (isinstance(value, int) and value < 1):
+        raise ValueError(f"{value!r}: a count of tuples (an integer, at least 1) or a duration (30s)")
+    if isinstance(value, str) and not _DURATION_RE.match(value):
+        raise ValueError(f"{value!r} is not a duration (a number and ms, s, m or h: 500ms, 30s, 2m); "
+                         "a count of tuples is an integer")
+    return value
+
+
+# int-or-string: an integer counts tuples, a string is a duration (one validator: one error)
+WindowSize = Annotated[
+    int | str,
+    PlainValidator(_window_size),
+    WithJsonSchema({"x-kubernetes-int-or-string": True, "pattern": DURATION}),
+]
+
+
+class WindowSpec(_Model):
+    """A windowed bolt's windows: Storm's `topology.bolts.window.*` settings."""
+
+    window_length: WindowSize = Field(alias="windowLength")
+    # unset: tumbling (the window's length)
+    sliding_interval: WindowSize | None = Field(None, alias="slidingInterval")
+    # event time from this input field (seconds, a number); unset: processing time
+    timestamp_field: str | None = Field(None, alias="timestampField", min_length=1)
+    lag: str | None = Field(None, pattern=DURATION)
+    watermark_interval: str | None = Field(None, alias="watermarkInterval", pattern=DURATION)
+    late_stream: str | None = Field(None, alias="lateStream", pattern=STREAM_NAME)
+
+
 class BoltSpec(ComponentSpec):
     inputs: list[InputSpec] = Field(default_factory=list)
+    # a WindowedBolt's windows (squall.windowing)
+    window: WindowSpec | None = None
 
 
 # --- per-topology worker pod settings (what the operator puts in each worker pod) -------------

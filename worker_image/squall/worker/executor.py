@@ -25,12 +25,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from squall import wire
-from squall.components import BasicBolt, FailedException, Tuple
+from squall.components import BasicBolt, FailedException, Tuple, WindowedBolt
 from squall.groupings import Chooser, make_chooser
 from squall.models.cluster import ExecutorId, WorkerSlot
 from squall.models.v1alpha1 import Grouping
 from squall.plan import ACKER, SYSTEM, SYSTEM_TASK, TICK_STREAM, TopologyPlan
 from squall.stats import _LUT, Counters, bucket_of
+from squall.windowing import WindowConfig, WindowedBoltExecutor
 from squall.acker import PendingTuples
 from squall.worker.host import WorkerHost
 from squall.worker.routing import Inbox, Routing
@@ -723,6 +724,17 @@ class BoltExecutor(Executor):
         self.auto_anchor: Tuple | None = None
         self.tick_secs = tick_secs
         self.fields_of: dict[tuple[int, str], Mapping[str, int]] = {}
+        # windowed bolts: each instance runs inside Storm's WindowedBoltExecutor; time windows
+        # and watermarks fire from this loop when `_fire_timers` finds them due
+        self.windowed: list[WindowedBoltExecutor] = []
+        if issubclass(cls, WindowedBolt):
+            spec = next(b for b in worker.spec.bolts if b.name == component)
+            if spec.window is None:
+                raise ValueError(f"bolt {component!r} is a WindowedBolt without a window")
+            config = WindowConfig.from_spec(spec.window.model_dump(by_alias=True, exclude_none=True))
+            inputs = [(i.component, i.stream) for i in spec.inputs]
+            self.windowed = [WindowedBoltExecutor(b, config, inputs) for b in self.instances.values()]
+            self.instances = dict(zip(self.tasks, self.windowed))
 
     def on_routing(self) -> None:
         plan = self.routing.plan  # type: ignore[union-attr]
@@ -746,6 +758,8 @@ class BoltExecutor(Executor):
         stop = self.stop_event
         while not stop.is_set():
             wait = 0.1
+            if self.windowed:
+                wait = self._fire_timers(wait)
             if next_tick is not None:
                 now = time.monotonic()
                 if now >= next_tick:
@@ -780,6 +794,25 @@ class BoltExecutor(Executor):
         # what cleanup emitted, acked or failed still goes out (if peers still listen); a
         # retiring executor waits for that (the worker stops it at its deadline)
         self.flush(block=self.retiring)
+
+    def _fire_timers(self, wait: float) -> float:
+        """Fire the windowed bolts' due time windows and watermarks; how long until the next."""
+        fired = False
+        for task, w in zip(self.tasks, self.windowed):
+            due = w.seconds_to_next()
+            if due is None:
+                continue
+            if due <= 0:
+                try:
+                    w.on_timer()
+                except Exception as exc:
+                    self.report_error(task, exc)
+                fired = True
+                due = w.seconds_to_next() or 0.0
+            wait = min(wait, max(due, 0.0005))
+        if fired:
+            self.flush(block=True)
+        return wait
 
     def _fail_input(self, task: int, tup: Tuple) -> None:
         try:
