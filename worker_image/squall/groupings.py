@@ -12,7 +12,7 @@ import importlib
 import itertools
 import random
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from squall.models.v1alpha1 import Grouping
@@ -64,6 +64,96 @@ def _shuffle(tasks: Sequence[int], rng: random.Random) -> Chooser:
     rng.shuffle(singles)
     nxt = itertools.cycle(singles).__next__
     return lambda _values: nxt()
+
+
+# Storm 2's LoadAwareShuffleGrouping: scopes from nearest to farthest (Squall has no racks)
+WORKER_LOCAL, HOST_LOCAL, EVERYTHING = 0, 1, 2
+RING = 1000  # slots in the ring of choices (Storm's CAPACITY)
+MAX_WEIGHT = 100
+# Storm's defaults.yaml: topology.localityaware.higher.bound / .lower.bound
+HIGHER_BOUND = 0.8
+LOWER_BOUND = 0.2
+
+
+class LoadAwareShuffle:
+    """Storm 2's default shuffle (`LoadAwareShuffleGrouping`), locality first and load weighted.
+
+    Targets are grouped by scope: in the emitter's worker, on its node, anywhere. Tuples go to
+    the targets of the current scope and every nearer one. `refresh(load)` (the executor calls it
+    about once a second with each target's load, 0.0 idle to 1.0 full) widens the scope when the
+    scope's average load is above `higher_bound` and narrows it again when the nearer scope's
+    average is below `lower_bound`; within the scope, a target whose load is within 0.05 of the
+    least loaded one gains weight slowly (+1 up to 100), others lose it fast (-10). Per tuple
+    the chooser only steps through a ring of 1000 pre-built choices drawn by weight and
+    shuffled, so it costs what uniform shuffle does."""
+
+    def __init__(
+        self,
+        tasks: Sequence[int],
+        scope_of: Mapping[int, int],
+        rng: random.Random,
+        higher_bound: float = HIGHER_BOUND,
+        lower_bound: float = LOWER_BOUND,
+    ) -> None:
+        if not tasks:
+            raise ValueError("a shuffle needs at least one target task")
+        self.tasks = sorted(tasks)
+        self.scope_of = {t: scope_of.get(t, EVERYTHING) for t in self.tasks}
+        self.rng = rng
+        self.higher_bound = higher_bound
+        self.lower_bound = lower_bound
+        self.weight = dict.fromkeys(self.tasks, MAX_WEIGHT)
+        self.singles = {t: [t] for t in self.tasks}
+        self.scope = WORKER_LOCAL
+        self.ring: list[list[int]] = []
+        self._next: Callable[[], list[int]] = iter(()).__next__
+        self.refresh(None)
+
+    def __call__(self, _values: Sequence[Any]) -> list[int]:
+        return self._next()
+
+    def in_scope(self, scope: int) -> list[int]:
+        return [t for t in self.tasks if self.scope_of[t] <= scope]
+
+    def _transition(self, load: Mapping[int, float] | None) -> int:
+        scope = self.scope
+        while not self.in_scope(scope):
+            scope += 1  # nothing that near: EVERYTHING always has every target
+        if load is None:
+            return scope
+        targets = self.in_scope(scope)
+        avg = sum(load.get(t, 0.0) for t in targets) / len(targets)
+        if avg > self.higher_bound and scope < EVERYTHING:
+            return scope + 1
+        if avg < self.lower_bound and scope > WORKER_LOCAL and self.in_scope(scope - 1):
+            return scope - 1
+        return scope
+
+    def refresh(self, load: Mapping[int, float] | None) -> None:
+        """Re-weigh the targets from their loads (None: no load known yet) and rebuild the ring."""
+        scope = self._transition(load)
+        if scope != self.scope:
+            self.weight = dict.fromkeys(self.tasks, MAX_WEIGHT)
+            self.scope = scope
+        targets = self.in_scope(scope)
+        least = min(load.get(t, 0.0) for t in targets) if load is not None else 0.0
+        for t in targets:
+            if load is None or load.get(t, 0.0) <= least + 0.05:
+                self.weight[t] = min(MAX_WEIGHT, self.weight[t] + 1)
+            else:
+                self.weight[t] = max(0, self.weight[t] - 10)
+        total = sum(self.weight[t] for t in targets)
+        ring: list[list[int]] = []
+        if total > 0:
+            for t in targets:
+                ring.extend([self.singles[t]] * int(self.weight[t] / total * RING))
+            while len(ring) < RING:  # rounding left some slots: copies of random ones
+                ring.append(ring[self.rng.randrange(len(ring))] if ring else self.singles[targets[0]])
+        else:
+            ring = [self.singles[targets[i % len(targets)]] for i in range(RING)]
+        self.rng.shuffle(ring)
+        self.ring = ring
+        self._next = itertools.cycle(ring).__next__
 
 
 def _fields(tasks: Sequence[int], indexes: Sequence[int]) -> Chooser:
@@ -119,10 +209,17 @@ def make_chooser(
     stream: tuple[str, str] = ("", "default"),
     source_task: int = 0,
     rng: random.Random | None = None,
+    load_aware: Mapping[int, int] | None = None,
 ) -> Chooser | None:
-    """A chooser for one consumer of a stream, or None for direct grouping (the emitter picks)."""
+    """A chooser for one consumer of a stream, or None for direct grouping (the emitter picks).
+
+    `load_aware` (each target task's scope: WORKER_LOCAL, HOST_LOCAL or EVERYTHING) makes
+    shuffle and none Storm 2's load-aware shuffle (`LoadAwareShuffle`); without it they are
+    uniform round robins in a random order."""
     rng = rng or random.Random()
     if grouping in (Grouping.SHUFFLE, Grouping.NONE):
+        if load_aware is not None and len(tasks) > 1:
+            return LoadAwareShuffle(tasks, load_aware, rng)
         return _shuffle(tasks, rng)
     if grouping is Grouping.LOCAL_OR_SHUFFLE:
         local = [t for t in tasks if t in set(local_tasks)]

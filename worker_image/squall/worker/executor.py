@@ -26,7 +26,7 @@ from typing import Any
 
 from squall import wire
 from squall.components import BasicBolt, FailedException, Tuple, WindowedBolt
-from squall.groupings import Chooser, make_chooser
+from squall.groupings import EVERYTHING, HOST_LOCAL, WORKER_LOCAL, Chooser, LoadAwareShuffle, make_chooser
 from squall.models.cluster import ExecutorId, WorkerSlot
 from squall.models.v1alpha1 import Grouping
 from squall.plan import ACKER, SYSTEM, SYSTEM_TASK, TICK_STREAM, TopologyPlan
@@ -41,6 +41,7 @@ log = logging.getLogger("squall.executor")
 SPOUT_BATCH = 256  # next_tuple calls per turn before flushing
 FLUSH_SECS = 0.002  # a bolt busy on one batch flushes its output at least this often
 INBOX_BATCHES = 64  # bounded executor inbox, in batches
+LOAD_REFRESH_SECS = 1.0  # load-aware shuffles re-weigh their targets this often
 _getrandbits = random.getrandbits
 __all__ = ["BoltExecutor", "Executor", "Inbox", "SpoutExecutor"]
 
@@ -112,6 +113,9 @@ class Executor:
         self.acker_tasks: Sequence[int] = ()
         self.n_ackers = 0
         self.contexts: dict[int, Context] = {}
+        # load-aware shuffles of this executor's streams, re-weighed every LOAD_REFRESH_SECS
+        self.load_aware: list[LoadAwareShuffle] = []
+        self.next_load = 0.0
         # spouts: (root, xor, spout task) of new trees whose acker is in this worker
         self.local_inits: list[tuple[int, int, int]] = []
         # hot update: removed from the worker, finishing what it holds (see `retire`)
@@ -132,6 +136,16 @@ class Executor:
             self._rekey(routing)
         self.acker_tasks = plan.acker_tasks
         self.n_ackers = len(plan.acker_tasks)
+        self.load_aware = []
+        self.next_load = 0.0
+        scopes: dict[int, int] | None = None
+        if not self.worker.conf.get("topology.disable.loadaware.messaging", False):
+            # Storm 2's default: shuffle prefers targets in this worker, then on this node
+            here = self.worker.slot
+            scopes = {
+                t: WORKER_LOCAL if s == here else HOST_LOCAL if s.node == here.node else EVERYTHING
+                for t, s in routing.task_slot.items()
+            }
         for task in self.tasks:
             ctx = self.contexts[task]
             routes: dict[str, list[Chooser]] = {}
@@ -152,7 +166,13 @@ class Executor:
                         context=ctx,
                         stream=(self.component, stream),
                         source_task=task,
+                        load_aware=scopes,
                     )
+                    if isinstance(chooser, LoadAwareShuffle):
+                        conf = self.worker.conf
+                        chooser.higher_bound = float(conf.get("topology.localityaware.higher.bound", 0.8))
+                        chooser.lower_bound = float(conf.get("topology.localityaware.lower.bound", 0.2))
+                        self.load_aware.append(chooser)
                     if chooser is None:
                         direct_tasks.update(sub.tasks)
                     else:
@@ -162,6 +182,32 @@ class Executor:
             self.routes[task] = routes
             self.direct[task] = direct
         self.on_routing()
+
+    def refresh_load(self, now: float) -> None:
+        """Re-weigh the load-aware shuffles (at most every LOAD_REFRESH_SECS). A target's load:
+        how full its executor's inbox is when it is in this worker; when it is in another, 1.0
+        while its worker announces it backpressured, else how full the send queue to that
+        worker is (Storm: the receive queue's population, or the pending Netty messages)."""
+        if now < self.next_load or not self.load_aware:
+            return
+        self.next_load = now + LOAD_REFRESH_SECS
+        dest = self.task_dest
+        bp = self.worker.remote_bp
+        peers = self.worker.data_peers
+        load: dict[int, float] = {}
+        for chooser in self.load_aware:
+            for t in chooser.tasks:
+                if t in load:
+                    continue
+                key = dest.get(t)
+                if type(key) is queue.Queue:
+                    load[t] = min(1.0, key.qsize() / (key.maxsize or INBOX_BATCHES))
+                elif bp.get(t, 0.0) > now:
+                    load[t] = 1.0
+                else:
+                    q = peers.queues.get(key) if key is not None else None
+                    load[t] = min(1.0, len(q) / peers.bound) if q else 0.0
+            chooser.refresh(load)
 
     def _rekey(self, routing: Routing) -> None:
         """Output held under the old routing -> the destinations the new one names."""
@@ -519,6 +565,7 @@ class SpoutExecutor(Executor):
         while not self.stop_event.is_set():
             self.now = now = time.monotonic()
             self.refresh_routing()
+            self.refresh_load(now)
             while True:
                 try:
                     items = control.get_nowait()
@@ -777,6 +824,8 @@ class BoltExecutor(Executor):
                     break  # moved away: nothing more can arrive, everything handed on
                 continue
             self.refresh_routing()
+            if self.load_aware:
+                self.refresh_load(time.monotonic())
             self.process(batch)
             # keep going while input is queued, but hand output on at least every few batches
             for _ in range(3):
