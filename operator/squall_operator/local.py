@@ -88,6 +88,7 @@ class LocalCluster:
         monitor_freq_secs: float = 1.0,
         host: str = "127.0.0.1",
         worker_session_timeout: float | None = None,
+        worker_zookeeper: str | None = None,
     ) -> None:
         if nodes < 1 or slots < 1:
             raise ValueError("a local cluster needs at least one node with one slot")
@@ -102,6 +103,8 @@ class LocalCluster:
         self.host = host
         # the ZooKeeper session timeout workers ask for (None: the worker's default)
         self.worker_session_timeout = worker_session_timeout
+        # the ZooKeeper connect string workers use (None: the cluster's; tests put a proxy here)
+        self.worker_zookeeper = worker_zookeeper
         self.zk: EmbeddedZooKeeper | None = None
         self.root = f"/squall-local-{os.getpid()}-{int(time.time() * 1000)}"
         self.supervisors: dict[str, Supervisor] = {}
@@ -276,9 +279,11 @@ class LocalCluster:
         log_path = self.workdir / f"worker-{topo}-{slot.key()}.log"
         cmd = [
             sys.executable, "-m", "squall.worker",
-            "--zookeeper", str(self.zk_connect), "--root", self.root,
+            "--zookeeper", str(self.worker_zookeeper or self.zk_connect), "--root", self.root,
             "--topology", topo, "--node", slot.node, "--port", str(slot.port),
             "--host", self.host,
+            # /readyz, /healthz, /metrics on a free port, published in the worker's endpoint
+            "--metrics-port", "0",
         ]
         for p in self.search_paths:
             cmd += ["--search-path", p]

@@ -42,6 +42,10 @@ def parser() -> argparse.ArgumentParser:
     add("--worker-run-as-user", type=int, default=int(_env("SQUALL_WORKER_RUN_AS_USER", "10001") or 10001))
     add("--worker-termination-grace-secs", type=int, default=30)
     add("--worker-service-account", default=_env("SQUALL_WORKER_SERVICE_ACCOUNT"))
+    add("--worker-metrics-port-offset", type=int,
+        default=int(_env("SQUALL_WORKER_METRICS_PORT_OFFSET", "1000") or 1000),
+        help="a worker's /readyz, /healthz and /metrics listen on its slot port plus this "
+             "[SQUALL_WORKER_METRICS_PORT_OFFSET]")
     add("--search-path", action="append", default=None,
         help="directory (in the worker image) holding component modules, passed to the workers (repeat)"
              " [SQUALL_SEARCH_PATHS, ':'-separated]")
@@ -130,6 +134,7 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
         run_as_user=args.worker_run_as_user,
         termination_grace_secs=args.worker_termination_grace_secs,
         service_account=args.worker_service_account,
+        metrics_port_offset=args.worker_metrics_port_offset,
     )
     return OperatorConfig(
         zookeeper=args.zookeeper,

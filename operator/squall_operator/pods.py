@@ -49,7 +49,10 @@ __all__ = [
     "pod_name",
     "pod_view",
     "template_hash",
+    "metrics_port",
+    "scrape_annotations",
     "worker_pod",
+    "worker_probes",
     "worker_selector",
 ]
 
@@ -139,6 +142,15 @@ class WorkerPodConfig:
     run_as_user: int = 10001
     termination_grace_secs: int = 30
     readiness_period_secs: int = 2
+    # the worker's HTTP endpoint (/readyz, /healthz, /metrics) listens on its slot port plus
+    # this, on the pod's address: pods of one node may share its network (hostNetwork, the test
+    # cluster's process kubelet), so every slot needs a port of its own
+    metrics_port_offset: int = 1000
+    # seconds between liveness checks; a worker fails it after liveness_failures in a row
+    liveness_period_secs: int = 10
+    liveness_failures: int = 6
+    # how long a worker may take to start (import its classes, bind) before liveness counts
+    startup_limit_secs: int = 180
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     service_account: str | None = None
@@ -173,6 +185,39 @@ def worker_image(config: WorkerPodConfig, worker: WorkerSpec | None) -> str:
     return worker.image if worker is not None and worker.image else config.image
 
 
+def metrics_port(slot: WorkerSlot, config: WorkerPodConfig) -> int:
+    """The port of the worker's HTTP endpoint (the container port named `metrics`)."""
+    return slot.port + config.metrics_port_offset
+
+
+def scrape_annotations(port: int) -> dict[str, str]:
+    """The `prometheus.io/*` annotations that Prometheus' pod discovery reads."""
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": "/metrics"}
+
+
+def _http_probe(path: str, period: int, failures: int, timeout: int = 3) -> dict[str, Any]:
+    return {"httpGet": {"path": path, "port": "metrics"}, "periodSeconds": period,
+            "timeoutSeconds": timeout, "failureThreshold": failures}
+
+
+def worker_probes(config: WorkerPodConfig) -> dict[str, Any]:
+    """The worker container's probes, all on its HTTP endpoint (docs/reliability.md):
+
+    * readiness, `/readyz`: Ready only while the worker's ZooKeeper session is connected, its
+      endpoint is registered in that session, its assignment is loaded and its receive and
+      transfer loops turn; a TCP probe on the slot port would say Ready for a worker peers
+      cannot find;
+    * startup, `/healthz`: up to `startup_limit_secs` to import the topology's classes and bind;
+    * liveness, `/healthz`: restarted only when its loops died or stopped turning (60 s in the
+      worker, then `liveness_failures` checks in a row), never for a ZooKeeper outage."""
+    period = config.readiness_period_secs
+    return {
+        "readinessProbe": _http_probe("/readyz", period, 3),
+        "startupProbe": _http_probe("/healthz", period, max(1, -(-config.startup_limit_secs // period))),
+        "livenessProbe": _http_probe("/healthz", config.liveness_period_secs, config.liveness_failures, timeout=5),
+    }
+
+
 def worker_pod(
     topology: str, uid: str, namespace: str, slot: WorkerSlot, config: WorkerPodConfig,
     worker: WorkerSpec | None = None,
@@ -191,6 +236,7 @@ def worker_pod(
         "--topology", topology,
         "--node", slot.node,
         "--port", str(slot.port),
+        "--metrics-port", str(metrics_port(slot, config)),
         # the kubelet expands $(POD_IP) from the env below: other workers connect to it
         "--host", "$(POD_IP)",
         "--log-level", config.log_level,
@@ -220,13 +266,11 @@ def worker_pod(
         "imagePullPolicy": w.image_pull_policy.value if w.image_pull_policy else config.image_pull_policy,
         "args": args,
         "env": env,
-        "ports": [{"name": "data", "containerPort": slot.port, "protocol": "TCP"}],
-        "readinessProbe": {
-            "tcpSocket": {"port": slot.port},
-            "initialDelaySeconds": 1,
-            "periodSeconds": config.readiness_period_secs,
-            "failureThreshold": 3,
-        },
+        "ports": [
+            {"name": "data", "containerPort": slot.port, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": metrics_port(slot, config), "protocol": "TCP"},
+        ],
+        **worker_probes(config),
         "resources": _dump(w.resources) if w.resources is not None else dict(config.resources),
         "securityContext": {
             "allowPrivilegeEscalation": False,
@@ -276,8 +320,8 @@ def worker_pod(
         spec["tolerations"] = [_dump(t) for t in w.tolerations]
     if w.affinity is not None:
         spec["affinity"] = _dump(w.affinity)
-    annotations = {**(w.annotations or {}), **config.annotations, ANNOTATION_SLOT: slot.key(),
-                   ANNOTATION_TEMPLATE: template_hash(config, worker)}
+    annotations = {**(w.annotations or {}), **config.annotations, **scrape_annotations(metrics_port(slot, config)),
+                   ANNOTATION_SLOT: slot.key(), ANNOTATION_TEMPLATE: template_hash(config, worker)}
     return {
         "apiVersion": "v1",
         "kind": "Pod",

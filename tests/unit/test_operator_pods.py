@@ -39,6 +39,35 @@ def test_pod_name_is_dns_safe_and_bounded() -> None:
     assert other != long and len(other) <= 63
 
 
+def test_worker_pod_probes_ask_the_worker_over_http() -> None:
+    """Readiness is the worker's /readyz (its ZooKeeper session, endpoint, assignment and loops),
+    not a TCP connect to the slot port, which a worker peers cannot find still accepts; liveness
+    and startup are /healthz, on the named port `metrics`, with room for a slow start."""
+    pod = pods.worker_pod("wc", "uid-1", "ns1", WorkerSlot("node-2", 6701), CONFIG)
+    (c,) = pod["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports == {"data": 6701, "metrics": 7701}
+    ready, live, start = c["readinessProbe"], c["livenessProbe"], c["startupProbe"]
+    assert "tcpSocket" not in ready
+    assert ready["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert live["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert start["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert ready["periodSeconds"] == CONFIG.readiness_period_secs and ready["failureThreshold"] == 3
+    # a worker gets its whole start-up limit before liveness counts, and a minute of failures after
+    assert start["periodSeconds"] * start["failureThreshold"] >= CONFIG.startup_limit_secs
+    assert live["periodSeconds"] * live["failureThreshold"] >= 60
+    for probe in (ready, live, start):
+        assert probe["timeoutSeconds"] >= 3  # /readyz asks ZooKeeper (at most 2 s)
+    notes = pod["metadata"]["annotations"]
+    assert notes["prometheus.io/scrape"] == "true" and notes["prometheus.io/port"] == "7701"
+    assert notes["prometheus.io/path"] == "/metrics"
+    # another offset moves the port, and the pods are rolled (the template hash changes)
+    other = pods.WorkerPodConfig(**{**CONFIG.__dict__, "metrics_port_offset": 100})
+    (c2,) = pods.worker_pod("wc", "uid-1", "ns1", WorkerSlot("node-2", 6701), other)["spec"]["containers"]
+    assert {p["name"]: p["containerPort"] for p in c2["ports"]}["metrics"] == 6801
+    assert pods.template_hash(other, None) != pods.template_hash(CONFIG, None)
+
+
 def test_label_values_are_valid() -> None:
     assert pods.label_value("node-1") == "node-1"
     v = pods.label_value("x" * 100)
@@ -74,8 +103,9 @@ def test_worker_pod() -> None:
     env = {e["name"]: e for e in c["env"]}
     assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert env["A"]["value"] == "1" and env["PYTHONUNBUFFERED"]["value"] == "1"
-    assert c["ports"] == [{"name": "data", "containerPort": 6701, "protocol": "TCP"}]
-    assert c["readinessProbe"]["tcpSocket"] == {"port": 6701}
+    assert c["ports"] == [{"name": "data", "containerPort": 6701, "protocol": "TCP"},
+                          {"name": "metrics", "containerPort": 7701, "protocol": "TCP"}]
+    assert arg("--metrics-port") == "7701"
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     assert c["securityContext"]["allowPrivilegeEscalation"] is False
     assert c["resources"] == {"requests": {"cpu": "100m"}}

@@ -463,6 +463,19 @@ class ClusterState:
         found = self._read_children(Endpoint, path, watch)
         return {WorkerSlot.from_key(k): v for k, v in found.items()}
 
+    def owns_endpoint(self, topo: str, slot: WorkerSlot, endpoint: Endpoint, timeout: float = 2.0) -> bool:
+        """Whether ZooKeeper holds exactly `endpoint` for `slot`, as an ephemeral node of this
+        client's current session (what peers will find). Waits at most `timeout` seconds; raises
+        one of ``CONNECTION_ERRORS`` (or a timeout) when ZooKeeper cannot answer."""
+        path = self._path(ENDPOINTS, _name("topology id", topo), slot.key())
+        try:
+            data, stat = self.client.get_async(path).get(timeout=timeout)
+        except NoNodeError:
+            return False
+        client_id = self.client.client_id
+        return (client_id is not None and stat.ephemeralOwner == client_id[0]
+                and bytes(data) == _encode(endpoint))
+
     def remove_endpoint(self, topo: str, slot: WorkerSlot) -> None:
         self._delete(self._path(ENDPOINTS, _name("topology id", topo), slot.key()))
 

@@ -141,6 +141,8 @@ class Endpoint(_Payload):
     port: int
     control_port: int = 0
     pid: int = 0
+    # the worker's HTTP endpoint (/readyz, /healthz, /metrics); 0: none
+    metrics_port: int = 0
 
 
 class ErrorInfo(_Payload):

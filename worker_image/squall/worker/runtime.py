@@ -37,6 +37,7 @@ from squall.models.cluster import (
 from squall.models.v1alpha1 import Topology
 from squall.plan import ACKER, build_plan
 from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected
+from squall.worker import health, metrics
 from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
 from squall.worker.host import HostedExecutor
 from squall.worker.routing import Inbox, Routing
@@ -66,6 +67,8 @@ class Worker:
         host: str = "127.0.0.1",
         bind_host: str | None = None,
         search_paths: tuple[str, ...] = (),
+        metrics_port: int | None = None,
+        metrics_bind: str | None = None,
     ) -> None:
         self.state = state
         self.topology_id = topology_id
@@ -73,6 +76,17 @@ class Worker:
         self.host = host
         self.bind_host = bind_host or host
         self.search_paths = search_paths
+        # the HTTP endpoint (/readyz, /healthz, /metrics): None: none; 0: any free port
+        self.metrics_port = metrics_port
+        self.metrics_bind = metrics_bind or self.bind_host
+        self.http: health.HealthServer | None = None
+        # loop name -> when it last turned (monotonic): readiness and liveness read it
+        self.loop_turns: dict[str, float] = {}
+        self.peer_reconnects = 0
+        self.zk_reconnects = 0
+        self.zk_sessions_expired = 0
+        # task -> seconds its inbox was full (tuples for it parked by receive-data)
+        self.bp_secs: dict[int, float] = {}
         self.stop_event = threading.Event()
         self.wake = threading.Event()
         self.started = time.time()
@@ -155,7 +169,14 @@ class Worker:
                 port=self.slot.port, error="\n".join(exc.lines())))
             raise
         self._bind()
-        self.endpoint = Endpoint(host=self.host, port=self.slot.port, control_port=self.control_port, pid=os.getpid())
+        if self.metrics_port is not None:
+            registry = metrics.registry_for(self.figures)
+            self.http = health.HealthServer(
+                self.metrics_bind, self.metrics_port, self.not_ready, self.not_alive,
+                lambda accept: metrics.exposition(registry, accept),
+            ).start()
+        self.endpoint = Endpoint(host=self.host, port=self.slot.port, control_port=self.control_port, pid=os.getpid(),
+                                 metrics_port=self.http.port if self.http is not None else 0)
         # the state layer registers the (ephemeral) endpoint again in every new session; the
         # listener re-reads everything then, since watches do not survive a session
         self.state.add_session_listener(self._session_resumed)
@@ -165,8 +186,8 @@ class Worker:
         for name, target in (
             ("receive-data", self._receive_data),
             ("receive-control", self._receive_control),
-            ("transfer-data", lambda: self._transfer(self.data_peers, "port")),
-            ("transfer-control", lambda: self._transfer(self.control_peers, "control_port")),
+            ("transfer-data", lambda: self._transfer(self.data_peers, "port", "transfer-data")),
+            ("transfer-control", lambda: self._transfer(self.control_peers, "control_port", "transfer-control")),
         ):
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
@@ -178,6 +199,8 @@ class Worker:
 
     def _session_resumed(self, new_session: bool) -> None:
         log.info("worker %s: ZooKeeper is back%s", self.slot.key(), " in a new session" if new_session else "")
+        self.zk_reconnects += 1
+        self.zk_sessions_expired += new_session
         self.wake.set()
 
     def _registered(self) -> bool:
@@ -204,6 +227,12 @@ class Worker:
         assignment = self.state.get_assignment(self.topology_id, watch=self._watch)
         endpoints = self.state.get_endpoints(self.topology_id, watch=self._watch)
         if endpoints != self.endpoints:
+            # a peer at a new address: the transfer threads connect to it again
+            self.peer_reconnects += sum(
+                1 for s, ep in endpoints.items()
+                if s != self.slot and (old := self.endpoints.get(s)) is not None
+                and (old.host, old.port) != (ep.host, ep.port)
+            )
             self.endpoints = endpoints
         if assignment is not None and (assignment != self.assignment or base.component_executors != self.base.component_executors):
             self.base = base
@@ -508,7 +537,9 @@ class Worker:
         not decode is counted and dropped. `idle` (if given) runs every turn and returns whether
         the socket may be read now and how long to wait for it (ms)."""
         wait_ms = 100
+        turns, name = self.loop_turns, threading.current_thread().name
         while not self.stop_event.is_set():
+            turns[name] = time.monotonic()
             if idle is not None:
                 readable, wait_ms = idle()
                 if not readable:
@@ -532,6 +563,7 @@ class Worker:
         self._parked: dict[Inbox, collections.deque[list[list[Any]]]] = {}
         self._bp_tasks: set[int] = set()
         self._bp_sent = 0.0
+        self._bp_at = time.monotonic()
         self._receive(self.data_sock, wire.unpack_data, self._dispatch_data, self._data_turn)
 
     def _receive_control(self) -> None:
@@ -566,6 +598,11 @@ class Worker:
                     del parked[inbox]
         bp = {t for inbox in parked for t in routing.inbox_tasks.get(inbox, ())}
         now = time.monotonic()
+        if bp:
+            held, bp_secs = now - self._bp_at, self.bp_secs
+            for t in bp:
+                bp_secs[t] = bp_secs.get(t, 0.0) + held
+        self._bp_at = now
         if bp != self._bp_tasks or (bp and now - self._bp_sent > BP_REFRESH_SECS):
             self._announce(bp, routing)
             self._bp_sent = now
@@ -646,7 +683,7 @@ class Worker:
                 parked[key] = collections.deque([batch])
 
     # -- transfer ----------------------------------------------------------------------------
-    def _transfer(self, peers: PeerQueues, port_attr: str) -> None:
+    def _transfer(self, peers: PeerQueues, port_attr: str, name: str) -> None:
         def address_of(slot: WorkerSlot) -> str | None:
             ep = self.endpoints.get(slot)
             return None if ep is None else f"tcp://{ep.host}:{getattr(ep, port_attr)}"
@@ -660,7 +697,13 @@ class Worker:
         def dropped(n: int) -> None:
             self.dropped += n
 
-        run_transfer(self.zmq, peers, address_of, lambda slot: slot in self.routing.slots, pack, self.stop_event, dropped)
+        turns = self.loop_turns
+
+        def turned() -> None:
+            turns[name] = time.monotonic()
+
+        run_transfer(self.zmq, peers, address_of, lambda slot: slot in self.routing.slots, pack, self.stop_event, dropped,
+                     turned)
 
     def _unsendable(self, bad: list[tuple[Any, Exception]]) -> None:
         """Tuples whose values the wire format cannot encode (the rest of their frame was sent):
@@ -686,6 +729,58 @@ class Worker:
                 fails.extend([wire.FAIL, plan.acker_tasks[r % n], r, 0, 0] for r in anchors)
         if fails:
             self.handle_control(fails, None)
+
+    # -- readiness, liveness, metrics (the HTTP thread calls these) -------------------------
+    def probe(self) -> health.Probe:
+        zk = self.state.ready
+        endpoint: bool | None = None
+        zk_error = ""
+        if zk and hasattr(self, "endpoint"):
+            try:
+                endpoint = self.state.owns_endpoint(self.topology_id, self.slot, self.endpoint)
+            except Exception as exc:  # ZooKeeper did not answer in time: not ready, say so
+                endpoint, zk_error = False, f"{type(exc).__name__} {exc}".strip()
+        a = self.assignment
+        threads = [*self.threads, *(ex.thread for ex in list(self.executors.values()))]
+        return health.Probe(
+            zk_connected=zk,
+            endpoint=endpoint,
+            zk_error=zk_error,
+            assignment_loaded=a is not None and self.slot in set(a.slots().values()),
+            loops=dict(self.loop_turns),
+            dead=[t.name for t in threads if t.ident is not None and not t.is_alive()],
+        )
+
+    def not_ready(self) -> list[str]:
+        return health.readiness_problems(self.probe(), time.monotonic())
+
+    def not_alive(self) -> list[str]:
+        threads = [*self.threads, *(ex.thread for ex in list(self.executors.values()))]
+        probe = health.Probe(zk_connected=True, endpoint=True, assignment_loaded=True, loops=dict(self.loop_turns),
+                             dead=[t.name for t in threads if t.ident is not None and not t.is_alive()])
+        return health.liveness_problems(probe, time.monotonic())
+
+    def figures(self) -> metrics.WorkerFigures:
+        bp = self.bp_secs
+        execs = [
+            metrics.ExecutorFigures(
+                component=ex.component, tasks=ex.id, kind=ex.kind, stats=ex.stats,
+                inbox_batches=ex.inbox.qsize(),
+                pending=ex.pending_count() if isinstance(ex, SpoutExecutor) else 0,
+                backpressure_secs=sum(bp.get(t, 0.0) for t in ex.tasks),
+            )
+            for ex in list(self.executors.values())
+        ]
+        send: dict[str, int] = {}
+        for peers in (self.data_peers, self.control_peers):
+            for slot, q in list(peers.queues.items()):
+                send[slot.key()] = send.get(slot.key(), 0) + len(q)
+        return metrics.WorkerFigures(
+            topology=self.topology_id, worker=self.slot.key(), executors=execs, send_queue_batches=send,
+            bad_frames=self.bad_frames, dropped=self.dropped, unsendable=self.unsendable,
+            peer_reconnects=self.peer_reconnects, zk_reconnects=self.zk_reconnects,
+            zk_sessions_expired=self.zk_sessions_expired,
+        )
 
     # -- heartbeats and errors -------------------------------------------------------------
     def report_error(self, component: str, task: int, text: str) -> None:
@@ -740,8 +835,10 @@ class Worker:
         next_hb = 0.0
         next_poll = time.monotonic() + poll_every
         zk_down = False  # warned about ZooKeeper being unreachable, once per outage
+        turns = self.loop_turns
         while not self.stop_event.is_set():
             now = time.monotonic()
+            turns["main"] = now
             if self.retiring:
                 self._reap(now)
             if self.stop_requested is not None and (not self.retiring or now > self.stop_requested + DRAIN_SECS):
@@ -805,6 +902,8 @@ class Worker:
             ex.join(5.0)
         for t in self.threads:
             t.join(2.0)
+        if self.http is not None:
+            self.http.stop()
         try:
             if not self.state.ready:  # ZooKeeper away: its calls would block until it is back
                 raise NotConnected("not connected to ZooKeeper")
@@ -835,6 +934,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host", default=os.environ.get("SQUALL_WORKER_HOST", "127.0.0.1"), help="address peers connect to")
     p.add_argument("--bind", default=None, help="address to bind (default: --host)")
     p.add_argument("--search-path", action="append", default=[], help="directory holding component modules")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="serve /readyz, /healthz and /metrics on this port (0: any free port, published "
+                        "in the worker's endpoint in ZooKeeper); default: no HTTP endpoint")
+    p.add_argument("--metrics-bind", default=None, help="address the HTTP endpoint binds (default: --bind)")
     p.add_argument("--log-level", default=os.environ.get("SQUALL_LOG_LEVEL", "INFO"))
     p.add_argument("--zk-session-timeout", type=float,
                    default=float(os.environ.get("SQUALL_ZK_SESSION_TIMEOUT", "10")),
@@ -847,7 +950,8 @@ def main(argv: list[str] | None = None) -> int:
     gc.set_threshold(100_000, 50, 1000)
     logging.basicConfig(level=args.log_level, format=f"%(asctime)s worker {args.node}-{args.port} %(levelname)s %(name)s: %(message)s")
     state = ClusterState.connect(args.zookeeper, root=args.root, session_timeout=args.zk_session_timeout)
-    worker = Worker(state, args.topology, WorkerSlot(args.node, args.port), args.host, args.bind, tuple(args.search_path))
+    worker = Worker(state, args.topology, WorkerSlot(args.node, args.port), args.host, args.bind, tuple(args.search_path),
+                    args.metrics_port, args.metrics_bind)
 
     def _stop(_sig: int, _frame: Any) -> None:
         worker.request_stop()

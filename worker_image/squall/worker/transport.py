@@ -87,17 +87,22 @@ def run_transfer(
     pack: Callable[[list[Any]], bytes | None],
     stop: threading.Event,
     dropped: Callable[[int], None],
+    turned: Callable[[], None] | None = None,
 ) -> None:
     """The transfer loop: coalesce each peer's queued batches into frames and send them, one
     PUSH socket per peer (connected on first use, re-connected when the peer's address changes,
     closed when it vanishes). Never waits on one peer while another has something to send.
-    `pack` returns None when nothing of a frame could be encoded (it reports what could not)."""
+    `pack` returns None when nothing of a frame could be encoded (it reports what could not).
+    `turned` (if given) is called at every turn of the loop: the worker's health checks see it
+    turning."""
     socks: dict[WorkerSlot, tuple[str, zmq.Socket[bytes]]] = {}
     # a frame a peer's socket did not take yet (its high-water mark is reached): sent first
     pending: dict[WorkerSlot, tuple[bytes, int]] = {}
     poller = zmq.Poller()
     try:
         while not stop.is_set():
+            if turned is not None:
+                turned()
             peers.wake.clear()  # before looking: a batch offered from now on sets it again
             sent = False
             for slot, q in list(peers.queues.items()):
