@@ -286,3 +286,10 @@ def operator(ctx: typer.Context) -> None:
     from squall_operator.operator_main import main as operator_main
 
     raise typer.Exit(operator_main(list(ctx.args)))
+
+
+# Storm's verbs on a running topology: list, activate, deactivate, rebalance, kill
+# (squall_operator.verbs_cli; the same verbs are the kubectl plugin `kubectl-squall`)
+from squall_operator.verbs_cli import add_verbs  # noqa: E402
+
+add_verbs(app)

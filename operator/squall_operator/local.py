@@ -30,6 +30,7 @@ from squall.state import CONNECTION_ERRORS, ClusterState
 from squall.zkserver import EmbeddedZooKeeper
 from squall_operator.monitor import LOCAL_TIMEOUTS, MonitorTimeouts
 from squall_operator.nimbus import Nimbus
+from squall_operator.requests import serve_pending
 
 log = logging.getLogger("squall.local")
 
@@ -113,6 +114,9 @@ class LocalCluster:
         self.lock = threading.RLock()
         self.crashes: list[str] = []
         self._thread: threading.Thread | None = None
+        # answers the CLI verbs' requests in ZooKeeper (`squall_operator.requests`)
+        self._requests_thread: threading.Thread | None = None
+        self.requests_wake = threading.Event()
         # what the nodes should run, as last read from ZooKeeper: kept while it is away, so
         # workers that die meanwhile are still restarted
         self._wanted: dict[str, set[tuple[str, WorkerSlot]]] = {}
@@ -135,7 +139,15 @@ class LocalCluster:
         self.nimbus.start()
         self._thread = threading.Thread(target=self._sync_loop, name="supervisors", daemon=True)
         self._thread.start()
+        self._requests_thread = threading.Thread(target=self._requests_loop, name="requests", daemon=True)
+        self._requests_thread.start()
         return self
+
+    @property
+    def connect_string(self) -> str:
+        """Where the CLI verbs reach this cluster: ZooKeeper's HOST:PORT and the root,
+        `squall list --zookeeper <this>`."""
+        return f"{self.zk_connect}{self.root}"
 
     def __enter__(self) -> LocalCluster:
         return self.start()
@@ -159,8 +171,11 @@ class LocalCluster:
                 for wp in list(sup.workers.values()):
                     self._stop_worker(sup, wp, grace=10.0)
         self.sync_wake.set()
+        self.requests_wake.set()
         if self._thread is not None:
             self._thread.join(10)
+        if self._requests_thread is not None:
+            self._requests_thread.join(10)
         if hasattr(self, "state"):
             try:
                 if self.state.ready:  # else the call would wait for ZooKeeper to come back
@@ -224,6 +239,21 @@ class LocalCluster:
                     log.exception("supervisor sync failed; retrying")
             self.sync_wake.wait(0.5)
             self.sync_wake.clear()
+
+    # -- the CLI verbs' requests -------------------------------------------------------------
+    def _requests_loop(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                if self.state.ready and serve_pending(self.state, self.nimbus, time.time(),
+                                                      watch=self.requests_wake.set):
+                    self.sync_wake.set()
+            except CONNECTION_ERRORS:
+                pass  # nimbus and the runner report outages; requests wait for ZooKeeper
+            except Exception:
+                if not self.stop_event.is_set():
+                    log.exception("answering CLI requests failed; retrying")
+            self.requests_wake.wait(1.0)
+            self.requests_wake.clear()
 
     def _read_wanted(self) -> dict[str, set[tuple[str, WorkerSlot]]] | None:
         """Node -> (topology, slot) it should run, from ZooKeeper; None while it is away."""

@@ -265,6 +265,8 @@ def run_topology(
         cluster.nimbus.outage_log_level = logging.INFO  # the runner reports outages (zk)
         cluster.submit(topology)
         console.print(f"submitted [bold]{name}[/]: {len(spec.spouts)} spout(s), {len(spec.bolts)} bolt(s), {spec.num_workers} worker(s)")
+        console.print(f"steer it from another shell: squall list|activate|deactivate|rebalance|kill"
+                      f" --zookeeper {cluster.connect_string}", markup=False, soft_wrap=True)
         prev_counts: dict[str, int] = {}
         prev_t = time.monotonic()
         rates: dict[str, float] = {}

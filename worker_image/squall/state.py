@@ -13,6 +13,7 @@ Layout (``root`` defaults to ``/squall``; see docs/design.md, which is the contr
     <root>/endpoints/<topo>/<node>-<port>        Endpoint           ephemeral
     <root>/errors/<topo>/<component>/e<seq>      ErrorInfo          persistent, sequential, last 10
     <root>/supervisors/<node>                    SupervisorInfo     ephemeral
+    <root>/requests/r<seq>                       NimbusRequest      persistent, sequential
 
 Payloads are ``model_dump_json()`` bytes. A reader checks ``v`` first and raises
 ``PayloadVersionError`` on a version it does not know rather than misreading it.
@@ -61,6 +62,7 @@ from squall.models.cluster import (
     Assignment,
     Endpoint,
     ErrorInfo,
+    NimbusRequest,
     StormBase,
     SupervisorInfo,
     WorkerHeartbeat,
@@ -92,6 +94,7 @@ SessionListener = Callable[[bool], None]
 M = TypeVar("M", bound=BaseModel)
 
 MAX_ERRORS = 10
+REQUESTS = "requests"
 STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS, SUPERVISORS = (
     "storms",
     "assignments",
@@ -513,6 +516,33 @@ class ClusterState:
 
     def remove_supervisor(self, node: str) -> None:
         self._delete(self._path(SUPERVISORS, _name("node", node)))
+
+    # --- requests to nimbus (the CLI verbs on a local cluster) ---------------------------
+
+    def post_request(self, request: NimbusRequest) -> str:
+        """Write a request for nimbus; returns its id (the sequential node's name)."""
+        path = self.client.create(
+            self._path(REQUESTS, "r"), _encode(request), sequence=True, makepath=True
+        )
+        return str(path).rsplit("/", 1)[1]
+
+    def request_ids(self, watch: Watch | None = None) -> list[str]:
+        """Ids of the stored requests, oldest first."""
+        return self._children(self._path(REQUESTS), watch)
+
+    def get_request(self, rid: str, watch: Watch | None = None) -> NimbusRequest | None:
+        return self._read(NimbusRequest, self._path(REQUESTS, _name("request id", rid)), watch)
+
+    def answer_request(self, rid: str, request: NimbusRequest) -> bool:
+        """Store nimbus's answer; False if the asker gave up and removed the request."""
+        try:
+            self.client.set(self._path(REQUESTS, _name("request id", rid)), _encode(request))
+        except NoNodeError:
+            return False
+        return True
+
+    def remove_request(self, rid: str) -> None:
+        self._delete(self._path(REQUESTS, _name("request id", rid)))
 
     # --- whole topologies -----------------------------------------------------------------
 

@@ -159,3 +159,23 @@ class SupervisorInfo(_Payload):
     ports: list[int]
     time_secs: float
     labels: dict[str, str] = Field(default_factory=dict)
+
+
+class NimbusRequest(_Payload):
+    """A lifecycle verb for the local cluster's nimbus (`squall activate ... --zookeeper`),
+    written under ``<root>/requests``; nimbus answers in the same node (``answered``, ``ok``,
+    ``message``) and the asker deletes it. Storm's CLI reaches nimbus over Thrift; here
+    ZooKeeper is the only channel, as between nimbus and the supervisors."""
+
+    # activate | deactivate | rebalance | kill
+    action: str
+    topology: str
+    # rebalance / kill: seconds to wait (None: the topology's rebalanceWaitSecs / killWaitSecs)
+    wait_secs: float | None = None
+    # rebalance: new worker count and component -> executors (None: unchanged)
+    num_workers: int | None = None
+    executors: dict[str, int] | None = None
+    answered: bool = False
+    ok: bool = False
+    message: str = ""
+    answered_at: float | None = None

@@ -1,0 +1,355 @@
+"""Storm's CLI verbs on a running topology: list, activate, deactivate, rebalance, kill.
+
+Two targets, both behind `Target`:
+
+- `ZooKeeperTarget`: a local cluster (`squall run` prints its `--zookeeper HOST:PORT/ROOT`).
+  `list` reads ZooKeeper; the other verbs write a request that the cluster's nimbus runs
+  through its lifecycle table and answers (`squall_operator.requests`), the way Storm's CLI
+  asks nimbus over Thrift.
+- `KubernetesTarget`: the Topology resources of a namespace, through the API server, with the
+  kubeconfig, context and namespace resolved as kubectl does. activate / deactivate patch
+  `spec.active`, rebalance patches `spec.numWorkers` and the components' `parallelism` (the
+  operator does the rest), kill deletes the resource (the operator's finalizer runs Storm's
+  kill).
+
+Exit codes: 0 done; 1 refused or failed (no such topology, a transition the topology's state
+does not allow, more executors than tasks, an unreachable ZooKeeper or API server, no answer
+from nimbus); 2 a malformed argument. Every failure is one line on stderr, never a traceback.
+Like Storm's, the verbs return once nimbus (or the API server) accepted the request; the wait of
+a kill or a rebalance runs after that.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_USAGE",
+    "KubernetesTarget",
+    "Target",
+    "TopologyRow",
+    "VerbError",
+    "ZooKeeperTarget",
+    "format_list",
+    "parse_executors",
+    "parse_zookeeper",
+]
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+DEFAULT_ROOT = "/squall"
+
+
+class VerbError(Exception):
+    """A verb that cannot be done: one line for the user, and the exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class TopologyRow:
+    """One line of `squall list` (Storm's columns)."""
+
+    name: str
+    status: str
+    num_tasks: int
+    num_workers: int
+    uptime_secs: int
+
+
+def format_list(rows: Sequence[TopologyRow]) -> str:
+    """`storm list`'s table, or its "No topologies running." line."""
+    if not rows:
+        return "No topologies running."
+    header = ("Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs")
+    cells = [header] + [
+        (r.name, r.status, str(r.num_tasks), str(r.num_workers), str(r.uptime_secs)) for r in rows
+    ]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
+    lines = ["   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def parse_executors(items: Sequence[str]) -> dict[str, int]:
+    """`-e COMPONENT=PARALLELISM` arguments -> {component: parallelism}."""
+    out: dict[str, int] = {}
+    for item in items:
+        comp, sep, value = item.partition("=")
+        comp, value = comp.strip(), value.strip()
+        if not sep or not comp or not value.isdigit() or int(value) < 1:
+            raise VerbError(
+                f"malformed -e {item!r}: expected COMPONENT=PARALLELISM, PARALLELISM a whole "
+                "number of at least 1", EXIT_USAGE)
+        out[comp] = int(value)
+    return out
+
+
+def parse_zookeeper(text: str) -> tuple[str, str]:
+    """"HOST:PORT[,HOST:PORT...][/ROOT]" -> (connect string, root); the root defaults to
+    /squall (the operator's)."""
+    hosts, slash, root = text.strip().partition("/")
+    root = "/" + root.rstrip("/") if slash else DEFAULT_ROOT
+    ok = bool(hosts) and root != "/"
+    for host in hosts.split(","):
+        name, colon, port = host.rpartition(":")
+        ok = ok and bool(name) and bool(colon) and port.isdigit() and 0 < int(port) < 65536
+    if not ok:
+        raise VerbError(f"malformed --zookeeper {text!r}: expected HOST:PORT[,HOST:PORT...][/ROOT]",
+                        EXIT_USAGE)
+    return hosts, root
+
+
+class Target(Protocol):
+    """Where the verbs act; every method raises `VerbError` when refused."""
+
+    def list(self) -> list[TopologyRow]: ...
+    def activate(self, name: str) -> str: ...
+    def deactivate(self, name: str) -> str: ...
+    def rebalance(self, name: str, num_workers: int | None, executors: Mapping[str, int],
+                  wait_secs: float | None) -> str: ...
+    def kill(self, name: str, wait_secs: float | None) -> str: ...
+    def close(self) -> None: ...
+
+
+def _check_executors(name: str, tasks: Mapping[str, int], executors: Mapping[str, int]) -> None:
+    for comp, n in executors.items():
+        if comp not in tasks:
+            known = ", ".join(sorted(tasks))
+            raise VerbError(f"rebalance: topology {name!r} has no component {comp!r} (it has {known})")
+        if n > tasks[comp]:
+            raise VerbError(f"rebalance: {comp} has {tasks[comp]} tasks, cannot run {n} executors")
+
+
+# --- a local cluster, by its ZooKeeper --------------------------------------------------------
+
+
+class ZooKeeperTarget:
+    """The local cluster whose state lives at `connect` + `root` (see the module doc)."""
+
+    def __init__(self, zookeeper: str, *, timeout: float = 30.0, connect_timeout: float = 5.0) -> None:
+        from squall.state import ClusterState, StateError
+
+        self.connect, self.root = parse_zookeeper(zookeeper)
+        self.where = f"{self.connect}{self.root}"
+        self.timeout = timeout
+        try:
+            self.state = ClusterState.connect(self.connect, timeout=connect_timeout, root=self.root)
+        except StateError as exc:
+            raise VerbError(f"cannot reach ZooKeeper at {self.connect} (within {connect_timeout:g}s)") from exc
+
+    def close(self) -> None:
+        self.state.close()
+
+    def _base(self, name: str) -> Any:
+        from squall.state import StateError
+
+        try:
+            base = self.state.get_storm(name)
+        except (StateError, ValueError) as exc:
+            raise VerbError(f"topology {name!r}: {exc}") from exc
+        if base is None:
+            raise VerbError(f"no topology named {name!r} is running at {self.where}")
+        return base
+
+    def list(self) -> list[TopologyRow]:
+        from squall.models.cluster import parse_executor_key
+
+        rows = []
+        now = time.time()
+        for name in self.state.storm_ids():
+            base = self.state.get_storm(name)
+            if base is None:
+                continue
+            assignment = self.state.get_assignment(name)
+            slots = assignment.executor_slots if assignment is not None else {}
+            tasks = sum(e - s + 1 for s, e in map(parse_executor_key, slots))
+            rows.append(TopologyRow(name, base.status.value, tasks, len(set(slots.values())),
+                                    max(0, int(now - base.launch_time_secs))))
+        return rows
+
+    def _ask(self, name: str, action: str, **args: Any) -> str:
+        from squall.models.cluster import NimbusRequest
+
+        self._base(name)  # a clear line for an unknown topology, before asking nimbus
+        rid = self.state.post_request(NimbusRequest(action=action, topology=name, **args))
+        deadline = time.monotonic() + self.timeout
+        try:
+            while time.monotonic() < deadline:
+                req = self.state.get_request(rid)
+                if req is not None and req.answered:
+                    if not req.ok:
+                        raise VerbError(req.message)
+                    return req.message
+                time.sleep(0.1)
+        finally:
+            self.state.remove_request(rid)
+        raise VerbError(f"no nimbus answered at {self.where} within {self.timeout:g}s "
+                        "(is `squall run` still running?)")
+
+    def activate(self, name: str) -> str:
+        return self._ask(name, "activate")
+
+    def deactivate(self, name: str) -> str:
+        return self._ask(name, "deactivate")
+
+    def rebalance(self, name: str, num_workers: int | None, executors: Mapping[str, int],
+                  wait_secs: float | None) -> str:
+        from squall.models import Topology
+
+        spec = Topology.model_validate(self._base(name).topology).spec
+        _check_executors(name, {c.name: c.tasks for c in spec.components}, executors)
+        return self._ask(name, "rebalance", num_workers=num_workers,
+                         executors=dict(executors) or None, wait_secs=wait_secs)
+
+    def kill(self, name: str, wait_secs: float | None) -> str:
+        return self._ask(name, "kill", wait_secs=wait_secs)
+
+
+# --- Kubernetes -----------------------------------------------------------------------------
+
+GROUP, VERSION, PLURAL = "squall.io", "v1alpha1", "topologies"
+
+
+class KubernetesTarget:
+    """The Topology resources of one namespace (see the module doc)."""
+
+    def __init__(self, *, namespace: str | None = None, kubeconfig: str | None = None,
+                 context: str | None = None, request_timeout: float = 15.0) -> None:
+        import os
+
+        from kubernetes import client, config
+
+        self.timeout = (5.0, request_timeout)
+        conf = client.Configuration()
+        conf.retries = 0  # an unreachable API server is one line, not three retries
+        ns_from_config: str | None = None
+        try:
+            in_cluster = (kubeconfig is None and context is None and not os.environ.get("KUBECONFIG")
+                          and not os.path.exists(os.path.expanduser("~/.kube/config"))
+                          and os.environ.get("KUBERNETES_SERVICE_HOST"))
+            if in_cluster:
+                config.load_incluster_config(client_configuration=conf)  # type: ignore[no-untyped-call]
+                sa_ns = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+                if os.path.exists(sa_ns):
+                    with open(sa_ns, encoding="utf-8") as f:
+                        ns_from_config = f.read().strip() or None
+            else:
+                config.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=kubeconfig, context=context, client_configuration=conf)
+                contexts, active = config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+                    config_file=kubeconfig)
+                if context is not None:
+                    active = next((c for c in contexts if c.get("name") == context), active)
+                ns_from_config = ((active or {}).get("context") or {}).get("namespace")
+        except (config.ConfigException, OSError, ValueError, TypeError) as exc:
+            raise VerbError(f"kubeconfig: {exc}") from exc
+        conf.retries = 0
+        self.server = conf.host
+        self.namespace = namespace or ns_from_config or "default"
+        self.api = client.CustomObjectsApi(client.ApiClient(conf))
+
+    def close(self) -> None:
+        self.api.api_client.close()
+
+    def _call(self, what: str, fn: Any, *args: Any, **kw: Any) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return fn(*args, _request_timeout=self.timeout, **kw)
+        except ApiException as exc:
+            if exc.status == 404 and what:
+                raise VerbError(f"no topology named {what!r} in namespace {self.namespace!r}") from None
+            message = exc.reason or ""
+            try:
+                import json
+
+                message = json.loads(exc.body or "{}").get("message") or message
+            except (ValueError, AttributeError):
+                pass
+            raise VerbError(f"the API server at {self.server} refused: {exc.status} {message}") from None
+        except Exception as exc:  # urllib3's connection errors and timeouts
+            raise VerbError(f"cannot reach the Kubernetes API server at {self.server} "
+                            f"({type(exc).__name__})") from None
+
+    def _get(self, name: str) -> dict[str, Any]:
+        got: dict[str, Any] = self._call(name, self.api.get_namespaced_custom_object,
+                                         GROUP, VERSION, self.namespace, PLURAL, name)
+        return got
+
+    def _patch(self, name: str, body: Any) -> None:
+        self._call(name, self.api.patch_namespaced_custom_object,
+                   GROUP, VERSION, self.namespace, PLURAL, name, body)
+
+    def list(self) -> list[TopologyRow]:
+        got = self._call("", self.api.list_namespaced_custom_object, GROUP, VERSION,
+                         self.namespace, PLURAL)
+        rows = []
+        for item in got.get("items", []):
+            status = item.get("status") or {}
+            rows.append(TopologyRow(
+                item["metadata"]["name"],
+                str(status.get("stormStatus") or status.get("phase") or "Pending"),
+                int(status.get("tasks") or 0), int(status.get("workers") or 0),
+                int(status.get("uptimeSecs") or 0)))
+        return rows
+
+    def activate(self, name: str) -> str:
+        self._get(name)
+        self._patch(name, {"spec": {"active": True}})
+        return f"activated topology {name} (spec.active: true)"
+
+    def deactivate(self, name: str) -> str:
+        self._get(name)
+        self._patch(name, {"spec": {"active": False}})
+        return f"deactivated topology {name} (spec.active: false)"
+
+    def rebalance(self, name: str, num_workers: int | None, executors: Mapping[str, int],
+                  wait_secs: float | None) -> str:
+        if wait_secs is not None:
+            raise VerbError("-w is not supported with Kubernetes: the operator waits the "
+                            "topology's spec.rebalanceWaitSecs", EXIT_USAGE)
+        obj = self._get(name)
+        spec = obj.get("spec") or {}
+        comps = {c.get("name"): (kind, i, c) for kind in ("spouts", "bolts")
+                 for i, c in enumerate(spec.get(kind) or [])}
+        status_comps = (obj.get("status") or {}).get("components") or {}
+        tasks = {}
+        for cname, (_, _, c) in comps.items():
+            running = (status_comps.get(cname) or {}).get("tasks")
+            tasks[cname] = int(running or c.get("numTasks") or c.get("parallelism") or 1)
+        _check_executors(name, tasks, executors)
+        # a JSON patch that tests the names it changes: a resource edited meanwhile is refused,
+        # not patched in the wrong place
+        ops: list[dict[str, Any]] = []
+        rv = obj["metadata"].get("resourceVersion")
+        if rv:
+            ops.append({"op": "test", "path": "/metadata/resourceVersion", "value": rv})
+        if num_workers is not None:
+            ops.append({"op": "replace" if "numWorkers" in spec else "add",
+                        "path": "/spec/numWorkers", "value": num_workers})
+        for cname, n in executors.items():
+            kind, i, c = comps[cname]
+            ops.append({"op": "replace" if "parallelism" in c else "add",
+                        "path": f"/spec/{kind}/{i}/parallelism", "value": n})
+        if len(ops) <= (1 if rv else 0):
+            raise VerbError("rebalance: give -n WORKERS and/or -e COMPONENT=PARALLELISM", EXIT_USAGE)
+        self._patch(name, ops)
+        parts = ([f"numWorkers -> {num_workers}"] if num_workers is not None else []) + [
+            f"{c} parallelism -> {n}" for c, n in sorted(executors.items())]
+        return f"topology {name} is rebalancing ({', '.join(parts)})"
+
+    def kill(self, name: str, wait_secs: float | None) -> str:
+        if wait_secs is not None:
+            raise VerbError("-w is not supported with Kubernetes: the operator waits the "
+                            "topology's spec.killWaitSecs", EXIT_USAGE)
+        self._get(name)
+        self._call(name, self.api.delete_namespaced_custom_object,
+                   GROUP, VERSION, self.namespace, PLURAL, name)
+        return f"killed topology {name} (the operator removes it after killWaitSecs)"

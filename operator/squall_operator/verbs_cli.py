@@ -1,0 +1,154 @@
+"""The verbs as commands: `squall list|activate|deactivate|rebalance|kill` and the kubectl
+plugin `kubectl-squall` (the same verbs, always on Kubernetes), so that
+`kubectl squall rebalance wordcount -n 3` works. See `squall_operator.verbs` for what they do.
+
+No `from __future__ import annotations` here: the option types depend on `kubectl` and are
+evaluated when `add_verbs` defines the commands.
+"""
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from squall_operator.verbs import (
+    EXIT_USAGE,
+    KubernetesTarget,
+    Target,
+    VerbError,
+    ZooKeeperTarget,
+    format_list,
+    parse_executors,
+)
+
+__all__ = ["add_verbs", "kubectl_app", "kubectl_main"]
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def _verb_errors() -> Iterator[None]:
+    try:
+        yield
+    except VerbError as exc:
+        _stderr().print(f"error: {exc}", style="red", markup=False)
+        raise typer.Exit(exc.code) from None
+
+
+NamespaceOpt = Annotated[str | None, typer.Option(
+    "--namespace", help="Kubernetes namespace (default: the context's, else 'default')")]
+KubeconfigOpt = Annotated[str | None, typer.Option(
+    "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")]
+ContextOpt = Annotated[str | None, typer.Option("--context", help="kubeconfig context")]
+TimeoutOpt = Annotated[float, typer.Option(
+    "--timeout", min=0.1, help="seconds to wait for nimbus (local) or the API server to answer")]
+NameArg = Annotated[str, typer.Argument(metavar="NAME", help="the topology")]
+WaitOpt = Annotated[float | None, typer.Option(
+    "--wait", "-w", min=0, metavar="SECONDS",
+    help="seconds before it happens (default: the topology's killWaitSecs / rebalanceWaitSecs)")]
+
+
+def add_verbs(app: typer.Typer, *, kubectl: bool = False) -> None:
+    """Add the verbs to `app`; `kubectl=True`: no --zookeeper, always Kubernetes."""
+    ZooKeeperOpt = Annotated[str | None, typer.Option(
+        "--zookeeper", envvar=None if kubectl else "SQUALL_ZOOKEEPER", metavar="HOST:PORT[/ROOT]",
+        hidden=kubectl,
+        help="a local cluster: the ZooKeeper (and root) that `squall run` printed")]
+    KubernetesOpt = Annotated[bool, typer.Option(
+        "--kubernetes", "-k", hidden=kubectl,
+        help="the Topology resources of a Kubernetes cluster (kubeconfig as kubectl)")]
+
+    def target(zookeeper: str | None, kubernetes: bool, namespace: str | None,
+               kubeconfig: str | None, context: str | None, timeout: float) -> Target:
+        if kubectl or kubernetes:
+            if zookeeper is not None:
+                raise VerbError("give either --zookeeper or --kubernetes, not both", EXIT_USAGE)
+            return KubernetesTarget(namespace=namespace, kubeconfig=kubeconfig, context=context,
+                                    request_timeout=timeout)
+        if zookeeper is None:
+            raise VerbError("where is the topology? give --zookeeper HOST:PORT/ROOT (printed by "
+                            "`squall run`) or --kubernetes", EXIT_USAGE)
+        if namespace or kubeconfig or context:
+            raise VerbError("--namespace, --kubeconfig and --context go with --kubernetes", EXIT_USAGE)
+        return ZooKeeperTarget(zookeeper, timeout=timeout)
+
+    def run(zookeeper: str | None, kubernetes: bool, namespace: str | None,
+            kubeconfig: str | None, context: str | None, timeout: float,
+            fn: Callable[[Target], str]) -> None:
+        with _verb_errors():
+            t = target(zookeeper, kubernetes, namespace, kubeconfig, context, timeout)
+            try:
+                typer.echo(fn(t))
+            finally:
+                t.close()
+
+    @app.command("list")
+    def list_(zookeeper: ZooKeeperOpt = None, kubernetes: KubernetesOpt = False,
+              namespace: NamespaceOpt = None, kubeconfig: KubeconfigOpt = None,
+              context: ContextOpt = None, timeout: TimeoutOpt = 30.0) -> None:
+        """List the running topologies (Storm's `storm list`)."""
+        run(zookeeper, kubernetes, namespace, kubeconfig, context, timeout,
+            lambda t: format_list(t.list()))
+
+    @app.command()
+    def activate(name: NameArg, zookeeper: ZooKeeperOpt = None, kubernetes: KubernetesOpt = False,
+                 namespace: NamespaceOpt = None, kubeconfig: KubeconfigOpt = None,
+                 context: ContextOpt = None, timeout: TimeoutOpt = 30.0) -> None:
+        """Activate the topology's spouts."""
+        run(zookeeper, kubernetes, namespace, kubeconfig, context, timeout,
+            lambda t: t.activate(name))
+
+    @app.command()
+    def deactivate(name: NameArg, zookeeper: ZooKeeperOpt = None, kubernetes: KubernetesOpt = False,
+                   namespace: NamespaceOpt = None, kubeconfig: KubeconfigOpt = None,
+                   context: ContextOpt = None, timeout: TimeoutOpt = 30.0) -> None:
+        """Deactivate the topology's spouts (the workers stay up)."""
+        run(zookeeper, kubernetes, namespace, kubeconfig, context, timeout,
+            lambda t: t.deactivate(name))
+
+    @app.command()
+    def rebalance(
+        name: NameArg,
+        num_workers: Annotated[int | None, typer.Option(
+            "--num-workers", "-n", min=1, metavar="WORKERS", help="new number of workers")] = None,
+        executor: Annotated[list[str] | None, typer.Option(
+            "--executors", "-e", metavar="COMPONENT=PARALLELISM",
+            help="new parallelism of a component (at most its numTasks); repeat for more")] = None,
+        wait: WaitOpt = None,
+        zookeeper: ZooKeeperOpt = None, kubernetes: KubernetesOpt = False,
+        namespace: NamespaceOpt = None, kubeconfig: KubeconfigOpt = None,
+        context: ContextOpt = None, timeout: TimeoutOpt = 30.0,
+    ) -> None:
+        """Deactivate, wait, reassign with new workers / parallelism, restore the activation."""
+        with _verb_errors():
+            executors = parse_executors(executor or [])
+        run(zookeeper, kubernetes, namespace, kubeconfig, context, timeout,
+            lambda t: t.rebalance(name, num_workers, executors, wait))
+
+    @app.command()
+    def kill(name: NameArg, wait: WaitOpt = None,
+             zookeeper: ZooKeeperOpt = None, kubernetes: KubernetesOpt = False,
+             namespace: NamespaceOpt = None, kubeconfig: KubeconfigOpt = None,
+             context: ContextOpt = None, timeout: TimeoutOpt = 30.0) -> None:
+        """Deactivate the spouts, wait, then remove the topology."""
+        run(zookeeper, kubernetes, namespace, kubeconfig, context, timeout,
+            lambda t: t.kill(name, wait))
+
+
+kubectl_app = typer.Typer(
+    name="kubectl squall",
+    help="Storm's verbs on Squall Topology resources: list, activate, deactivate, rebalance, kill.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+add_verbs(kubectl_app, kubectl=True)
+
+
+def kubectl_main() -> None:
+    """The `kubectl-squall` entry point (a kubectl plugin)."""
+    kubectl_app()

@@ -1,0 +1,103 @@
+"""`squall list|activate|deactivate|rebalance|kill --zookeeper` as a user runs them: a
+subprocess per verb against a LocalCluster (real ZooKeeper, real workers, zmq), checking what the
+workers do (spouts stop and resume, workers added, topology removed) and that bad input is one
+line, a non-zero exit and no change."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from test_engine import (
+    assigned_slots,
+    id_pipeline,
+    latest_beat_time,
+    logs_tail,
+    make_cluster,  # noqa: F401  (the fixture)
+    totals,
+    wait_for,
+    wait_running,
+)
+
+from squall.models.cluster import TopologyStatus
+from squall_operator.local import LocalCluster
+
+pytestmark = pytest.mark.integration
+
+
+def squall(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "squall_operator", *args], capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], code: int, *words: str) -> None:
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+
+
+def test_verbs_steer_a_local_cluster(make_cluster: Callable[..., LocalCluster], tmp_path: Path) -> None:
+    topo = id_pipeline("steered", tmp_path / "out", 0, rate=200, workers=1)
+    cluster = make_cluster(nodes=2, slots=2)
+    zk = ["--zookeeper", cluster.connect_string]
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: totals(cluster, topo.name)["ids"]["emitted"] > 0, 60, "the spout to emit", cluster)
+
+    listed = squall("list", *zk)
+    assert listed.returncode == 0, listed.stderr
+    header, rule, row = listed.stdout.splitlines()
+    assert header.split() == ["Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs"]
+    # ids 1 + pass 2 + sink 2 + one acker per worker
+    assert row.split()[:4] == ["steered", "ACTIVE", "6", "1"], listed.stdout
+
+    def emitted_after(t: float) -> int | None:
+        if latest_beat_time(cluster, topo.name) <= t:
+            return None
+        return totals(cluster, topo.name)["ids"]["emitted"]
+
+    done = squall("deactivate", "steered", *zk)
+    assert done.returncode == 0 and "deactivated topology steered" in done.stdout, done.stderr
+    assert cluster.nimbus.status(topo.name) is TopologyStatus.INACTIVE
+    settled = time.time() + 1.0
+    e1 = wait_for(lambda: emitted_after(settled), 30, "a heartbeat after deactivate", cluster)
+    later = time.time() + 2.0
+    e2 = wait_for(lambda: emitted_after(later), 30, "a later heartbeat", cluster)
+    assert e2 == e1, f"the spout kept emitting while inactive: {e1} -> {e2}"
+
+    # bad input: one line, non-zero, nothing changed
+    one_line_error(squall("activate", "nosuch", *zk), 1, "no topology named 'nosuch'")
+    one_line_error(squall("rebalance", "steered", "-e", "pass=3", *zk), 1, "pass has 2 tasks")
+    one_line_error(squall("rebalance", "steered", "-e", "nosuch=1", *zk), 1, "no component 'nosuch'")
+    one_line_error(squall("rebalance", "steered", "-e", "pass:2", *zk), 2, "malformed -e 'pass:2'")
+    one_line_error(squall("list", "--zookeeper", "127.0.0.1:1/x"), 1, "cannot reach ZooKeeper at 127.0.0.1:1")
+    assert cluster.nimbus.status(topo.name) is TopologyStatus.INACTIVE
+    base = cluster.state.get_storm(topo.name)
+    assert base is not None and base.component_executors["pass"] == 2 and base.num_workers == 1
+
+    done = squall("activate", "steered", *zk)
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: totals(cluster, topo.name)["ids"]["emitted"] > e2 + 100, 30, "the spout to emit again", cluster)
+
+    done = squall("rebalance", "steered", "-n", "2", "-w", "0", *zk)
+    assert done.returncode == 0 and "rebalancing" in done.stdout, done.stderr
+    wait_for(lambda: len(assigned_slots(cluster, topo.name)) == 2, 30, "an assignment on 2 slots", cluster)
+    wait_for(lambda: cluster.nimbus.status(topo.name) is TopologyStatus.ACTIVE, 30, "ACTIVE again", cluster)
+    wait_running(cluster, topo)
+
+    done = squall("kill", "steered", "-w", "1", *zk)
+    assert done.returncode == 0 and "killed topology steered" in done.stdout, done.stderr
+    assert cluster.nimbus.status(topo.name) is TopologyStatus.KILLED
+    assert cluster.wait_removed(topo.name, 60), "not removed" + logs_tail(cluster)
+    wait_for(lambda: not cluster.worker_pids(topo.name), 60, "the workers to exit", cluster)
+    listed = squall("list", *zk)
+    assert listed.returncode == 0 and listed.stdout.strip() == "No topologies running.", listed
+    assert not cluster.crashes
+    assert cluster.state.request_ids() == [], "every answered request was removed"
