@@ -284,8 +284,10 @@ class KubernetesTarget:
         return got
 
     def _patch(self, name: str, body: Any) -> None:
+        kind = "json-patch" if isinstance(body, list) else "merge-patch"
         self._call(name, self.api.patch_namespaced_custom_object,
-                   GROUP, VERSION, self.namespace, PLURAL, name, body)
+                   GROUP, VERSION, self.namespace, PLURAL, name, body,
+                   _content_type=f"application/{kind}+json")
 
     def list(self) -> list[TopologyRow]:
         got = self._call("", self.api.list_namespaced_custom_object, GROUP, VERSION,

@@ -1,0 +1,106 @@
+"""The verbs on a real API server: `kubectl squall ...` found by kubectl as a plugin and
+`squall ... --kubernetes` patch or delete the Topology resource as `kubectl patch/delete` would
+(the operator's reaction to those is test_operator_e2e's), refuse a rebalance beyond the tasks
+without patching, and report an unknown topology or an unreachable API server in one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .cluster import Cluster
+from .conftest import kget, wait_for
+
+pytestmark = pytest.mark.k8s
+
+REPO = Path(__file__).resolve().parents[2]
+CRD = REPO / "crds" / "topology.yaml"
+VENV_BIN = Path(sys.executable).parent
+
+TOPOLOGY: dict[str, Any] = {
+    "apiVersion": "squall.io/v1alpha1",
+    "kind": "Topology",
+    "metadata": {"name": "steered"},
+    "spec": {
+        "numWorkers": 1,
+        "spouts": [{"name": "words", "class": "m:S", "parallelism": 1}],
+        "bolts": [{"name": "count", "class": "m:B", "parallelism": 1, "numTasks": 4,
+                   "inputs": [{"component": "words", "grouping": "shuffle"}]}],
+    },
+}
+
+
+def run(c: Cluster, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    e = env or c.env()
+    e["PATH"] = f"{c.bin}{os.pathsep}{VENV_BIN}{os.pathsep}{e.get('PATH', '')}"
+    return subprocess.run(list(args), env=e, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+
+
+def kubectl_squall(c: Cluster, ns: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return run(c, str(c.bin / "kubectl"), "squall", *args, "--namespace", ns)
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], code: int, text: str) -> None:
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and text in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_verbs_patch_and_delete_the_topology(k8s_cluster: Cluster, ns: str, tmp_path: Path) -> None:
+    c = k8s_cluster
+    created = c.kubectl("create", "-f", str(CRD), check=False)
+    try:
+        wait_for(lambda: c.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(TOPOLOGY),
+                                   check=False).returncode == 0, 60, what="the Topology CRD to serve")
+        listed = kubectl_squall(c, ns, "list")
+        assert listed.returncode == 0, listed.stderr
+        assert listed.stdout.splitlines()[2].split()[0] == "steered", listed.stdout
+
+        done = kubectl_squall(c, ns, "deactivate", "steered")
+        assert done.returncode == 0, done.stderr
+        assert kget(c, "topology", "steered", "-n", ns)["spec"]["active"] is False
+        done = run(c, str(VENV_BIN / "squall"), "activate", "steered", "--kubernetes", "--namespace", ns)
+        assert done.returncode == 0, done.stderr
+        assert kget(c, "topology", "steered", "-n", ns)["spec"]["active"] is True
+
+        before = kget(c, "topology", "steered", "-n", ns)
+        one_line_error(kubectl_squall(c, ns, "rebalance", "steered", "-e", "count=5"), 1,
+                       "count has 4 tasks, cannot run 5 executors")
+        one_line_error(kubectl_squall(c, ns, "rebalance", "steered", "-e", "nosuch=1"), 1,
+                       "no component 'nosuch'")
+        one_line_error(kubectl_squall(c, ns, "rebalance", "steered", "-e", "count"), 2, "malformed -e")
+        one_line_error(kubectl_squall(c, ns, "activate", "nosuch"), 1,
+                       f"no topology named 'nosuch' in namespace '{ns}'")
+        after = kget(c, "topology", "steered", "-n", ns)
+        assert after["metadata"]["generation"] == before["metadata"]["generation"], "a refused verb patched"
+
+        done = kubectl_squall(c, ns, "rebalance", "steered", "-n", "3", "-e", "count=4")
+        assert done.returncode == 0, done.stderr
+        spec = kget(c, "topology", "steered", "-n", ns)["spec"]
+        assert spec["numWorkers"] == 3 and spec["bolts"][0]["parallelism"] == 4
+        assert spec["spouts"][0]["parallelism"] == 1 and spec["bolts"][0]["numTasks"] == 4
+
+        # an API server nobody listens on: one line, exit 1
+        bad = tmp_path / "bad.kubeconfig"
+        conf = yaml.safe_load(c.kubeconfig.read_text())
+        conf["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:1"
+        bad.write_text(yaml.safe_dump(conf))
+        one_line_error(run(c, str(VENV_BIN / "kubectl-squall"), "list", "--kubeconfig", str(bad)), 1,
+                       "cannot reach the Kubernetes API server at https://127.0.0.1:1")
+
+        done = kubectl_squall(c, ns, "kill", "steered")
+        assert done.returncode == 0, done.stderr
+        wait_for(lambda: c.kubectl("get", "topology", "steered", "-n", ns, check=False).returncode != 0,
+                 30, what="the Topology to be deleted")
+        assert kubectl_squall(c, ns, "list").stdout.strip() == "No topologies running."
+    finally:
+        if created.returncode == 0:  # ours to remove (another test may install it by helm)
+            c.kubectl("delete", "-f", str(CRD), "--wait=true", check=False)
