@@ -17,9 +17,10 @@ Shapes, the same on every engine that has them:
 Storm runs in a LocalCluster with Netty over loopback between its 2 workers, message timeouts
 on, log level ERROR, twice for word count: with its default load-aware shuffle (which keeps
 sentences in the spout's worker) and with `topology.disable.loadaware.messaging`. Squall runs
-with its default uniform `shuffle` and with `localOrShuffle`. So two pairings are stated:
-defaults (Squall shuffle vs Storm default) and like-for-like (Squall shuffle vs Storm without
-load-aware messaging; Squall localOrShuffle vs Storm default).
+three times: with its default `shuffle` (Storm 2's load-aware, locality-preferring shuffle, as
+Storm's default), with `topology.disable.loadaware.messaging` (uniform) and with
+`localOrShuffle`. Pairings: defaults (both load-aware, so also like-for-like), uniform (both with
+load-aware messaging off) and local (Squall localOrShuffle vs Storm's default).
 
 Complete latency (spout emit to ack) is bucketed the same way on both sides (squall.stats) and
 read over the same window. Besides wall-clock rates, "per CPU-s" divides by the CPU seconds every
@@ -70,21 +71,37 @@ def squall_noop(pending: int) -> Topology:
     return b.build(num_workers=2, num_ackers=2, max_spout_pending=pending, config={"bench.ack": True})
 
 
-def squall_wordcount(pending: int, grouping: str = "shuffle", workers: int = 2, scale: bool = False) -> Topology:
+def squall_wordcount(pending: int, grouping: str = "shuffle", workers: int = 2, scale: bool = False,
+                     loadaware: bool = True) -> Topology:
     """examples/wordcount with the bench's pending, worker and acker counts. `scale`: every
     component but the reporter gets one executor per worker (count: two tasks per worker), so
-    the topology can use the workers it is given."""
+    the topology can use the workers it is given. `loadaware=False`: shuffle is uniform
+    (`topology.disable.loadaware.messaging`), as Storm's with the same setting."""
     spec = load_topology(WORDCOUNT_DIR / "topology.yaml").model_dump(by_alias=True, exclude_none=True)
     spec["metadata"]["name"] = "bench-peer-wordcount"
     s = spec["spec"]
     s.update(numWorkers=workers, numAckers=workers, maxSpoutPending=pending)
     comps = {c["name"]: c for c in [*s["spouts"], *s["bolts"]]}
     comps["split"]["inputs"][0]["grouping"] = grouping
+    if not loadaware:
+        s.setdefault("config", {})["topology.disable.loadaware.messaging"] = True
     if scale:
         for name in ("sentences", "split", "count"):
             comps[name]["parallelism"] = workers
         comps["count"]["numTasks"] = 2 * workers
     return Topology.model_validate(spec)
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size of a process in MB (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
 
 
 def squall_case(topology: Topology, search: Path, seconds: float, warmup: float) -> Result:
@@ -103,12 +120,18 @@ def squall_case(topology: Topology, search: Path, seconds: float, warmup: float)
             time.sleep(0.2)
         startup = time.monotonic() - t0
         time.sleep(warmup)
-        pids = [*cluster.worker_pids(name).values()]
+        worker_pids = [*cluster.worker_pids(name).values()]
+        pids = list(worker_pids)
         if cluster.zk is not None and cluster.zk.pid is not None:
             pids.append(cluster.zk.pid)
         a = snapshot(cluster, name)
         cpu0 = {p: cpu_secs(p) for p in pids}
-        time.sleep(seconds)
+        rss: list[tuple[float, float]] = []  # (seconds into the window, MB of all workers)
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            rss.append((seconds - left, sum(rss_mb(p) for p in worker_pids)))
+            time.sleep(min(left, max(1.0, seconds / 300)))
+        rss.append((seconds, sum(rss_mb(p) for p in worker_pids)))
         b = snapshot(cluster, name)
         cpu = sum(cpu_secs(p) - c for p, c in cpu0.items())
         cluster.kill(name, 0)
@@ -122,6 +145,8 @@ def squall_case(topology: Topology, search: Path, seconds: float, warmup: float)
         # heartbeats are about 1 s apart, CPU is read at the sleeps: scale CPU to the window
         "cpu_s": cpu * dt / seconds,
         "hist": hist,
+        # the workers' resident memory over the window: flat means bounded queues and books
+        "rss_mb": {"start": rss[0][1], "end": rss[-1][1], "max": max(m for _, m in rss), "samples": rss},
     }
     if "count" in b:
         out["words_per_sec"] = (b["count"]["executed"] - a["count"]["executed"]) / dt
@@ -192,8 +217,10 @@ def cases(args: argparse.Namespace) -> dict[str, tuple[str, str, Callable[[], Re
         "storm-wc": ("wordcount", "Storm (defaults: load-aware shuffle)", lambda: storm_case("wordcount", s, w, p, True)),
         "storm-wc-uniform": ("wordcount", "Storm (load-aware messaging off)",
                              lambda: storm_case("wordcount", s, w, p, False)),
-        "squall-wc": ("wordcount", "Squall (defaults: shuffle)",
+        "squall-wc": ("wordcount", "Squall (defaults: load-aware shuffle)",
                       lambda: squall_case(squall_wordcount(p), WORDCOUNT_DIR, s, w)),
+        "squall-wc-uniform": ("wordcount", "Squall (load-aware messaging off)",
+                              lambda: squall_case(squall_wordcount(p, loadaware=False), WORDCOUNT_DIR, s, w)),
         "squall-wc-local": ("wordcount", "Squall (localOrShuffle)",
                             lambda: squall_case(squall_wordcount(p, "localOrShuffle"), WORDCOUNT_DIR, s, w)),
         "spark-wc": ("wordcount", "Spark Structured Streaming (local[2])",
@@ -232,8 +259,8 @@ def summarize(results: dict[str, Result], shapes: dict[str, tuple[str, str]]) ->
 
     pairs = [
         ("noop: Squall / Storm (defaults; one bolt task, so load-aware shuffle has no choice)", "squall-noop", "storm-noop"),
-        ("wordcount, defaults: Squall shuffle / Storm load-aware shuffle", "squall-wc", "storm-wc"),
-        ("wordcount, like-for-like uniform: Squall shuffle / Storm load-aware off", "squall-wc", "storm-wc-uniform"),
+        ("wordcount, defaults (both load-aware shuffle): Squall / Storm", "squall-wc", "storm-wc"),
+        ("wordcount, uniform (load-aware messaging off on both): Squall / Storm", "squall-wc-uniform", "storm-wc-uniform"),
         ("wordcount, like-for-like local: Squall localOrShuffle / Storm load-aware", "squall-wc-local", "storm-wc"),
         ("wordcount: Squall shuffle / Spark Structured Streaming", "squall-wc", "spark-wc"),
         ("wordcount: Squall localOrShuffle / Spark Structured Streaming", "squall-wc-local", "spark-wc"),
@@ -333,7 +360,7 @@ def main() -> None:
     ap.add_argument("--pending", type=int, default=1000, help="maxSpoutPending on every engine that has it (default 1000)")
     ap.add_argument("--only", action="append", metavar="CASE",
                     help="run only these cases: storm-noop, squall-noop, storm-wc, storm-wc-uniform, squall-wc, "
-                         "squall-wc-local, spark-wc, bytewax-wc (repeatable)")
+                         "squall-wc-uniform, squall-wc-local, spark-wc, bytewax-wc (repeatable)")
     ap.add_argument("--spark-rows-per-batch", type=int, default=20000, help="sentences per Spark micro-batch")
     ap.add_argument("--workers", help="instead of the peers: Squall's word count at these worker counts, e.g. 1,2,4,8")
     ap.add_argument("--json", type=Path, help="write the results here (default .squall/bench/peers-<time>.json)")

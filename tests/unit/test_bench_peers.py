@@ -42,11 +42,13 @@ def hist_of(*ms: float) -> dict[int, int]:
 def test_pairings_state_defaults_and_like_for_like() -> None:
     shapes = {c: (s, c) for c, s in [("storm-wc", "wordcount"), ("storm-wc-uniform", "wordcount"),
                                      ("squall-wc", "wordcount"), ("squall-wc-local", "wordcount"),
+                                     ("squall-wc-uniform", "wordcount"),
                                      ("spark-wc", "wordcount"), ("bytewax-wc", "wordcount")]}
     results = {
         "storm-wc": {"words_per_sec": 400_000.0, "window_s": 10.0, "cpu_s": 20.0, "hist": hist_of(*[10.0] * 99, 35.0)},
         "storm-wc-uniform": {"words_per_sec": 200_000.0, "window_s": 10.0, "cpu_s": 20.0, "hist": hist_of(20.0)},
         "squall-wc": {"words_per_sec": 300_000.0, "window_s": 10.0, "cpu_s": 10.0, "hist": hist_of(22.0)},
+        "squall-wc-uniform": {"words_per_sec": 100_000.0, "window_s": 10.0, "cpu_s": 10.0, "hist": hist_of(30.0)},
         "squall-wc-local": {"words_per_sec": 600_000.0, "window_s": 10.0, "cpu_s": 15.0, "hist": hist_of(12.0)},
         "spark-wc": {"words_per_sec": 150_000.0, "window_s": 10.0, "cpu_s": 20.0,
                      "batch_ms_p50": 160.0, "batch_ms_p99": 190.0},
@@ -61,11 +63,12 @@ def test_pairings_state_defaults_and_like_for_like() -> None:
     assert results["bytewax-wc"]["p99_ms"] is None
     assert "rate" not in results["failed-peer"]
 
-    defaults = pairs["wordcount, defaults: Squall shuffle / Storm load-aware shuffle"]
+    defaults = pairs["wordcount, defaults (both load-aware shuffle): Squall / Storm"]
     assert defaults["rate"] == pytest.approx(0.75)
     assert defaults["per_cpu_s"] == pytest.approx(1.5)
-    uniform = pairs["wordcount, like-for-like uniform: Squall shuffle / Storm load-aware off"]
-    assert uniform["rate"] == pytest.approx(1.5)
+    uniform = pairs["wordcount, uniform (load-aware messaging off on both): Squall / Storm"]
+    assert uniform["rate"] == pytest.approx(0.5)
+    assert uniform["of"] == ["squall-wc-uniform", "storm-wc-uniform"]
     local = pairs["wordcount, like-for-like local: Squall localOrShuffle / Storm load-aware"]
     assert local["rate"] == pytest.approx(1.5)
     assert pairs["wordcount: Squall shuffle / Spark Structured Streaming"]["rate"] == pytest.approx(2.0)
@@ -82,3 +85,8 @@ def test_scaled_wordcount_gives_every_worker_a_spout_a_split_and_a_count() -> No
     assert [by[n].parallelism for n in ("sentences", "split", "count", "report")] == [4, 4, 4, 1]
     assert by["count"].tasks == 8
     assert by["split"].inputs[0].grouping.value == "localOrShuffle"
+    assert "topology.disable.loadaware.messaging" not in spec.config
+
+
+def test_uniform_wordcount_turns_load_aware_messaging_off() -> None:
+    assert peers.squall_wordcount(1000, loadaware=False).spec.config["topology.disable.loadaware.messaging"] is True

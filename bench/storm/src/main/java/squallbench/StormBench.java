@@ -96,6 +96,18 @@ public final class StormBench {
         }
     }
 
+    /** The settings the spout's topology conf really has, for the JSON (one spout per case). */
+    static void seenConf(Map<String, Object> conf) {
+        for (String key : new String[] {Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING,
+                Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, Config.TOPOLOGY_MAX_SPOUT_PENDING,
+                Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS, Config.STORM_LOCAL_MODE_ZMQ}) {
+            Object v = conf.get(key);
+            if (v != null) {
+                SEEN_CONF.put(key, v);
+            }
+        }
+    }
+
     static void completed(Msg msg) {
         ACKED.increment();
         HIST.incrementAndGet(bucketOf((System.nanoTime() - msg.t0) / 1e6));
@@ -110,14 +122,7 @@ public final class StormBench {
         public void open(Map<String, Object> conf, TopologyContext context, SpoutOutputCollector collector) {
             this.collector = collector;
             placed(context);
-            for (String key : new String[] {Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING,
-                    Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, Config.TOPOLOGY_MAX_SPOUT_PENDING,
-                    Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS, Config.STORM_LOCAL_MODE_ZMQ}) {
-                Object v = conf.get(key);
-                if (v != null) {
-                    SEEN_CONF.put(key, v);
-                }
-            }
+            seenConf(conf);
         }
 
         @Override
@@ -172,14 +177,7 @@ public final class StormBench {
             this.collector = collector;
             this.rng = new Random(context.getThisTaskId());
             placed(context);
-            for (String key : new String[] {Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING,
-                    Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, Config.TOPOLOGY_MAX_SPOUT_PENDING,
-                    Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS, Config.STORM_LOCAL_MODE_ZMQ}) {
-                Object v = conf.get(key);
-                if (v != null) {
-                    SEEN_CONF.put(key, v);
-                }
-            }
+            seenConf(conf);
         }
 
         @Override
