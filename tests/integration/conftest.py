@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -60,3 +61,68 @@ def cluster_state(zookeeper: EmbeddedZooKeeper, zk_root: str) -> Iterator[Cluste
             state.client.delete(zk_root, recursive=True)
         finally:
             state.close()
+
+
+# -- a real Redis on loopback (Debian's redis-server, installed by scripts/setup) ----------------
+class RedisServer:
+    def __init__(self, port: int, proc: Any) -> None:
+        self.host = "127.0.0.1"
+        self.port = port
+        self.proc = proc
+
+    def client(self) -> Any:
+        import redis
+
+        return redis.Redis(host=self.host, port=self.port)
+
+    def provider_config(self) -> dict[str, object]:
+        return {"host": self.host, "port": self.port}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """redis-server on a free loopback port in a temp dir, no persistence; killed at teardown."""
+    import shutil
+    import subprocess
+    import time
+
+    exe = shutil.which("redis-server")
+    if exe is None:
+        pytest.skip("redis-server is not installed (scripts/setup installs Debian's)")
+    workdir = tmp_path_factory.mktemp("redis")
+    for _ in range(5):
+        port = _free_port()
+        proc = subprocess.Popen(
+            [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir), "--save", "",
+             "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = RedisServer(port, proc)
+        deadline = time.monotonic() + 10
+        up = False
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                server.client().ping()
+                up = True
+                break
+            except Exception:
+                time.sleep(0.05)
+        if up:
+            break
+        proc.kill()
+        proc.wait()
+    else:
+        pytest.fail("redis-server did not start")
+    try:
+        yield server
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)

@@ -74,6 +74,12 @@ def class_path(ref: type | str) -> str:
     return f"{ref.__module__}:{qualname}"
 
 
+def _is_stateful(ref: type | str) -> bool:
+    from squall.components import StatefulBolt, StatefulSpout
+
+    return isinstance(ref, type) and issubclass(ref, (StatefulBolt, StatefulSpout))
+
+
 class ComponentDeclarer:
     """What `set_spout` / `set_bolt` return: tune the component after declaring it."""
 
@@ -85,6 +91,7 @@ class ComponentDeclarer:
         num_tasks: int | None,
         config: Mapping[str, Any] | None,
         outputs: OutputsDecl,
+        stateful: bool | None = None,
     ) -> None:
         self.name = name
         self._class = class_path(component)
@@ -94,6 +101,8 @@ class ComponentDeclarer:
         self._outputs: list[StreamSpec] | None = (
             None if outputs is None else normalize_outputs(outputs)
         )
+        # a StatefulBolt / StatefulSpout class given as a class is stateful without saying so
+        self._stateful = stateful if stateful is not None else _is_stateful(component)
 
     def set_num_tasks(self, num_tasks: int) -> ComponentDeclarer:
         self._num_tasks = num_tasks
@@ -128,6 +137,8 @@ class ComponentDeclarer:
             out["config"] = dict(self._config)
         if self._outputs is not None:
             out["outputs"] = [s.model_dump(by_alias=True) for s in self._outputs]
+        if self._stateful:
+            out["stateful"] = True
         return out
 
 
@@ -273,9 +284,10 @@ class TopologyBuilder:
         num_tasks: int | None = None,
         config: Mapping[str, Any] | None = None,
         outputs: OutputsDecl = None,
+        stateful: bool | None = None,
     ) -> SpoutDeclarer:
         self._check_new(name)
-        declarer = SpoutDeclarer(name, spout, parallelism, num_tasks, config, outputs)
+        declarer = SpoutDeclarer(name, spout, parallelism, num_tasks, config, outputs, stateful)
         self._spouts[name] = declarer
         return declarer
 
@@ -288,9 +300,10 @@ class TopologyBuilder:
         num_tasks: int | None = None,
         config: Mapping[str, Any] | None = None,
         outputs: OutputsDecl = None,
+        stateful: bool | None = None,
     ) -> BoltDeclarer:
         self._check_new(name)
-        declarer = BoltDeclarer(name, bolt, parallelism, num_tasks, config, outputs)
+        declarer = BoltDeclarer(name, bolt, parallelism, num_tasks, config, outputs, stateful)
         self._bolts[name] = declarer
         return declarer
 
@@ -408,6 +421,8 @@ def _prune_defaults(data: dict[str, Any]) -> None:
         for key in ("spouts", "bolts"):
             for component in spec.get(key) or ():
                 _drop_empty(component, "config")
+                if component.get("stateful") is False:
+                    del component["stateful"]
 
 
 class _Dumper(yaml.SafeDumper):

@@ -187,3 +187,39 @@ class WindowedBolt(Component):
         raise NotImplementedError
 
     def cleanup(self) -> None: ...
+
+
+# -- stateful components (Storm's IStatefulBolt; squall.checkpoint runs their protocol) ----------
+class StatefulBolt(Bolt):
+    """Storm's IStatefulBolt / BaseStatefulBolt: a bolt whose `KeyValueState` the framework
+    checkpoints. `init_state(state)` is called once, after `prepare` and before the first tuple,
+    with the state of the last commit (`squall.statebackend.KeyValueState`); the bolt updates it
+    in `execute`. Tuples it acks are acked only once the checkpoint that holds their effects
+    committed; a rollback fails them (the spout replays). Declare the component
+    `stateful: true` (the builder does it for you)."""
+
+    def init_state(self, state: Any) -> None:
+        self.state = state
+
+    def pre_prepare(self, txid: int) -> None:
+        """Storm's prePrepare: called before the state is prepared for `txid`."""
+
+    def pre_commit(self, txid: int) -> None:
+        """Storm's preCommit: called before the state commits `txid`."""
+
+    def pre_rollback(self) -> None:
+        """Storm's preRollback: called before the state rolls back to the last commit."""
+
+
+class StatefulSpout(Spout):
+    """Beyond Storm: a spout whose state (say, its read offset) is checkpointed together with
+    the stateful bolts', so that after a crash the source and every stateful bolt roll back to
+    the same checkpoint and the replay updates state exactly once.
+
+    `init_state(state)` is called before the first `next_tuple`, and again after every
+    rollback with the state of the last commit: read your position from it there and emit
+    from it. Keep the position in the state as you emit (`state.put("offset", n)`). Replays
+    come from the rollback, so `fail` should not re-emit. Declare it `stateful: true`."""
+
+    def init_state(self, state: Any) -> None:
+        self.state = state

@@ -19,6 +19,12 @@ ACK_INIT_STREAM = "__ack_init"
 ACK_ACK_STREAM = "__ack_ack"
 ACK_FAIL_STREAM = "__ack_fail"
 TICK_STREAM = "__tick"
+# Storm's stateful processing (squall.checkpoint): with a stateful component in the topology the
+# plan adds the checkpoint spout (one task) and wires its stream through the graph. Storm's own
+# names: no user component or stream can take them (`$` is outside the name patterns).
+CHECKPOINT_COMPONENT = "$checkpointspout"
+CHECKPOINT_STREAM = "$checkpoint"
+CHECKPOINT_FIELDS = ("txid", "action", "attempt")
 # __system's tasks are not scheduled executors; the tick source uses this task id, like Storm's -1
 SYSTEM_TASK = -1
 
@@ -53,6 +59,17 @@ class TopologyPlan:
 
     def executor_component(self, executor: ExecutorId) -> str:
         return self.task_component[executor[0]]
+
+    @property
+    def checkpointing(self) -> bool:
+        return CHECKPOINT_COMPONENT in self.component_tasks
+
+    def checkpoint_sources(self, component: str) -> tuple[str, ...]:
+        """The components whose `$checkpoint` stream `component` receives (sorted)."""
+        return tuple(sorted(
+            src for (src, stream), subs in self.subscriptions.items()
+            if stream == CHECKPOINT_STREAM and any(s.component == component for s in subs)
+        ))
 
     def fields_index(self, component: str, stream: str) -> dict[str, int]:
         spec = self.streams.get(component, {}).get(stream)
@@ -97,6 +114,10 @@ def build_plan(
     if spec.ackers > 0:
         task_counts[ACKER] = spec.ackers
         executor_counts[ACKER] = spec.ackers
+    stateful = any(c.stateful for c in spec.components)
+    if stateful:
+        task_counts[CHECKPOINT_COMPONENT] = 1
+        executor_counts[CHECKPOINT_COMPONENT] = 1
     for name, count in (executors or {}).items():
         if name in executor_counts:
             executor_counts[name] = count
@@ -134,6 +155,9 @@ def build_plan(
                 )
             )
     spouts = frozenset(s.name for s in spec.spouts)
+    if stateful:
+        spouts |= {CHECKPOINT_COMPONENT}
+        _wire_checkpoints(topology, component_tasks, all_streams, subs)
     if spec.ackers > 0:
         acker_tasks = component_tasks[ACKER]
         # The implicit system topology: every component can talk to the ackers, ackers answer
@@ -170,3 +194,37 @@ def build_plan(
         spouts=spouts,
         acker_tasks=acker_tasks,
     )
+
+
+def _wire_checkpoints(
+    topology: Topology,
+    component_tasks: Mapping[str, tuple[int, ...]],
+    streams: dict[str, dict[str, StreamSpec]],
+    subs: dict[tuple[str, str], list[Subscription]],
+) -> None:
+    """Storm's TopologyBuilder with a stateful bolt: every bolt receives `$checkpoint` (all
+    grouping) from each component it reads, a spout standing in for the checkpoint spout, and
+    forwards it on (CheckpointTupleForwarder). Beyond Storm, a stateful spout receives it from
+    the checkpoint spout and forwards it in line with its data, so bolts downstream of it see
+    the barrier in order with the tuples it emitted."""
+    spec = topology.spec
+    cp = StreamSpec.model_construct(stream=CHECKPOINT_STREAM, fields=list(CHECKPOINT_FIELDS), direct=False)
+    stateful_spouts = {s.name for s in spec.spouts if s.stateful}
+
+    def subscribe(source: str, consumer: str) -> None:
+        subs.setdefault((source, CHECKPOINT_STREAM), []).append(
+            Subscription(consumer, Grouping.ALL, None, None, component_tasks[consumer]))
+
+    streams[CHECKPOINT_COMPONENT] = {CHECKPOINT_STREAM: cp}
+    for spout in sorted(stateful_spouts):
+        streams.setdefault(spout, {})[CHECKPOINT_STREAM] = cp
+        subscribe(CHECKPOINT_COMPONENT, spout)
+    for bolt in spec.bolts:
+        streams.setdefault(bolt.name, {})[CHECKPOINT_STREAM] = cp
+        sources: set[str] = set()
+        for inp in bolt.inputs:
+            if inp.component in component_tasks and inp.component != bolt.name:
+                is_plain_spout = any(s.name == inp.component for s in spec.spouts) and inp.component not in stateful_spouts
+                sources.add(CHECKPOINT_COMPONENT if is_plain_spout else inp.component)
+        for source in sorted(sources):
+            subscribe(source, bolt.name)

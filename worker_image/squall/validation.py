@@ -760,6 +760,7 @@ class _Checker:
         for i, bolt in enumerate(spec.bolts):
             self.check_inputs(f"spec.bolts[{i}]", bolt)
         serializers = self.check_serializers()
+        self.check_stateful(located)
         for base, component, _role in located:
             if serialization.CONFIG_KEY in component.config:
                 self.add(
@@ -791,6 +792,35 @@ class _Checker:
             except serialization.SerializationError as exc:
                 self.add(_format_loc([*base, key]), spec, str(exc).removeprefix(f"{key}: "))
         return out
+
+    def check_stateful(self, located: list[tuple[str, ComponentSpec, str]]) -> None:
+        """Stateful components (squall.checkpoint): `stateful` agrees with the class, the
+        checkpoints need ackers, the state provider settings make sense."""
+        from squall.components import StatefulBolt, StatefulSpout
+        from squall import statebackend
+
+        for base, component, role in located:
+            cls = self.classes.get(component.name)
+            if cls is None:
+                continue
+            want = StatefulSpout if role == "spout" else StatefulBolt
+            is_stateful = issubclass(cls, want)
+            if is_stateful and not component.stateful:
+                self.add(f"{base}.stateful", NO_VALUE,
+                         f"{cls.__name__} is a {want.__name__}: declare the component `stateful: true`")
+            elif component.stateful and not is_stateful:
+                self.add(f"{base}.stateful", True,
+                         f"{cls.__name__} is not a {want.__name__} (squall.{want.__name__})")
+        spec = self.topo.spec
+        if not any(c.stateful for c in spec.components):
+            return
+        if spec.ackers == 0:
+            self.add("spec.numAckers", 0, "stateful components need ackers: checkpoints are tuple trees")
+        config = spec.config
+        for key, message in statebackend.config_problems(config):
+            top = key if key in config else next((k for k in config if key.startswith(k + ".")), key)
+            rest = key[len(top) + 1:].split(".") if key != top else []
+            self.add(_format_loc(["spec", "config", top, *rest]), config.get(top, NO_VALUE), message)
 
     # -- components ---------------------------------------------------------------------------
 

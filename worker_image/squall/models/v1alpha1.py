@@ -85,6 +85,8 @@ class ComponentSpec(_Model):
     num_tasks: int | None = Field(None, alias="numTasks", ge=1)
     config: dict[str, Any] = Field(default_factory=dict)
     outputs: list[StreamSpec] | None = None
+    # a StatefulBolt / StatefulSpout: the plan adds the checkpoint spout and its stream
+    stateful: bool = False
 
     @property
     def tasks(self) -> int:

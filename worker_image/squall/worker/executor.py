@@ -503,6 +503,9 @@ class SpoutExecutor(Executor):
         timeout = float(worker.spec.message_timeout_secs)
         self.collectors = {t: SpoutCollector(self, t, PendingTuples(timeout, self.now)) for t in self.tasks}
         self.max_pending = worker.spec.max_spout_pending
+        # a stateful spout's input (`on_tuples`): a bolt's collector per task, made on first use
+        self.input_collectors: dict[int, BoltCollector] = {}
+        self.auto_anchor: Tuple | None = None
         self.active = False
         self.closing = False
 
@@ -515,6 +518,9 @@ class SpoutExecutor(Executor):
             c._local_ackers = local
 
     def on_done(self, items: list[list[int]]) -> None:
+        if items and isinstance(items[0][2], str):  # tuples, not acker messages
+            self.on_tuples(items)
+            return
         now = time.monotonic()
         collectors = self.collectors
         instances = self.instances
@@ -551,6 +557,27 @@ class SpoutExecutor(Executor):
                     instances[task].fail(msg_id)
             except Exception as exc:
                 self.report_error(task, exc)
+
+    # -- input of a stateful spout: `$checkpoint` tuples (squall.checkpoint) ------------------
+    def on_tuples(self, items: list[list[Any]]) -> None:
+        """Tuples for a spout task (only a stateful spout has an input): handed to its
+        `receive(tup, collector)` with a collector that anchors and acks like a bolt's."""
+        plan = self.routing.plan  # type: ignore[union-attr]
+        for dest, src, stream, values, anchors in items:
+            receive = getattr(self.instances.get(dest), "receive", None)
+            if receive is None:
+                self.stats.dropped += 1
+                continue
+            comp = plan.task_component.get(src, SYSTEM)
+            tup = Tuple(values, src, comp, stream, plan.fields_index(comp, stream), anchors)
+            collector = self.input_collectors.get(dest)
+            if collector is None:
+                collector = self.input_collectors[dest] = BoltCollector(self, dest)  # type: ignore[arg-type]
+            try:
+                receive(tup, collector)
+            except Exception as exc:
+                self.report_error(dest, exc)
+                collector.fail(tup)
 
     def run(self) -> None:
         self.refresh_routing()

@@ -35,7 +35,7 @@ from squall.models.cluster import (
     executor_key,
 )
 from squall.models.v1alpha1 import Topology
-from squall.plan import ACKER, build_plan
+from squall.plan import ACKER, CHECKPOINT_COMPONENT, build_plan
 from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected
 from squall.worker import health, metrics
 from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
@@ -146,6 +146,16 @@ class Worker:
         # interval ends; every hop of a tuple pays it. 1 ms instead of CPython's 5 ms: +20-25%
         # throughput and lower latency in bench/run.py at the same window.
         sys.setswitchinterval(float(self.conf.get("worker.switch.interval.secs", 0.001)))
+        if any(c.stateful for c in self.spec.components):
+            # a state provider that cannot be used (a Redis that cannot be reached) stops the
+            # worker at its start, named, before it takes a tuple
+            from squall.errors import NO_VALUE, Problem, TopologyError
+            from squall.statebackend import PROVIDER_CONFIG_KEY, StateBackendError, open_provider
+
+            try:
+                open_provider(self.conf)
+            except StateBackendError as exc:
+                raise TopologyError([Problem(f"spec.config.{PROVIDER_CONFIG_KEY}", NO_VALUE, str(exc))]) from exc
 
     def _bind(self) -> None:
         self.data_sock = self.zmq.socket(zmq.PULL)
@@ -278,13 +288,25 @@ class Worker:
             comp = plan.task_component[e[0]]
             if comp == ACKER:
                 continue
+            if comp == CHECKPOINT_COMPONENT:
+                from squall.checkpoint import CheckpointSpout
+
+                ex: Executor = SpoutExecutor(self, plan, e, comp, CheckpointSpout, dict(self.conf))
+                self.executors[e] = ex
+                new_execs.append(ex)
+                continue
             spec = next(c for c in self.spec.components if c.name == comp)
             conf = {**self.conf, **spec.config}
+            cls = self.classes[comp]
+            if plan.checkpointing:
+                from squall.checkpoint import wrap
+
+                cls, conf = wrap(cls, comp, plan, conf, spout=comp in plan.spouts)
             if comp in plan.spouts:
-                ex: Executor = SpoutExecutor(self, plan, e, comp, self.classes[comp], conf)
+                ex = SpoutExecutor(self, plan, e, comp, cls, conf)
             else:
                 tick = spec.config.get("topology.tick.tuple.freq.secs", self.spec.tick_tuple_freq_secs)
-                ex = BoltExecutor(self, plan, e, comp, self.classes[comp], conf, float(tick) if tick else None)
+                ex = BoltExecutor(self, plan, e, comp, cls, conf, float(tick) if tick else None)
             self.executors[e] = ex
             new_execs.append(ex)
         self.acker_executors = [e for e in sorted(mine) if plan.task_component[e[0]] == ACKER]

@@ -1,0 +1,83 @@
+"""The Redis state provider against a real redis-server on loopback (the `redis_server`
+fixture): Storm's KeyValueState transactions, persistence across providers, and a Redis that
+cannot be reached named at open."""
+
+from __future__ import annotations
+
+import pytest
+
+from squall.statebackend import StateBackendError, open_provider
+
+pytestmark = pytest.mark.integration
+
+
+def conf(server, **extra):  # type: ignore[no-untyped-def]
+    return {"topology.name": "t1", "topology.state.provider": "redis",
+            "topology.state.provider.config": {**server.provider_config(), **extra}}
+
+
+def test_prepare_commit_rollback_persist_in_redis(redis_server) -> None:  # type: ignore[no-untyped-def]
+    provider = open_provider(conf(redis_server))
+    state = provider.state("count-3")
+    assert len(state) == 0
+    state.put("a", 1)
+    state.put(("k", 2), {"nested": [1, 2]})
+    state.prepare_commit(1)
+    state.commit(1)
+    state.put("a", 2)
+    state.delete(("k", 2))
+    state.prepare_commit(2)
+    # a state opened afresh (a restarted worker) sees the last commit, not the prepared txid 2
+    again = provider.state("count-3")
+    assert dict(again) == {"a": 1, ("k", 2): {"nested": [1, 2]}}
+    # ...and can roll txid 2 forward: its changes were persisted at prepare (Storm's COMMITTING)
+    again.commit(2)
+    assert dict(provider.state("count-3")) == {"a": 2}
+    assert again.committed_txid() == 2
+    state.commit(2)  # the same commit from the old instance: a no-op
+    assert dict(provider.state("count-3")) == {"a": 2}
+    # rollback drops prepared and pending changes and reads the commit again
+    state.put("b", 5)
+    state.prepare_commit(3)
+    state.put("c", 6)
+    state.rollback()
+    assert dict(state) == {"a": 2}
+    assert dict(provider.state("count-3")) == {"a": 2}
+    # namespaces are separate
+    assert dict(provider.state("count-4")) == {}
+    with pytest.raises(StateBackendError, match="not prepared"):
+        state.commit(7)
+
+
+def test_keys_live_under_the_topology_prefix(redis_server) -> None:  # type: ignore[no-untyped-def]
+    state = open_provider(conf(redis_server)).state("count-1")
+    state.put("w", 3)
+    state.prepare_commit(0)
+    state.commit(0)
+    keys = sorted(k.decode() for k in redis_server.client().keys("*"))
+    assert keys == ["squall:t1:count-1", "squall:t1:count-1$txid"]
+
+
+def test_unreachable_redis_is_named_at_open(redis_server) -> None:  # type: ignore[no-untyped-def]
+    port = redis_server.port
+    redis_server.proc.kill()
+    redis_server.proc.wait()
+    with pytest.raises(StateBackendError) as got:
+        open_provider({"topology.name": "gone", "topology.state.provider": "redis",
+                       "topology.state.provider.config": {"host": "127.0.0.1", "port": port, "timeoutSecs": 2}})
+    assert f"127.0.0.1:{port}" in str(got.value)
+    assert "unreachable" in str(got.value)
+
+
+def test_password_from_the_environment(redis_server) -> None:  # type: ignore[no-untyped-def]
+    redis_server.client().config_set("requirepass", "s3cret")
+    c = conf(redis_server, passwordEnv="REDIS_PW", keyPrefix="pw:")
+    with pytest.raises(StateBackendError, match="REDIS_PW"):
+        open_provider(c, env={})
+    with pytest.raises(StateBackendError, match="unreachable"):
+        open_provider(c, env={"REDIS_PW": "wrong"})
+    state = open_provider(c, env={"REDIS_PW": "s3cret"}).state("x-1")
+    state.put(1, 2)
+    state.prepare_commit(0)
+    state.commit(0)
+    assert dict(open_provider(c, env={"REDIS_PW": "s3cret"}).state("x-1")) == {1: 2}

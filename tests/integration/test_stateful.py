@@ -1,0 +1,137 @@
+"""Stateful bolts end to end: the stateful word count example on a LocalCluster (real ZooKeeper,
+real worker processes, zmq) with its state in a real redis-server on loopback. The totals in
+Redis must equal a recount of the input exactly, after a kill -9 of a worker mid-run and after
+a rebalance: the spout's position and the counters' totals roll back to the same checkpoint."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from squall.models.v1alpha1 import Topology
+from squall.plan import build_plan
+from squall.statebackend import open_provider
+from squall.validation import parse_topology
+from squall_operator.local import LocalCluster
+from test_engine import (  # the engine tests' helpers and their make_cluster fixture
+    assigned_slots,
+    component_slots,
+    logs_tail,
+    make_cluster,  # noqa: F401
+    stop_topology,
+    wait_for,
+    wait_running,
+)
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "stateful-wordcount"
+
+
+def example_module() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_swc_example", EXAMPLE / "stateful_wordcount.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def stateful_wordcount(name: str, redis: Any, limit: int, rate: float, workers: int = 2) -> Topology:
+    data = yaml.safe_load((EXAMPLE / "topology.yaml").read_text())
+    data["metadata"]["name"] = name
+    spec = data["spec"]
+    spec["numWorkers"] = workers
+    spec["messageTimeoutSecs"] = 10  # a checkpoint lost with a worker fails within 10 s
+    spec["config"].update({
+        "topology.state.provider.config": redis.provider_config(),
+        "topology.state.checkpoint.interval.ms": 300,
+        "wordcount.limit": limit,
+        "wordcount.rate": rate,
+    })
+    return parse_topology(data, source=name)
+
+
+class Committed:
+    """What the topology committed to Redis, read with the provider the workers use."""
+
+    def __init__(self, topo: Topology) -> None:
+        self.conf = {"topology.name": topo.name, **topo.spec.config}
+        self.tasks = build_plan(topo, {}).component_tasks
+
+    def state(self, component: str, task: int) -> Any:
+        return open_provider(self.conf).state(f"{component}-{task}")
+
+    def position(self) -> int:
+        return min(int(self.state("sentences", t).get("position", 0)) for t in self.tasks["sentences"])
+
+    def txids(self, component: str) -> list[int]:
+        return [self.state(component, t).committed_txid() or -1 for t in self.tasks[component]]
+
+    def totals(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.tasks["count"]:
+            for word, n in self.state("count", t):
+                assert word not in out, f"{word} in two count tasks"
+                out[word] = n
+        return out
+
+
+def wait_exact_end(cluster: LocalCluster, committed: Committed, limit: int, timeout: float) -> dict[str, int]:
+    """Waits for the checkpoint that holds the whole input, then for every counter to have
+    committed it; returns the committed totals."""
+    wait_for(lambda: committed.position() >= limit, timeout, f"the spout's committed position to reach {limit}",
+             cluster, 0.5)
+    final = min(committed.txids("sentences"))
+    wait_for(lambda: min(committed.txids("count")) >= final, 60, f"every counter to commit txid {final}", cluster,
+             0.5)
+    return committed.totals()
+
+
+def test_totals_are_exact_after_kill_9_of_a_worker(make_cluster: Callable[..., LocalCluster], tmp_path: Path,
+                                                   redis_server: Any) -> None:
+    limit = 4000
+    topo = stateful_wordcount("swc-kill", redis_server, limit, rate=150)
+    committed = Committed(topo)
+    cluster = make_cluster(nodes=2, slots=1, search_paths=[str(EXAMPLE)])
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: committed.position() >= 800, 90, "a few committed checkpoints", cluster, 0.5)
+    assert committed.position() < limit - 1500, "the run ended before the kill; slow the spout down"
+    slots = component_slots(cluster, topo)
+    victims = assigned_slots(cluster, topo.name) - slots["sentences"]
+    assert len(victims) == 1 and victims <= slots["count"], slots
+    victim = victims.pop()
+    pid = cluster.worker_pids(topo.name)[victim]
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: cluster.worker_pids(topo.name).get(victim, pid) != pid, 30, "the worker's restart", cluster)
+    assert any("exited with -9" in c for c in cluster.crashes), cluster.crashes
+    totals = wait_exact_end(cluster, committed, limit, 180)
+    expected = example_module().expected_counts(limit)
+    assert totals == expected, f"differences: { {w: (totals.get(w), expected.get(w)) for w in set(totals) | set(expected) if totals.get(w) != expected.get(w)} }" + logs_tail(cluster)
+    stop_topology(cluster, topo.name)
+
+
+def test_totals_are_exact_after_a_rebalance(make_cluster: Callable[..., LocalCluster], tmp_path: Path,
+                                            redis_server: Any) -> None:
+    limit = 3000
+    topo = stateful_wordcount("swc-rebalance", redis_server, limit, rate=150)
+    committed = Committed(topo)
+    cluster = make_cluster(nodes=2, slots=2, search_paths=[str(EXAMPLE)])
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: committed.position() >= 600, 90, "a few committed checkpoints", cluster, 0.5)
+    cluster.nimbus.rebalance(topo.name, num_workers=3, wait_secs=1)
+    wait_for(lambda: len(assigned_slots(cluster, topo.name)) == 3, 30, "an assignment on 3 slots", cluster)
+    assert committed.position() < limit, "the run ended before the rebalance; slow the spout down"
+    totals = wait_exact_end(cluster, committed, limit, 180)
+    assert totals == example_module().expected_counts(limit), logs_tail(cluster)
+    stop_topology(cluster, topo.name)
