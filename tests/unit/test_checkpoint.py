@@ -406,3 +406,12 @@ def test_memory_state_transactions() -> None:
     assert sorted(map(str, s.keys())) == ["('t', 1)", "a", "b"]
     with pytest.raises(TypeError, match="hashable"):
         s.put(["list"], 1)
+
+
+def test_validation_refuses_a_windowed_bolt_beside_stateful_components() -> None:
+    b = TopologyBuilder("mixed")
+    b.set_spout("lines", f"{FX}:Lines", 1, outputs=["sentence"], stateful=True)
+    b.set_bolt("win", "fixtures_windowing:WindowCount", 1).with_window(10).shuffle_grouping("lines")
+    with pytest.raises(TopologyError) as got:
+        check_topology(b.build(), resolve_classes=True)
+    assert "spec.bolts[0].class" in str(got.value) and "windowed bolt cannot run" in str(got.value)

@@ -816,6 +816,14 @@ class _Checker:
             return
         if spec.ackers == 0:
             self.add("spec.numAckers", 0, "stateful components need ackers: checkpoints are tuple trees")
+        from squall.components import WindowedBolt
+
+        for base, component, role in located:
+            cls = self.classes.get(component.name)
+            if role == "bolt" and cls is not None and issubclass(cls, WindowedBolt):
+                self.add(f"{base}.class", component.class_name,
+                         "a windowed bolt cannot run in a topology with stateful components yet"
+                         " (it would not forward the $checkpoint stream)")
         config = spec.config
         for key, message in statebackend.config_problems(config):
             top = key if key in config else next((k for k in config if key.startswith(k + ".")), key)
