@@ -5,9 +5,11 @@ whole session (only when a test asks for it) and, at the end, checks that no
 process of it is left. `real_cluster` starts one with 2 real nodes (real
 kubelets over containerd, kube-proxy, CoreDNS; realnode.py) running the
 images of scripts/k8s-images, and checks at the end that no process, mount,
-network namespace or cgroup of it is left. If the binaries or images are not
-built the tests FAIL with how to build them: run scripts/k8s-build and
-scripts/k8s-images first.
+network namespace or cgroup of it is left. Before it starts, `real_cluster`
+runs scripts/k8s-images, which rebuilds any image whose inputs (this checkout's
+sources, Dockerfiles, bases) changed and takes seconds when none did, so a
+stale image is never tested. If the binaries are not built the tests FAIL with
+how to build them: run scripts/k8s-build first.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from .cluster import Cluster, find_bin_dir
+from .cluster import REPO, Cluster, find_bin_dir
 from .realnode import RealNodeCluster, images_dir, missing_prerequisites
 
 
@@ -103,9 +105,24 @@ def k8s_cluster(k8s_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
         assert not stray, f"processes left after the cluster stopped: {stray}"
 
 
+def refresh_images(log: Path) -> float:
+    """Runs scripts/k8s-images (images rebuilt only where their inputs changed); fails the test
+    with the end of its log when it fails. Returns the seconds it took."""
+    t0 = time.monotonic()
+    with open(log, "w") as f:
+        r = subprocess.run([str(REPO / "scripts" / "k8s-images")], stdout=subprocess.DEVNULL, stderr=f,
+                           timeout=3600)
+    if r.returncode != 0:
+        pytest.fail(f"scripts/k8s-images failed ({r.returncode}):\n{log.read_text()[-4000:]}", pytrace=False)
+    return time.monotonic() - t0
+
+
 @pytest.fixture(scope="session")
 def real_cluster(k8s_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNodeCluster]:
-    """The control plane with 2 real nodes (node-1, node-2), for the whole session."""
+    """The control plane with 2 real nodes (node-1, node-2), for the whole session, running the
+    images of this checkout (scripts/k8s-images first)."""
+    took = refresh_images(tmp_path_factory.mktemp("k8s-images") / "k8s-images.log")
+    print(f"scripts/k8s-images: {took:.1f}s")
     missing = missing_prerequisites(k8s_bin, images_dir())
     if missing:
         pytest.fail("the real-node cluster needs: " + "; ".join(missing), pytrace=False)
