@@ -29,7 +29,7 @@ from rich.live import Live
 from rich.table import Table
 
 from squall import stats
-from squall.models.cluster import ExecutorStats, WorkerHeartbeat, WorkerSlot
+from squall.models.cluster import ExecutorStats, TopologyStatus, WorkerHeartbeat, WorkerSlot
 from squall.plan import ACKER
 from squall.state import CONNECTION_ERRORS, StateError
 from squall.validation import ResolvedTopology
@@ -279,6 +279,8 @@ def run_topology(
         # workers had started. A topology whose workers never all start still stops, after
         # START_LIMIT_SECS more.
         submitted = time.monotonic()
+        killed_outside = False
+        status_now = "ACTIVE"
         try:
             while not stop.is_set():
                 now = time.monotonic()
@@ -287,6 +289,14 @@ def run_topology(
                     if now - since >= duration:
                         break
                 stop.wait(1.0)
+                # a verb from another shell (`squall kill|deactivate ... --zookeeper`) changes it
+                stored = zk.read(lambda: (cluster.state.get_storm(name),))
+                if stored is not None:
+                    if stored[0] is None or stored[0].status is TopologyStatus.KILLED:
+                        console.print(f"{name} was killed (squall kill): stopping")
+                        killed_outside = True
+                        break
+                    status_now = stored[0].status.value
                 beats = zk.read(lambda: cluster.state.get_worker_heartbeats(name))
                 if running_since is None and beats:
                     assignment = zk.read(lambda: cluster.state.get_assignment(name))
@@ -303,7 +313,7 @@ def run_topology(
                     prev_t = now
                     elapsed = now - started
                     if live:
-                        live.update(_table(name, "ACTIVE", elapsed, last, rates), refresh=True)
+                        live.update(_table(name, status_now, elapsed, last, rates), refresh=True)
                     elif progress and now >= next_plain:
                         next_plain = now + 5
                         console.print(f"{elapsed:6.1f}s " + "  ".join(
@@ -318,8 +328,9 @@ def run_topology(
                 live.stop()
         # Storm's kill: deactivate, let in-flight tuples finish, then remove
         wait = spec.kill_wait if kill_wait is None else kill_wait
-        console.print(f"killing {name}: spouts deactivated, waiting up to {wait:g}s for in-flight tuples")
-        zk.call(lambda: cluster.kill(name, wait), f"kill {name}", 120)
+        if not killed_outside:
+            console.print(f"killing {name}: spouts deactivated, waiting up to {wait:g}s for in-flight tuples")
+            zk.call(lambda: cluster.kill(name, wait), f"kill {name}", 120)
         deadline = time.monotonic() + wait
         seen_deactivated = False
         while time.monotonic() < deadline:
@@ -327,6 +338,8 @@ def run_topology(
             beats = zk.read(lambda: cluster.state.get_worker_heartbeats(name))
             if beats is None:
                 continue
+            if not beats and zk.read(lambda: (cluster.state.get_storm(name),)) == (None,):
+                break  # removed already (a `squall kill` with a short wait)
             fresh = [b for b in beats.values() if b.time_secs > time.time() - 1.5]
             totals.update(beats)
             last = summarize(resolved, totals)

@@ -101,3 +101,56 @@ def test_verbs_steer_a_local_cluster(make_cluster: Callable[..., LocalCluster], 
     assert listed.returncode == 0 and listed.stdout.strip() == "No topologies running.", listed
     assert not cluster.crashes
     assert cluster.state.request_ids() == [], "every answered request was removed"
+
+
+def test_squall_kill_ends_squall_run(tmp_path: Path) -> None:
+    """`squall run` prints where its cluster is; a `squall kill` from another shell ends the run
+    cleanly (final table, exit 0), as a Ctrl-C would."""
+    import queue
+    import re
+    import threading
+
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "squall_operator", "run", "examples/wordcount/topology.yaml",
+         "--duration", "240", "--no-progress"],
+        cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+    lines: queue.Queue[str] = queue.Queue(maxsize=100_000)
+    out: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        deadline = time.monotonic() + 120
+        where = None
+        while where is None and time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=1)
+            except queue.Empty:
+                assert proc.poll() is None, "".join(out)
+                continue
+            out.append(line)
+            if m := re.search(r"--zookeeper (\S+)", line):
+                where = m.group(1)
+        assert where, "squall run did not print its --zookeeper:\n" + "".join(out)
+
+        def running() -> bool:
+            listed = squall("list", "--zookeeper", where)
+            return listed.returncode == 0 and " ACTIVE " in listed.stdout
+        wait_for(running, 120, "wordcount to be listed ACTIVE")
+        killed = squall("kill", "wordcount", "-w", "1", "--zookeeper", where)
+        assert killed.returncode == 0, killed.stderr
+        code = proc.wait(90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    while not lines.empty():
+        out.append(lines.get())
+    text = "".join(out)
+    assert code == 0, text
+    assert "Traceback" not in text and "KILLED" in text, text
