@@ -249,6 +249,7 @@ def run(
     progress: Annotated[bool, typer.Option(help="show live progress")] = True,
     log_level: Annotated[str, typer.Option(help="log level of the local cluster")] = "WARNING",
     import_timeout: ImportTimeout = DEFAULT_IMPORT_TIMEOUT,
+    curve: Annotated[bool, typer.Option(help="seal the transport between workers with CURVE (a key pair per run; encrypted and authenticated, slower)")] = False,
 ) -> None:
     """Run a topology on the local cluster (embedded ZooKeeper, simulated nodes, real workers)."""
     import logging
@@ -273,6 +274,7 @@ def run(
             summary_json=summary_json,
             console=Console(),
             progress=progress,
+            curve=curve,
         )
     raise typer.Exit(code)
 

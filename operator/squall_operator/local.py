@@ -26,6 +26,7 @@ from pathlib import Path
 
 from squall.models.cluster import SupervisorInfo, WorkerSlot
 from squall.models.v1alpha1 import Topology
+from squall.worker.security import CurveKeys, write_keys
 from squall.state import CONNECTION_ERRORS, ClusterState
 from squall.zkserver import EmbeddedZooKeeper
 from squall_operator.monitor import LOCAL_TIMEOUTS, MonitorTimeouts
@@ -90,6 +91,7 @@ class LocalCluster:
         host: str = "127.0.0.1",
         worker_session_timeout: float | None = None,
         worker_zookeeper: str | None = None,
+        curve: bool = False,
     ) -> None:
         if nodes < 1 or slots < 1:
             raise ValueError("a local cluster needs at least one node with one slot")
@@ -106,6 +108,8 @@ class LocalCluster:
         self.worker_session_timeout = worker_session_timeout
         # the ZooKeeper connect string workers use (None: the cluster's; tests put a proxy here)
         self.worker_zookeeper = worker_zookeeper
+        # seal the workers' transport with CURVE: a key pair per submission, in keys/<topology>/
+        self.curve = curve
         self.zk: EmbeddedZooKeeper | None = None
         self.root = f"/squall-local-{os.getpid()}-{int(time.time() * 1000)}"
         self.supervisors: dict[str, Supervisor] = {}
@@ -192,8 +196,15 @@ class LocalCluster:
 
     # -- topology operations -------------------------------------------------------------------
     def submit(self, topology: Topology) -> None:
+        if self.curve:
+            # a new pair at every submission: workers of a previous one cannot reach these
+            write_keys(self.curve_keys_dir(topology.name), CurveKeys.generate())
         self.nimbus.submit(topology)
         self.sync_wake.set()
+
+    def curve_keys_dir(self, topology: str) -> Path:
+        """Where a topology's CURVE pair is (files 0600 in a 0700 directory) when `curve` is on."""
+        return self.workdir / "keys" / topology
 
     def kill(self, name: str, wait_secs: float | None = None) -> None:
         self.nimbus.kill(name, wait_secs)
@@ -319,6 +330,8 @@ class LocalCluster:
             cmd += ["--search-path", p]
         if self.worker_session_timeout is not None:
             cmd += ["--zk-session-timeout", str(self.worker_session_timeout)]
+        if self.curve:
+            cmd += ["--curve-keys", str(self.curve_keys_dir(topo))]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([*self.search_paths, *filter(None, [env.get("PYTHONPATH")])])
         with open(log_path, "ab") as out:

@@ -237,6 +237,7 @@ def run_topology(
     summary_json: Path | None,
     console: Console,
     progress: bool,
+    curve: bool = False,
 ) -> int:
     topology = resolved.topology
     name = topology.name
@@ -253,7 +254,7 @@ def run_topology(
     last: dict[str, ComponentSummary] = {}
     errors: dict[str, str] = {}
     code = 0
-    cluster = LocalCluster(nodes=nodes, slots=slots, zookeeper=zookeeper, search_paths=search_paths)
+    cluster = LocalCluster(nodes=nodes, slots=slots, zookeeper=zookeeper, search_paths=search_paths, curve=curve)
     zk = _ZooKeeperReads(cluster, console)
     totals = Totals()
     running_since: float | None = None

@@ -131,6 +131,9 @@ class WorkerHeartbeat(_Payload):
     executors: dict[str, ExecutorStats] = Field(default_factory=dict)
     # frames received on the data and control ports that were dropped as malformed
     bad_frames: int = 0
+    # peers refused: handshakes without the topology's CURVE key (squall.worker.security), and
+    # backpressure signals from a host running none of the assignment's workers
+    refused: int = 0
 
 
 class Endpoint(_Payload):

@@ -9,13 +9,16 @@ main thread running refresh-connections, refresh-active, heartbeats and error re
 from __future__ import annotations
 
 import collections
+import ipaddress
 import logging
 import os
 import queue
 import signal
+import socket
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import zmq
@@ -41,6 +44,7 @@ from squall.worker import health, metrics
 from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
 from squall.worker.host import HostedExecutor
 from squall.worker.routing import Inbox, Routing
+from squall.worker.security import CurveKeyError, CurveKeys, Sealer, keys_from_env, read_keys
 from squall.worker.transport import SOCKET_HWM, PeerQueues, run_transfer
 
 log = logging.getLogger("squall.worker")
@@ -69,6 +73,7 @@ class Worker:
         search_paths: tuple[str, ...] = (),
         metrics_port: int | None = None,
         metrics_bind: str | None = None,
+        curve: CurveKeys | None = None,
     ) -> None:
         self.state = state
         self.topology_id = topology_id
@@ -91,6 +96,13 @@ class Worker:
         self.wake = threading.Event()
         self.started = time.time()
         self.zmq = zmq.Context()
+        # CURVE between the topology's workers (squall.worker.security); None: plain TCP
+        self.sealer = Sealer(self.zmq, curve) if curve is not None else None
+        # backpressure signals refused: from a host that runs none of the assignment's workers
+        self.refused_signals = 0
+        # hosts of the assignment's workers, and the (endpoints, routing) they were read from
+        self._hosts: frozenset[str] = frozenset()
+        self._hosts_of: tuple[Any, Any] = (None, None)
         self.acker_lock = threading.Lock()
         self.ledgers: dict[int, AckerLedger] = {}
         self.executors: dict[ExecutorId, Executor] = {}
@@ -158,13 +170,21 @@ class Worker:
                 raise TopologyError([Problem(f"spec.config.{PROVIDER_CONFIG_KEY}", NO_VALUE, str(exc))]) from exc
 
     def _bind(self) -> None:
+        if self.sealer is not None:
+            self.sealer.start()
         self.data_sock = self.zmq.socket(zmq.PULL)
         self.data_sock.setsockopt(zmq.RCVHWM, SOCKET_HWM)
         self.data_sock.setsockopt(zmq.LINGER, 0)
+        if self.sealer is not None:
+            self.sealer.server(self.data_sock, "data port")
         self.data_sock.bind(f"tcp://{self.bind_host}:{self.slot.port}")
         self.control_sock = self.zmq.socket(zmq.PULL)
         self.control_sock.setsockopt(zmq.LINGER, 0)
+        if self.sealer is not None:
+            self.sealer.server(self.control_sock, "control port")
         self.control_port = self.control_sock.bind_to_random_port(f"tcp://{self.bind_host}")
+        if self.sealer is not None:
+            self.sealer.watch()
 
     def start(self) -> None:
         from squall.errors import TopologyError
@@ -402,10 +422,12 @@ class Worker:
         self.stop_event.set()
 
     # -- acker traffic -----------------------------------------------------------------------
-    def handle_control(self, items: list[list[int]], caller: HostedExecutor | None, trusted: bool = True) -> list[list[int]]:
+    def handle_control(self, items: list[list[int]], caller: HostedExecutor | None, trusted: bool = True,
+                       peer: str | None = None) -> list[list[int]]:
         """Apply acker messages: local ackers inline, the rest to the spouts or peers they are for.
         Returns completions meant for the calling spout executor (it handles them itself).
-        Items from the network (`trusted=False`) are shape-checked here, in the same pass.
+        Items from the network (`trusted=False`) are shape-checked here, in the same pass;
+        `peer` is the address they came from when the transport is not sealed (CURVE).
 
         Never blocks a spout: what a full peer queue does not take goes back to the calling
         spout's `out.control` (it stops emitting until that left, and keeps draining its
@@ -435,7 +457,15 @@ class Worker:
             if kind == wire.DONE:
                 done.append(it)
             elif kind == wire.BACKPRESSURE:
-                # a peer's task is (1) or is no longer (0) backpressured
+                # a peer's task is (1) or is no longer (0) backpressured; without CURVE, only a
+                # host running one of the assignment's workers may say so (else anyone reaching
+                # the control port could throttle this worker)
+                if peer is not None and not self._known_peer(peer):
+                    self.refused_signals += 1
+                    if self.refused_signals <= 10 or self.refused_signals % 1000 == 0:
+                        log.warning("worker %s refused a backpressure signal from %s: no worker of the "
+                                    "assignment runs there (%d so far)", self.slot.key(), peer, self.refused_signals)
+                    continue
                 if it[2]:
                     self.remote_bp[it[1]] = time.monotonic() + BP_TTL_SECS
                 else:
@@ -548,16 +578,36 @@ class Worker:
                     return False
         return False
 
+    def _known_peer(self, peer: str) -> bool:
+        """Whether `peer` (an IP address) is the host of a worker of the current assignment."""
+        endpoints, routing = self.endpoints, self.routing
+        if endpoints is not self._hosts_of[0] or routing is not self._hosts_of[1]:
+            hosts = set()
+            for slot, ep in endpoints.items():
+                if slot in routing.slots:
+                    hosts.add(ep.host)
+                    try:
+                        ipaddress.ip_address(ep.host)
+                    except ValueError:  # a name: what it resolves to
+                        try:
+                            hosts.update(socket.gethostbyname_ex(ep.host)[2])
+                        except OSError:
+                            pass
+            self._hosts = frozenset(hosts)
+            self._hosts_of = (endpoints, routing)
+        return peer in self._hosts
+
     # -- receive ---------------------------------------------------------------------------
     def _bad_frame(self, exc: Exception) -> None:
         self.bad_frames += 1
         if self.bad_frames <= 10 or self.bad_frames % 1000 == 0:
             log.warning("worker %s dropped a bad frame (%d so far): %s", self.slot.key(), self.bad_frames, exc)
 
-    def _receive(self, sock: zmq.Socket[bytes], unpack: Any, handle: Any, idle: Any = None) -> None:
+    def _receive(self, sock: zmq.Socket[bytes], unpack: Any, handle: Any, idle: Any = None, peer: bool = False) -> None:
         """A receive loop: drain the socket, decode each frame, hand it on; a frame that does
         not decode is counted and dropped. `idle` (if given) runs every turn and returns whether
-        the socket may be read now and how long to wait for it (ms)."""
+        the socket may be read now and how long to wait for it (ms). With `peer`, `handle` gets
+        the sender's address too."""
         wait_ms = 100
         turns, name = self.loop_turns, threading.current_thread().name
         while not self.stop_event.is_set():
@@ -570,8 +620,13 @@ class Worker:
             if not sock.poll(wait_ms):
                 continue
             for _ in range(64):
+                sender = None
                 try:
-                    frame = sock.recv(zmq.NOBLOCK, copy=True)
+                    if peer:
+                        msg = sock.recv(zmq.NOBLOCK, copy=False)
+                        frame, sender = msg.bytes, msg.get("Peer-Address")
+                    else:
+                        frame = sock.recv(zmq.NOBLOCK, copy=True)
                 except zmq.Again:
                     break
                 try:
@@ -579,7 +634,10 @@ class Worker:
                 except wire.WireError as exc:
                     self._bad_frame(exc)
                     continue
-                handle(items)
+                if peer:
+                    handle(items, sender)
+                else:
+                    handle(items)
 
     def _receive_data(self) -> None:
         self._parked: dict[Inbox, collections.deque[list[list[Any]]]] = {}
@@ -593,7 +651,12 @@ class Worker:
             # past the hard limit a peer is not taking acker traffic at all: stop reading
             return (not self.control_peers.over_hard_limit(), 100 if not self.control_peers.queues else 20)
 
-        self._receive(self.control_sock, wire.unpack_control, lambda items: self.handle_control(items, None, trusted=False), turn)
+        if self.sealer is not None:  # CURVE: every peer is one of the topology's workers
+            self._receive(self.control_sock, wire.unpack_control,
+                          lambda items: self.handle_control(items, None, trusted=False), turn)
+        else:
+            self._receive(self.control_sock, wire.unpack_control,
+                          lambda items, peer: self.handle_control(items, None, trusted=False, peer=peer), turn, peer=True)
 
     def _data_turn(self) -> tuple[bool, int]:
         """Each turn of receive-data: move parked batches into inboxes that have room again,
@@ -725,7 +788,7 @@ class Worker:
             turns[name] = time.monotonic()
 
         run_transfer(self.zmq, peers, address_of, lambda slot: slot in self.routing.slots, pack, self.stop_event, dropped,
-                     turned)
+                     turned, self.sealer.client if self.sealer is not None else None)
 
     def _unsendable(self, bad: list[tuple[Any, Exception]]) -> None:
         """Tuples whose values the wire format cannot encode (the rest of their frame was sent):
@@ -833,7 +896,9 @@ class Worker:
         for e in self.acker_executors:
             execs[executor_key(e)] = ExecutorStats(component=ACKER)
         now = time.time()
-        return WorkerHeartbeat(time_secs=now, uptime_secs=now - self.started, executors=execs, bad_frames=self.bad_frames)
+        refused = self.refused_signals + (self.sealer.refused if self.sealer is not None else 0)
+        return WorkerHeartbeat(time_secs=now, uptime_secs=now - self.started, executors=execs, bad_frames=self.bad_frames,
+                               refused=refused)
 
     def _flush_errors(self) -> None:
         latest: dict[str, tuple[int, str]] = {}
@@ -937,6 +1002,8 @@ class Worker:
                 self.state.remove_endpoint(self.topology_id, self.slot)
         except Exception:
             pass
+        if self.sealer is not None:
+            self.sealer.stop()
         # start() may have failed before binding (a port in use): close what exists
         for sock in (getattr(self, "data_sock", None), getattr(self, "control_sock", None)):
             if sock is not None:
@@ -961,6 +1028,9 @@ def main(argv: list[str] | None = None) -> int:
                         "in the worker's endpoint in ZooKeeper); default: no HTTP endpoint")
     p.add_argument("--metrics-bind", default=None, help="address the HTTP endpoint binds (default: --bind)")
     p.add_argument("--log-level", default=os.environ.get("SQUALL_LOG_LEVEL", "INFO"))
+    p.add_argument("--curve-keys", default=None, metavar="DIR",
+                   help="seal the transport with the topology's CURVE pair from DIR (curve.public, curve.secret); "
+                        "without it, from $SQUALL_CURVE_PUBLIC_KEY and $SQUALL_CURVE_SECRET_KEY if set")
     p.add_argument("--zk-session-timeout", type=float,
                    default=float(os.environ.get("SQUALL_ZK_SESSION_TIMEOUT", "10")),
                    help="ZooKeeper session timeout asked of the server, seconds (it clamps it)")
@@ -971,9 +1041,14 @@ def main(argv: list[str] | None = None) -> int:
     # collector would otherwise run every 700 allocations and rescan every live pending tuple.
     gc.set_threshold(100_000, 50, 1000)
     logging.basicConfig(level=args.log_level, format=f"%(asctime)s worker {args.node}-{args.port} %(levelname)s %(name)s: %(message)s")
+    try:
+        curve = read_keys(Path(args.curve_keys)) if args.curve_keys else keys_from_env(os.environ)
+    except CurveKeyError as exc:
+        log.error("worker %s-%s cannot start: %s", args.node, args.port, exc)
+        return 2
     state = ClusterState.connect(args.zookeeper, root=args.root, session_timeout=args.zk_session_timeout)
     worker = Worker(state, args.topology, WorkerSlot(args.node, args.port), args.host, args.bind, tuple(args.search_path),
-                    args.metrics_port, args.metrics_bind)
+                    args.metrics_port, args.metrics_bind, curve)
 
     def _stop(_sig: int, _frame: Any) -> None:
         worker.request_stop()

@@ -88,13 +88,15 @@ def run_transfer(
     stop: threading.Event,
     dropped: Callable[[int], None],
     turned: Callable[[], None] | None = None,
+    secure: Callable[[zmq.Socket[bytes]], None] | None = None,
 ) -> None:
     """The transfer loop: coalesce each peer's queued batches into frames and send them, one
     PUSH socket per peer (connected on first use, re-connected when the peer's address changes,
     closed when it vanishes). Never waits on one peer while another has something to send.
     `pack` returns None when nothing of a frame could be encoded (it reports what could not).
     `turned` (if given) is called at every turn of the loop: the worker's health checks see it
-    turning."""
+    turning.
+    `secure` (if given) sets up each new socket before it connects (CURVE, squall.worker.security)."""
     socks: dict[WorkerSlot, tuple[str, zmq.Socket[bytes]]] = {}
     # a frame a peer's socket did not take yet (its high-water mark is reached): sent first
     pending: dict[WorkerSlot, tuple[bytes, int]] = {}
@@ -121,6 +123,8 @@ def run_transfer(
                     s = ctx.socket(zmq.PUSH)
                     s.setsockopt(zmq.SNDHWM, SOCKET_HWM)
                     s.setsockopt(zmq.LINGER, 0)
+                    if secure is not None:
+                        secure(s)
                     s.connect(addr)
                     have = socks[slot] = (addr, s)
                 sock = have[1]
