@@ -81,3 +81,37 @@ def test_password_from_the_environment(redis_server) -> None:  # type: ignore[no
     state.prepare_commit(0)
     state.commit(0)
     assert dict(open_provider(c, env={"REDIS_PW": "s3cret"}).state("x-1")) == {1: 2}
+
+
+def test_a_worker_stops_at_start_naming_the_redis_it_cannot_reach(cluster_state, redis_server) -> None:  # type: ignore[no-untyped-def]
+    """The worker checks the state provider before it runs anything: the error names the
+    address and lands where the operator shows load errors (the Topology's status)."""
+    from pathlib import Path
+
+    from squall.errors import TopologyError
+    from squall.models.cluster import LOAD_ERROR_COMPONENT, WorkerSlot
+    from squall.models.v1alpha1 import Topology
+    from squall.worker.runtime import Worker
+    from squall_operator.nimbus import initial_storm_base
+
+    port = redis_server.port
+    redis_server.proc.kill()
+    redis_server.proc.wait()
+    example = Path(__file__).resolve().parents[2] / "examples" / "stateful-wordcount"
+    topology = Topology.model_validate({"metadata": {"name": "noredis"}, "spec": {
+        "config": {"topology.state.provider": "redis",
+                   "topology.state.provider.config": {"host": "127.0.0.1", "port": port, "timeoutSecs": 2}},
+        "spouts": [{"name": "s", "class": "stateful_wordcount:SentenceSpout", "stateful": True}],
+        "bolts": [{"name": "c", "class": "stateful_wordcount:WordCount", "stateful": True,
+                   "inputs": [{"component": "s"}]}]}})
+    cluster_state.set_storm("noredis", initial_storm_base(topology, 100.0))
+    worker = Worker(cluster_state, "noredis", WorkerSlot("node-a", 6798), host="127.0.0.1",
+                    search_paths=(str(example),))
+    try:
+        with pytest.raises(TopologyError):
+            worker.start()
+    finally:
+        worker.shutdown()
+    error = cluster_state.last_error("noredis", LOAD_ERROR_COMPONENT)
+    assert error is not None
+    assert f"127.0.0.1:{port}" in error.error and "spec.config" in error.error, error.error

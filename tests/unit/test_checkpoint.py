@@ -415,3 +415,34 @@ def test_validation_refuses_a_windowed_bolt_beside_stateful_components() -> None
     with pytest.raises(TopologyError) as got:
         check_topology(b.build(), resolve_classes=True)
     assert "spec.bolts[0].class" in str(got.value) and "windowed bolt cannot run" in str(got.value)
+
+
+def test_a_basic_bolt_inside_the_harness_anchors_and_acks_its_input() -> None:
+    from squall import BasicBolt, FailedException
+
+    class Upper(BasicBolt):
+        outputs = ["w"]
+
+        def process(self, tup: Tuple) -> None:
+            if tup.values[0] == "bad":
+                raise FailedException()
+            self.collector.emit([tup.values[0].upper()])
+
+    class AnchorRecorder(Recorder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.anchors: list[Any] = []
+
+        def emit(self, values: Any, stream: str = "default", anchors: Any = None) -> list[int]:
+            self.anchors.append(anchors)
+            return super().emit(values, stream, anchors)
+
+    cls = type("H", (BoltHarness,), {"inner": Upper})
+    h = cls()
+    rec = AnchorRecorder()
+    h.prepare({"squall.checkpoint.sources": ["split"]}, Ctx({"split": [1]}), rec)  # type: ignore[arg-type]
+    good, bad = data(1, "a"), data(1, "bad")
+    h.execute(good)
+    h.execute(bad)
+    assert rec.emitted == [(["A"], "default")] and rec.anchors == [good]
+    assert rec.acked == [good] and rec.failed == [bad]

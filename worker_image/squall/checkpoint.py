@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from squall.components import Bolt, OutputCollector, Spout, SpoutOutputCollector, StatefulBolt, StatefulSpout, Tuple
+from squall.components import BasicBolt, Bolt, FailedException, OutputCollector, Spout, SpoutOutputCollector, StatefulBolt, StatefulSpout, Tuple
 from squall.plan import CHECKPOINT_COMPONENT, CHECKPOINT_STREAM, TopologyPlan
 from squall.statebackend import KeyValueState, checkpoint_interval_secs, open_provider
 
@@ -221,6 +221,25 @@ class _AckTracking:
         return out
 
 
+class _Anchoring:
+    """The collector a BasicBolt gets inside the harness: emits are anchored to the input being
+    processed (the executor does this for a BasicBolt it runs itself)."""
+
+    def __init__(self, delegate: Any) -> None:
+        self.delegate = delegate
+        self.current: Tuple | None = None
+        self.ack = delegate.ack
+        self.fail = delegate.fail
+        self.report_error = delegate.report_error
+
+    def emit(self, values: Any, stream: str = "default", anchors: Any = None) -> list[int]:
+        result: list[int] = self.delegate.emit(values, stream, anchors if anchors is not None else self.current)
+        return result
+
+    def emit_direct(self, task: int, values: Any, stream: str = "default", anchors: Any = None) -> None:
+        self.delegate.emit_direct(task, values, stream, anchors if anchors is not None else self.current)
+
+
 class BoltHarness(Bolt):
     """Runs any bolt of a topology with stateful components: a `StatefulBolt` with its state
     and deferred acks (StatefulBoltExecutor), any other bolt forwarding `$checkpoint`
@@ -252,7 +271,13 @@ class BoltHarness(Bolt):
                 state = open_provider(conf).state(f"{context.component_id}-{context.task_id}")
             self.state = state
             self.out = _AckTracking(collector)
-        self.bolt.prepare(conf, context, self.out)
+        self.basic: _Anchoring | None = None
+        if isinstance(self.bolt, BasicBolt):
+            # Storm's BasicBoltExecutor inside the forwarder: anchor, then ack or fail the input
+            self.basic = _Anchoring(self.out)
+            self.bolt.prepare(conf, context, self.basic)  # type: ignore[arg-type]
+        else:
+            self.bolt.prepare(conf, context, self.out)
 
     def cleanup(self) -> None:
         self.bolt.cleanup()
@@ -263,7 +288,7 @@ class BoltHarness(Bolt):
             return
         if tup.is_tick():
             if self.initialized or not self.stateful:
-                self.bolt.execute(tup)
+                self._call(tup)
             return
         # the input whose barrier orders this tuple: its source, or for a plain spout's tuples
         # the checkpoint spout that stands in for it
@@ -281,7 +306,25 @@ class BoltHarness(Bolt):
         if self.stateful and not self.initialized:
             self.before_init.append(tup)  # Storm's pendingTuples: wait for the state
             return
-        self.bolt.execute(tup)
+        self._call(tup)
+
+    def _call(self, tup: Tuple) -> None:
+        basic = self.basic
+        if basic is None:
+            self.bolt.execute(tup)
+            return
+        basic.current = tup
+        try:
+            self.bolt.process(tup)
+        except FailedException:
+            basic.fail(tup)
+        except Exception as exc:
+            basic.report_error(exc)
+            basic.fail(tup)
+        else:
+            basic.ack(tup)
+        finally:
+            basic.current = None
 
     def _run(self, tup: Tuple) -> None:
         """A tuple held back, processed now; its failure stays its own."""
