@@ -38,7 +38,7 @@ from squall.statebackend import open_provider  # noqa: E402
 from squall.validation import load_topology  # noqa: E402
 
 EXAMPLE = HERE.parent / "examples" / "stateful-wordcount"
-PENDING = 5000
+PENDING = 20000
 
 
 def start_redis(workdir: str) -> tuple[subprocess.Popen[bytes], int]:

@@ -25,6 +25,7 @@ from test_engine import (  # the engine tests' helpers and their make_cluster fi
     logs_tail,
     make_cluster,  # noqa: F401
     stop_topology,
+    totals as engine_totals,
     wait_for,
     wait_running,
 )
@@ -116,6 +117,8 @@ def test_totals_are_exact_after_kill_9_of_a_worker(make_cluster: Callable[..., L
     assert any("exited with -9" in c for c in cluster.crashes), cluster.crashes
     totals = wait_exact_end(cluster, committed, limit, 180)
     expected = example_module().expected_counts(limit)
+    # the trees complete too (acked after the commits), not only the state
+    assert engine_totals(cluster, topo.name)["sentences"]["acked"] > limit // 2, logs_tail(cluster)
     assert totals == expected, f"differences: { {w: (totals.get(w), expected.get(w)) for w in set(totals) | set(expected) if totals.get(w) != expected.get(w)} }" + logs_tail(cluster)
     stop_topology(cluster, topo.name)
 
@@ -135,3 +138,24 @@ def test_totals_are_exact_after_a_rebalance(make_cluster: Callable[..., LocalClu
     totals = wait_exact_end(cluster, committed, limit, 180)
     assert totals == example_module().expected_counts(limit), logs_tail(cluster)
     stop_topology(cluster, topo.name)
+
+
+def test_squall_run_runs_the_example(tmp_path: Path, redis_server: Any) -> None:
+    """`squall run` on the example (its Redis address pointed at the test's redis-server)."""
+    import shutil
+    import subprocess
+    import sys
+
+    limit = 500
+    shutil.copy(EXAMPLE / "stateful_wordcount.py", tmp_path)
+    data = yaml.safe_load((EXAMPLE / "topology.yaml").read_text())
+    data["spec"]["config"].update({"topology.state.provider.config": redis_server.provider_config(),
+                                   "topology.state.checkpoint.interval.ms": 200, "wordcount.limit": limit})
+    (tmp_path / "topology.yaml").write_text(yaml.safe_dump(data))
+    proc = subprocess.run([sys.executable, "-m", "squall_operator", "run", "topology.yaml", "--duration", "8",
+                           "--kill-wait", "3", "--no-progress"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    committed = Committed(parse_topology(data, source="run"))
+    assert committed.position() == limit
+    assert committed.totals() == example_module().expected_counts(limit)

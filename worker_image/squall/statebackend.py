@@ -250,10 +250,15 @@ if (not ptx) or tonumber(ptx) ~= tonumber(ARGV[1]) then
   return -1
 end
 local kv = redis.call('HGETALL', KEYS[2])
+local sets, dels = {}, {}
 for i = 1, #kv, 2 do
-  if kv[i + 1] == '' then redis.call('HDEL', KEYS[1], kv[i])
-  else redis.call('HSET', KEYS[1], kv[i], kv[i + 1]) end
+  if kv[i + 1] == '' then dels[#dels + 1] = kv[i]
+  else sets[#sets + 1] = kv[i]; sets[#sets + 1] = kv[i + 1] end
+  if #sets >= 1000 then redis.call('HSET', KEYS[1], unpack(sets)); sets = {} end
+  if #dels >= 1000 then redis.call('HDEL', KEYS[1], unpack(dels)); dels = {} end
 end
+if #sets > 0 then redis.call('HSET', KEYS[1], unpack(sets)) end
+if #dels > 0 then redis.call('HDEL', KEYS[1], unpack(dels)) end
 redis.call('DEL', KEYS[2], KEYS[4])
 redis.call('SET', KEYS[3], ARGV[1])
 return 1
