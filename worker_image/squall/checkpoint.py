@@ -275,7 +275,7 @@ class BoltHarness(Bolt):
         if isinstance(self.bolt, BasicBolt):
             # Storm's BasicBoltExecutor inside the forwarder: anchor, then ack or fail the input
             self.basic = _Anchoring(self.out)
-            self.bolt.prepare(conf, context, self.basic)  # type: ignore[arg-type]
+            self.bolt.prepare(conf, context, self.basic)
         else:
             self.bolt.prepare(conf, context, self.out)
 
