@@ -90,11 +90,72 @@ def measure(topology: Topology, search: Path, seconds: float, rate_of: tuple[str
     }
 
 
+def scrape_overhead(topology: Topology, search: Path, seconds: float, rate_of: tuple[str, str],
+                    every: float = 0.1, rounds: int = 3, warmup: float = 4.0) -> dict[str, float]:
+    """The cost of /metrics: one cluster, windows of `seconds` alternately without and with every
+    worker's /metrics scraped (and parsed) every `every` seconds; returns the rates of each
+    kind (summed over its windows) and their ratio (with / without)."""
+    import threading
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    check_topology(topology, search_paths=[str(search)])
+    name = topology.name
+    comp, field = rate_of
+    totals = {"off": [0.0, 0.0], "on": [0.0, 0.0]}  # count, seconds
+    scrapes = 0
+    took: list[float] = []  # seconds per scrape, request to last byte
+    with LocalCluster(nodes=1, slots=2, search_paths=[str(search)]) as cluster:
+        cluster.submit(topology)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not snapshot(cluster, name).get(comp, {}).get(field, 0):
+            time.sleep(0.2)
+        time.sleep(warmup)
+        ports = [e.metrics_port for e in cluster.state.get_endpoints(name).values()]
+        for i in range(2 * rounds):
+            kind = "on" if i % 2 else "off"
+            stop = threading.Event()
+
+            def scrape() -> None:
+                nonlocal scrapes
+                while not stop.wait(every):
+                    for port in ports:
+                        t0 = time.perf_counter()
+                        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                            body = r.read().decode()
+                        took.append(time.perf_counter() - t0)
+                        for _ in text_string_to_metric_families(body):
+                            pass
+                        scrapes += 1
+
+            t = threading.Thread(target=scrape, daemon=True)
+            if kind == "on":
+                t.start()
+            a = snapshot(cluster, name)
+            time.sleep(seconds)
+            b = snapshot(cluster, name)
+            stop.set()
+            if kind == "on":
+                t.join(10)
+            totals[kind][0] += b[comp][field] - a[comp][field]
+            totals[kind][1] += max(1e-6, b[comp]["t"] - a[comp]["t"])
+        cluster.kill(name, 0)
+        cluster.wait_removed(name, 20)
+    off, on = (totals[k][0] / totals[k][1] for k in ("off", "on"))
+    return {"tuples_per_sec_off": off, "tuples_per_sec_on": on, "ratio_on_off": on / off,
+            "scrapes_per_sec": scrapes / totals["on"][1],
+            "scrape_ms_p50": 1000 * sorted(took)[len(took) // 2] if took else 0.0}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=10.0, help="measurement window per case")
     ap.add_argument("--json", type=Path, help="also write the results here")
-    ap.add_argument("--only", action="append", help="run only these cases (ceiling, noop, noop-ack, wordcount)")
+    ap.add_argument("--only", action="append",
+                    help="run only these cases (ceiling, noop, noop-ack, wordcount; metrics: not by default)")
+    ap.add_argument("--scrape-every", type=float, default=0.1,
+                    help="metrics case: seconds between scrapes of each worker's /metrics")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     results: dict[str, dict[str, float]] = {}
@@ -119,6 +180,13 @@ def main() -> None:
         cratio = f"{r['tuples_per_cpu_sec'] / ceiling_cpu:8.2f}" if ceiling_cpu else "       -"
         print(f"{case:52} {r['tuples_per_sec']:10,.0f} {r['p50_ms']:7.2f} {r['p99_ms']:7.2f} {ratio}"
               f" {r['tuples_per_cpu_sec']:10,.0f} {cratio}")
+    if "metrics" in want:
+        m = scrape_overhead(noop_topology(True), HERE / "topologies", args.seconds, ("numbers", "acked"),
+                            every=args.scrape_every)
+        print(f"metrics: no-op acking on, alternating windows: {m['tuples_per_sec_off']:,.0f} tuples/s without "
+              f"scrapes, {m['tuples_per_sec_on']:,.0f} with every worker's /metrics scraped "
+              f"{m['scrapes_per_sec']:.1f} times/s: ratio {m['ratio_on_off']:.3f}; one scrape {m['scrape_ms_p50']:.2f} ms (p50)")
+        results["metrics"] = m
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -30,6 +30,7 @@ from squall_operator.kube_nimbus import (
     LeaseElector,
     OperatorConfig,
 )
+from squall_operator.metrics import NimbusMetrics
 
 log = logging.getLogger("squall.operator")
 
@@ -49,6 +50,8 @@ class OperatorContext:
     on_lost: Any = None
     # what /readyz reports (operator_main serves it)
     health: Health | None = None
+    # what /metrics reports (operator_main serves it; nimbus fills it)
+    metrics: NimbusMetrics | None = None
 
 
 def _context(memo: Any) -> OperatorContext:
@@ -89,7 +92,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     ctx.state = state
     if ctx.health is not None:
         ctx.health.zk_client = state.client
-    nimbus = KubeNimbus(state, api, config, health=ctx.health)
+    nimbus = KubeNimbus(state, api, config, health=ctx.health, metrics=ctx.metrics)
     await asyncio.to_thread(nimbus.start_operator, ctx.stop)
     ctx.nimbus = nimbus
     threading.Thread(target=elector.keep, args=(ctx.stop, ctx.on_lost or _exit_on_lost),

@@ -48,6 +48,7 @@ from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected, StateErr
 from squall.validation import check_topology, parse_topology
 from squall_operator import monitor, pods
 from squall_operator import roll as rolls
+from squall_operator.metrics import NimbusMetrics
 from squall_operator.nimbus import Nimbus, NimbusError, needed_executors
 
 log = logging.getLogger("squall.operator")
@@ -504,7 +505,8 @@ class KubeNimbus(Nimbus):
     """Nimbus for the operator (see the module doc)."""
 
     def __init__(self, state: KubeClusterState, api: KubeApi, config: OperatorConfig,
-                 *, clock: Callable[[], float] = time.time, health: Health | None = None) -> None:
+                 *, clock: Callable[[], float] = time.time, health: Health | None = None,
+                 metrics: NimbusMetrics | None = None) -> None:
         super().__init__(
             state,
             clock=clock,
@@ -522,6 +524,13 @@ class KubeNimbus(Nimbus):
         self._loop_thread: threading.Thread | None = None
         self._reported_unhealthy: dict[str, str] = {}
         self._last_orphan_check = 0.0
+        if metrics is not None:
+            self.metrics = metrics
+        self.metrics.watch_phases(self._phases)
+
+    def _phases(self) -> list[str]:
+        with self.lock:
+            return [str(res.status.get("phase") or pods.PHASE_PENDING) for res in self.resources.values()]
 
     # -- events ----------------------------------------------------------------------------------
     def _event(self, text: str) -> None:
@@ -672,14 +681,20 @@ class KubeNimbus(Nimbus):
 
     def run_once(self) -> None:
         """One round of the loop, ZooKeeper outages included."""
+        started = time.monotonic()
+        outcome = "ok"
         try:
             self.round()
             self.zookeeper_reachable()
         except CONNECTION_ERRORS as exc:
             # workers keep running; nothing is judged until ZooKeeper is back
+            outcome = "zookeeper_unreachable"
             self.zookeeper_unreachable(exc)
         except Exception:
+            outcome = "failed"
             log.exception("reconcile round failed; retrying")
+        self.metrics.rounds.labels(outcome).inc()
+        self.metrics.round_seconds.observe(time.monotonic() - started)
 
     def stop_operator(self) -> None:
         self.loop_wake.set()

