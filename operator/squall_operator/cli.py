@@ -250,6 +250,7 @@ def run(
     log_level: Annotated[str, typer.Option(help="log level of the local cluster")] = "WARNING",
     import_timeout: ImportTimeout = DEFAULT_IMPORT_TIMEOUT,
     curve: Annotated[bool, typer.Option(help="seal the transport between workers with CURVE (a key pair per run; encrypted and authenticated, slower)")] = False,
+    metrics_port: Annotated[int | None, typer.Option(help="serve every worker's and nimbus's Prometheus metrics on 127.0.0.1:PORT/metrics (0: a free port, printed)", min=0, max=65535)] = None,
 ) -> None:
     """Run a topology on the local cluster (embedded ZooKeeper, simulated nodes, real workers)."""
     import logging
@@ -275,6 +276,7 @@ def run(
             console=Console(),
             progress=progress,
             curve=curve,
+            metrics_port=metrics_port,
         )
     raise typer.Exit(code)
 

@@ -225,6 +225,10 @@ def _remove_now(cluster: LocalCluster, name: str) -> None:
             raise
 
 
+class _RunError(Exception):
+    """Something the user asked for cannot be done: one line, exit 1."""
+
+
 def run_topology(
     resolved: ResolvedTopology,
     *,
@@ -238,6 +242,7 @@ def run_topology(
     console: Console,
     progress: bool,
     curve: bool = False,
+    metrics_port: int | None = None,
 ) -> int:
     topology = resolved.topology
     name = topology.name
@@ -259,7 +264,19 @@ def run_topology(
     totals = Totals()
     running_since: float | None = None
     stopped_at: float | None = None
+    metrics_server: Any = None
     try:
+        if metrics_port is not None:
+            # first: a port in use fails at once, before ZooKeeper and the workers start
+            from squall_operator.local_metrics import LocalMetricsServer
+
+            try:
+                metrics_server = LocalMetricsServer(cluster, name, metrics_port)
+            except OSError as exc:
+                raise _RunError(f"--metrics-port {metrics_port}: cannot listen on 127.0.0.1: "
+                                f"{exc.strerror or exc}") from None
+            console.print(f"Prometheus metrics of every worker and nimbus: http://127.0.0.1:{metrics_server.port}/metrics",
+                          markup=False, soft_wrap=True)
         console.print(f"[bold]squall[/] starting ZooKeeper, nimbus and {nodes} node(s) x {slots} slot(s)" if zookeeper is None
                       else f"[bold]squall[/] using ZooKeeper at {zookeeper}")
         cluster.start()
@@ -362,10 +379,12 @@ def run_topology(
             for crash in cluster.crashes:
                 console.print(f"[red]{crash}[/]")
             code = 1
-    except StateError as exc:
+    except (StateError, _RunError) as exc:
         console.print(f"[red]{exc}[/]")
         code = 1
     finally:
+        if metrics_server is not None:
+            metrics_server.stop()
         cluster.shutdown()
         signal.signal(signal.SIGINT, previous)
     # the final table's rate is the average over the time the topology ran, not the last second

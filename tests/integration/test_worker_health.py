@@ -7,11 +7,16 @@ worker process, real zmq, a real network partition between the worker and ZooKee
   endpoint again in a new session, `/readyz` is 200 again, and the worker was never replaced.
 * `/metrics` of every worker parses as Prometheus exposition, carries every component and task
   of the topology, and its counters move between two scrapes.
+* `squall run --metrics-port` serves every local worker's metrics and nimbus's on one loopback
+  port; a port already in use is one clear line and exit 1, before anything starts.
 """
 
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -158,3 +163,47 @@ def test_every_worker_serves_metrics_that_move(make_cluster: Callable[..., Local
     assert set(second) >= {"squall_receive_queue_batches", "squall_spout_pending", "squall_bad_frames_total",
                            "squall_backpressure_seconds_total", "squall_zookeeper_reconnects_total"}
     stop_topology(cluster, topo.name)
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_squall_run_serves_the_local_clusters_metrics_on_one_port() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cmd = [sys.executable, "-m", "squall_operator", "run", "examples/wordcount/topology.yaml",
+           "--duration", "25", "--kill-wait", "3", "--no-progress", "--metrics-port", str(port)]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        def merged() -> dict[str, dict[tuple[tuple[str, str], ...], float]] | None:
+            status, _ = get(port, "/metrics")
+            if status != 200:
+                return None
+            m = scrape(port)
+            return m if by_component(m.get("squall_acked_total", {})).get("sentences", 0) > 0 else None
+
+        first = wait_for(merged, 120, "squall run's /metrics to show acked sentences")
+        time.sleep(2.0)
+        second = scrape(port)
+        # both workers of the word count, every component, and nimbus's own
+        workers = {dict(k)["worker"] for k in second["squall_bad_frames_total"]}
+        assert len(workers) == 2, workers
+        assert {"sentences", "split", "count", "report"} <= set(by_component(second["squall_emitted_total"]))
+        for name, comp in (("squall_acked_total", "sentences"), ("squall_executed_total", "count")):
+            assert by_component(second[name])[comp] > by_component(first[name])[comp], name
+        assert second["squall_nimbus_assignment_changes_total"][(("topology", "wordcount"),)] >= 1
+
+        # the same port again: refused at once, one line, no traceback
+        other = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert other.returncode == 1, other.stdout + other.stderr
+        text = other.stdout + other.stderr
+        assert f"--metrics-port {port}: cannot listen on 127.0.0.1" in text and "Traceback" not in text, text
+        assert "starting ZooKeeper" not in text, text
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out.decode(errors="replace")
+    assert f"http://127.0.0.1:{port}/metrics" in out.decode()
