@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import importlib.util
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 from typing import Any
 
 import pytest
 
 from squall.state import ClusterState
 from squall.zkserver import EmbeddedZooKeeper, java_available
+from squall_operator.local import LocalCluster
 
 # ZooKeeper clamps session timeouts to [MIN_SESSION_TIMEOUT_S, 20 * tick]; tests that make
 # sessions expire can ask for this short one.
@@ -126,3 +129,21 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+@pytest.fixture
+def make_cluster(zookeeper: Any, tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
+    """Start LocalClusters on the session's ZooKeeper (own root each); shut down afterwards."""
+    clusters: list[LocalCluster] = []
+
+    def make(**kwargs: Any) -> LocalCluster:
+        workdir = tmp_path / f"cluster{len(clusters)}"
+        workdir.mkdir()
+        kwargs.setdefault("search_paths", [str(Path(__file__).resolve().parent / "topologies")])
+        cluster = LocalCluster(zookeeper=zookeeper.connect_string, workdir=str(workdir), **kwargs)
+        clusters.append(cluster)
+        return cluster.start()
+
+    yield make
+    for cluster in clusters:
+        cluster.shutdown()

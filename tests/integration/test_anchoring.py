@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 
 from squall_operator.local import LocalCluster
-from test_engine import make_cluster, read_spout, stop_topology, topology, wait_running, wait_spout_done
+from helpers import (  # the integration tests' helpers (same directory)
+    read_spout,
+    stop_topology,
+    topology,
+    wait_running,
+    wait_spout_done,
+)
 
 pytestmark = pytest.mark.integration
 

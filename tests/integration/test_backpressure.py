@@ -14,14 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_engine import (
+from helpers import (  # the integration tests' helpers (same directory)
     COMPONENTS,
     assigned_slots,
     component_slots,
     id_pipeline,
     latest_beat_time,
     logs_tail,
-    make_cluster,  # noqa: F401  (the fixture)
     read_spout,
     stop_topology,
     topology,

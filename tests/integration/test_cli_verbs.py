@@ -12,12 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_engine import (
+from helpers import (  # the integration tests' helpers (same directory)
     assigned_slots,
     id_pipeline,
     latest_beat_time,
     logs_tail,
-    make_cluster,  # noqa: F401  (the fixture)
     totals,
     wait_for,
     wait_running,

@@ -21,10 +21,9 @@ from typing import Any
 import msgpack
 import pytest
 import zmq
-from test_engine import (  # the engine tests' helpers (same directory)
+from helpers import (  # the integration tests' helpers (same directory)
     id_pipeline,
     logs_tail,
-    make_cluster,
     read_spout,
     stop_topology,
     totals,

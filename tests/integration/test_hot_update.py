@@ -16,12 +16,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from test_engine import (
+from helpers import (  # the integration tests' helpers (same directory)
     COMPONENTS,
     assigned_slots,
     component_slots,
     logs_tail,
-    make_cluster,  # noqa: F401  (the fixture)
     read_spout,
     stop_topology,
     topology,

@@ -19,11 +19,10 @@ from squall.plan import build_plan
 from squall.statebackend import open_provider
 from squall.validation import parse_topology
 from squall_operator.local import LocalCluster
-from test_engine import (  # the engine tests' helpers and their make_cluster fixture
+from helpers import (  # the integration tests' helpers (same directory)
     assigned_slots,
     component_slots,
     logs_tail,
-    make_cluster,  # noqa: F401
     stop_topology,
     totals as engine_totals,
     wait_for,

@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from squall_operator.local import LocalCluster
-from test_engine import id_pipeline, make_cluster, read_spout, stop_topology, wait_running, wait_spout_done
+from helpers import (  # the integration tests' helpers (same directory)
+    id_pipeline,
+    read_spout,
+    stop_topology,
+    wait_running,
+    wait_spout_done,
+)
 
 pytestmark = pytest.mark.integration
 

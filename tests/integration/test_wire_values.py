@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from squall_operator.local import LocalCluster
-from test_engine import (
+from helpers import (  # the integration tests' helpers (same directory)
     component_slots,
-    make_cluster,
     read_spout,
     stop_topology,
     topology,

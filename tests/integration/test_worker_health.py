@@ -26,10 +26,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from netproxy import PartitionProxy
-from test_engine import (  # the engine tests' helpers (same directory)
+from helpers import (  # the integration tests' helpers (same directory)
     id_pipeline,
     logs_tail,
-    make_cluster,  # noqa: F401  (fixture)
     stop_topology,
     totals,
     wait_for,

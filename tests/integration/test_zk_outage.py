@@ -21,12 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_engine import (  # the engine tests' helpers (same directory)
+from helpers import (  # the integration tests' helpers (same directory)
     TOPOLOGIES,
     component_slots,
     id_pipeline,
     logs_tail,
-    make_cluster,  # noqa: F401  (fixture)
     stop_topology,
     totals,
     wait_for,

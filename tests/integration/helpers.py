@@ -1,0 +1,140 @@
+"""Helpers of the integration tests that run topologies on a LocalCluster (the `make_cluster`
+fixture is in conftest.py): waits with deadlines that show the workers' logs on failure,
+figures from the heartbeats in ZooKeeper, topologies built from the components in
+tests/integration/topologies, and the usual start/stop steps."""
+
+from __future__ import annotations
+
+import collections
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from squall.models.cluster import WorkerSlot
+from squall.models.v1alpha1 import Topology
+from squall.plan import build_plan
+from squall.validation import parse_topology
+from squall_operator.local import LocalCluster
+
+REPO = Path(__file__).resolve().parents[2]
+TOPOLOGIES = Path(__file__).resolve().parent / "topologies"
+WORDCOUNT = REPO / "examples" / "wordcount"
+COMPONENTS = "engine_components"
+
+
+def wait_for(cond: Callable[[], Any], timeout: float, what: str, cluster: LocalCluster | None = None,
+             interval: float = 0.1) -> Any:
+    """Poll `cond` until it returns something truthy; fail with `what` (and the worker logs'
+    tails) after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout:g}s waiting for {what}" + (logs_tail(cluster) if cluster else ""))
+        time.sleep(interval)
+
+
+def logs_tail(cluster: LocalCluster, lines: int = 25) -> str:
+    out = []
+    for name, text in cluster.worker_logs().items():
+        out.append(f"\n--- {name} (last {lines} lines) ---\n" + "\n".join(text.splitlines()[-lines:]))
+    if cluster.crashes:
+        out.append(f"\n--- crashes: {cluster.crashes}")
+    out.append(f"\n--- nimbus events: {cluster.nimbus.events[-15:]}")
+    return "".join(out)
+
+
+def totals(cluster: LocalCluster, topo: str) -> dict[str, collections.Counter[str]]:
+    """Per component, the executor counters summed over the workers' latest heartbeats."""
+    out: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for beat in cluster.state.get_worker_heartbeats(topo).values():
+        for ex in beat.executors.values():
+            c = out[ex.component]
+            for f in ("emitted", "executed", "acked", "failed", "pending"):
+                c[f] += getattr(ex, f)
+    return out
+
+
+def latest_beat_time(cluster: LocalCluster, topo: str) -> float:
+    beats = cluster.state.get_worker_heartbeats(topo)
+    return min((b.time_secs for b in beats.values()), default=0.0)
+
+
+def topology(name: str, spec: dict[str, Any], config: dict[str, Any]) -> Topology:
+    data = {
+        "apiVersion": "squall.io/v1alpha1",
+        "kind": "Topology",
+        "metadata": {"name": name},
+        "spec": {**spec, "config": config},
+    }
+    return parse_topology(data, source=name)
+
+
+def id_pipeline(name: str, out: Path, count: int, *, workers: int = 2, rate: float = 0, timeout: float = 5,
+                middle: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> Topology:
+    """ids (IdSpout) -> middle (PassBolt by default, shuffle) -> sink (SinkBolt, fields on id)."""
+    middle = middle or {"name": "pass", "class": f"{COMPONENTS}:PassBolt", "parallelism": 2,
+                        "inputs": [{"component": "ids", "grouping": "shuffle"}]}
+    spec = {
+        "numWorkers": workers,
+        "messageTimeoutSecs": timeout,
+        "maxSpoutPending": 500,
+        "spouts": [{"name": "ids", "class": f"{COMPONENTS}:IdSpout", "parallelism": 1}],
+        "bolts": [
+            middle,
+            {"name": "sink", "class": f"{COMPONENTS}:SinkBolt", "parallelism": 2,
+             "inputs": [{"component": middle["name"], "grouping": "fields", "fields": ["id"]}]},
+        ],
+    }
+    config = {"test.count": count, "test.rate": rate, "test.out": str(out), **(extra or {})}
+    return topology(name, spec, config)
+
+
+def component_slots(cluster: LocalCluster, topo: Topology) -> dict[str, set[WorkerSlot]]:
+    """Component -> the slots its executors are assigned to, from the assignment in ZooKeeper."""
+    base = cluster.state.get_storm(topo.name)
+    assignment = cluster.state.get_assignment(topo.name)
+    assert base is not None and assignment is not None
+    plan = build_plan(topo, {}, base.component_executors)
+    out: dict[str, set[WorkerSlot]] = collections.defaultdict(set)
+    for executor, slot in assignment.slots().items():
+        out[plan.task_component[executor[0]]].add(slot)
+    return out
+
+
+def assigned_slots(cluster: LocalCluster, name: str) -> set[WorkerSlot]:
+    assignment = cluster.state.get_assignment(name)
+    return set(assignment.slots().values()) if assignment else set()
+
+
+def wait_running(cluster: LocalCluster, topo: Topology, timeout: float = 60) -> None:
+    """Every assigned slot has a worker that registered its endpoint and heartbeats."""
+    def ready() -> bool:
+        slots = assigned_slots(cluster, topo.name)
+        return bool(slots) and slots <= set(cluster.state.get_endpoints(topo.name)) and slots <= set(
+            cluster.state.get_worker_heartbeats(topo.name))
+    wait_for(ready, timeout, f"{topo.name}'s workers to start", cluster)
+
+
+def stop_topology(cluster: LocalCluster, name: str, timeout: float = 60) -> None:
+    """Storm's kill with a short wait, then wait until its workers have exited (their spouts'
+    close and bolts' cleanup have run)."""
+    cluster.kill(name, 1.0)
+    assert cluster.wait_removed(name, timeout), f"{name} was not removed" + logs_tail(cluster)
+    wait_for(lambda: not cluster.worker_pids(name), timeout, f"{name}'s workers to exit", cluster)
+
+
+def read_spout(out: Path, cluster: LocalCluster) -> dict[str, Any]:
+    files = sorted(out.glob("spout-*.json"))
+    assert len(files) == 1, f"expected one spout file, found {files}" + logs_tail(cluster)
+    return json.loads(files[0].read_text())
+
+
+def wait_spout_done(out: Path, cluster: LocalCluster, timeout: float) -> None:
+    wait_for(lambda: list(out.glob("spout-*.done")), timeout, "every message id to be acked", cluster, 0.2)
