@@ -12,18 +12,24 @@ diagnostics on stderr with `stderr_console()`.
 from __future__ import annotations
 
 import importlib
+import json
+import os
+import select
+import signal
 import sys
-from collections.abc import Iterator, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, Annotated, Any
 
 import typer
 from rich.console import Console
 
 from squall.builder import TopologyBuilder, topology_to_yaml
 from squall.classcheck import DEFAULT_IMPORT_TIMEOUT, check_topology_isolated
-from squall.errors import TopologyError
+from squall.errors import NO_VALUE, Problem, TopologyError
 from squall.models import Topology
 from squall.validation import ResolvedTopology, check_topology, load_topology, parse_topology
 
@@ -31,6 +37,7 @@ __all__ = [
     "EXIT_INVALID",
     "CliError",
     "app",
+    "build_topology_isolated",
     "report_topology_error",
     "stderr_console",
     "topology_from_target",
@@ -118,16 +125,20 @@ def _escape(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def topology_from_target(target: str) -> Topology:
+def topology_from_target(target: str, stage: Callable[[str], None] | None = None) -> Topology:
     """The `Topology` named by "module:attribute" (the current directory is importable).
 
     The attribute may be a `Topology`, a `TopologyBuilder`, a mapping shaped like the resource,
-    or a function taking no arguments that returns one of those.
+    or a function taking no arguments that returns one of those. `stage` (if given) hears
+    "import" before the module is imported and "call" before the function is called.
+    Runs the user's code in this process: `build_topology_isolated` runs it in a child.
     """
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise CliError(f"expected MODULE:FUNCTION, got {target!r}")
     with _cwd_on_path():
+        if stage is not None:
+            stage("import")
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -141,6 +152,8 @@ def topology_from_target(target: str) -> Topology:
             except AttributeError:
                 raise CliError(f"module '{module_name}' has no attribute '{attr}'") from None
         if callable(obj) and not isinstance(obj, (Topology, TopologyBuilder)):
+            if stage is not None:
+                stage("call")
             try:
                 obj = obj()
             except TopologyError:
@@ -156,6 +169,122 @@ def topology_from_target(target: str) -> Topology:
             f"{target} gave a {type(obj).__name__}; expected a Topology or a TopologyBuilder"
         )
     return obj
+
+
+# Seconds `squall build` gives the user's module and function to return the topology.
+DEFAULT_BUILD_TIMEOUT = 60.0
+
+
+def build_topology_isolated(target: str, timeout: float = DEFAULT_BUILD_TIMEOUT) -> Topology:
+    """`topology_from_target` in a forked child process, within `timeout` seconds.
+
+    The user's module and function may hang, end the process or start threads: on timeout, or
+    if the child ends without an answer, a `CliError` names the module (while importing it) or
+    the function (while calling it), and the child's process group is killed, so nothing they
+    started outlives the command. What they print goes to stderr (stdout carries the YAML). The
+    child exits when the parent dies (it watches a pipe)."""
+    reply_r, reply_w = os.pipe()
+    alive_r, alive_w = os.pipe()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        try:
+            os.setsid()
+            os.close(reply_r)
+            os.close(alive_w)
+            os.dup2(2, 1)
+            _build_in_child(target, os.fdopen(reply_w, "w", encoding="utf-8"), os.fdopen(alive_r, "rb"))
+        finally:
+            os._exit(70)
+    os.close(reply_w)
+    os.close(alive_r)
+    module = target.partition(":")[0]
+    what = {"import": f"importing module '{module}'", "call": f"{target}()"}
+    stage = "import"
+    try:
+        deadline = time.monotonic() + timeout
+        buf = b""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise CliError(f"{what[stage]} did not finish within {timeout:g} s "
+                               "(`--build-timeout` changes it)")
+            ready, _, _ = select.select([reply_r], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(reply_r, 1 << 20)
+            if not chunk:
+                code = _reap(pid, 5.0)
+                raise CliError(f"{what[stage]} ended the process (exit code {code})")
+            buf += chunk
+            if len(buf) > _MAX_BUILD_REPLY:
+                raise CliError(f"{what[stage]} wrote too much to the build's channel")
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    raise CliError(f"{what[stage]} wrote into the build's channel") from None
+                if "stage" in message:
+                    stage = message["stage"]
+                elif "topology" in message:
+                    return Topology.model_validate(message["topology"])
+                elif "problems" in message:
+                    raise TopologyError([Problem(p, v if has else NO_VALUE, m)
+                                         for p, has, v, m in message["problems"]], target)
+                else:
+                    raise CliError(str(message.get("error")))
+    finally:
+        try:
+            os.killpg(pid, signal.SIGKILL)  # its own group: whatever the user's code started too
+        except ProcessLookupError:
+            pass
+        _reap(pid, 10.0)
+        for fd in (reply_r, alive_w):
+            os.close(fd)
+
+
+# a topology is at most 1 MiB as YAML; its JSON with room to spare
+_MAX_BUILD_REPLY = 16 << 20
+
+
+def _reap(pid: int, timeout: float) -> int | None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
+
+
+def _build_in_child(target: str, reply: IO[str], alive: IO[bytes]) -> None:
+    def orphaned() -> None:
+        alive.read()  # EOF: the parent closed the pipe or died
+        os._exit(3)
+
+    threading.Thread(target=orphaned, daemon=True).start()
+
+    def send(message: dict[str, Any]) -> None:
+        reply.write(json.dumps(message, default=str) + "\n")
+        reply.flush()
+
+    try:
+        topo = topology_from_target(target, lambda s: send({"stage": s}))
+        send({"topology": topo.model_dump(mode="json", by_alias=True)})
+    except TopologyError as exc:
+        send({"problems": [[p.path, p.value is not NO_VALUE, None if p.value is NO_VALUE else p.value,
+                            p.message] for p in exc.problems]})
+    except CliError as exc:
+        send({"error": str(exc)})
+    except BaseException as exc:  # noqa: BLE001 - reported, whatever it is
+        send({"error": f"{target} failed: {_escape(exc)}"})
+    os._exit(0)  # no interpreter shutdown: threads the user's code started could hang it
 
 
 ImportTimeout = Annotated[
@@ -197,10 +326,15 @@ def build(
         typer.Option("--output", "-o", help="Write the YAML to this file instead of stdout."),
     ] = None,
     import_timeout: ImportTimeout = DEFAULT_IMPORT_TIMEOUT,
+    build_timeout: Annotated[
+        float,
+        typer.Option("--build-timeout", min=0.1,
+                     help="Seconds allowed for importing MODULE and running FUNCTION (in a child process)."),
+    ] = DEFAULT_BUILD_TIMEOUT,
 ) -> None:
     """Build a topology from Python, check it, and print it as YAML."""
     with user_errors():
-        topo = topology_from_target(target)
+        topo = build_topology_isolated(target, build_timeout)
         with _cwd_on_path():
             check_topology_isolated(topo, search_paths=(Path.cwd(),), source=target,
                                     timeout=import_timeout)

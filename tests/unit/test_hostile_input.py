@@ -566,3 +566,43 @@ def test_build_reports_a_module_that_exits(tmp_path: Path, body: str, shown: str
     result = squall("build", f"{module}:make", cwd=tmp_path)
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert shown.format(m=module) in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("body", "shown"), [
+    ("import time\ntime.sleep(3600)\n", "importing module '{m}' did not finish within 2 s"),
+    ("import threading, time\ndef make():\n    threading.Thread(target=time.sleep, args=(3600,)).start()\n"
+     "    time.sleep(3600)\n", "{m}:make() did not finish within 2 s"),
+    ("import os\ndef make():\n    os._exit(0)\n", "{m}:make() ended the process (exit code 0)"),
+])
+def test_build_cuts_off_a_function_that_hangs(tmp_path: Path, body: str, shown: str) -> None:
+    """`squall build` runs the user's module and function in a child process under
+    `--build-timeout`; the message names the module or the function, and nothing the user's code
+    started is left running. Before: `squall build` waited as long as the function did (still
+    hanging after 20 s), and `os._exit(0)` in the function made it exit 0 with no output."""
+    module = component_module(tmp_path, body)
+    t0 = time.monotonic()
+    result = squall("build", f"{module}:make", "--build-timeout", "2", cwd=tmp_path)
+    assert time.monotonic() - t0 < 30
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert shown.format(m=module) in result.stderr and "Traceback" not in result.stderr
+    assert "--build-timeout" in result.stderr or "ended the process" in shown
+    assert result.stdout == ""
+    left = subprocess.run(["pgrep", "-f", module], capture_output=True, text=True, check=False)
+    assert left.stdout == "", f"left running: {left.stdout}"
+
+
+@pytest.mark.integration
+def test_build_in_a_child_still_builds(tmp_path: Path) -> None:
+    """What the function prints goes to stderr; the YAML alone to stdout."""
+    module = component_module(tmp_path, "")
+    (tmp_path / "maker.py").write_text(
+        "from squall.builder import TopologyBuilder\n"
+        "def make():\n"
+        "    print('hello from make')\n"
+        f"    b = TopologyBuilder('built')\n    b.set_spout('s', '{module}:Spout')\n    return b\n")
+    result = squall("build", "maker:make", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "hello from make" in result.stderr and "hello" not in result.stdout
+    topo = parse_topology(yaml.safe_load(result.stdout))
+    assert topo.name == "built" and topo.spec.spouts[0].class_name == f"{module}:Spout"
