@@ -1,4 +1,4 @@
-"""A windowed bolt that records every window it sees (tests/integration/test_windowing.py)."""
+"""A windowed bolt that records every window it sees (tests/integration/test_windowed_bolts.py)."""
 
 from __future__ import annotations
 
