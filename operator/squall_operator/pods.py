@@ -81,28 +81,27 @@ def _digest(text: str, n: int = 8) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:n]
 
 
-def dns_label(text: str, limit: int = MAX_NAME) -> str:
-    """`text` as a DNS label (lowercase alphanumerics and '-', at most `limit` characters).
-
-    A name that had to be changed or cut keeps a short hash of the original, so two different
-    inputs do not collapse onto one name."""
-    clean = _INVALID.sub("-", text.lower()).strip("-")
-    clean = re.sub("-{2,}", "-", clean)
+def _fit(text: str, clean: str, limit: int, ends: str) -> str:
+    """`clean` (`text` made valid) if it is `text` unchanged and fits `limit`; else its head
+    with a short hash of `text`, so two different inputs do not collapse onto one value."""
     if clean == text and len(clean) <= limit:
         return clean
     suffix = _digest(text)
-    head = clean[: limit - len(suffix) - 1].rstrip("-")
+    head = clean[: limit - len(suffix) - 1].rstrip(ends)
     return f"{head}-{suffix}" if head else suffix
+
+
+def dns_label(text: str, limit: int = MAX_NAME) -> str:
+    """`text` as a DNS label (lowercase alphanumerics and '-', at most `limit` characters).
+
+    A name that had to be changed or cut keeps a short hash of the original."""
+    clean = re.sub("-{2,}", "-", _INVALID.sub("-", text.lower()).strip("-"))
+    return _fit(text, clean, limit, "-")
 
 
 def label_value(text: str) -> str:
     """`text` as a label value (at most 63 of [A-Za-z0-9._-], alphanumeric at both ends)."""
-    clean = _LABEL_INVALID.sub("-", text).strip("-._")
-    if clean == text and len(clean) <= MAX_NAME:
-        return clean
-    suffix = _digest(text)
-    head = clean[: MAX_NAME - len(suffix) - 1].rstrip("-._")
-    return f"{head}-{suffix}" if head else suffix
+    return _fit(text, _LABEL_INVALID.sub("-", text).strip("-._"), MAX_NAME, "-._")
 
 
 def pod_name(topology: str, slot: WorkerSlot) -> str:
@@ -316,12 +315,12 @@ def worker_pod(
         spec["imagePullSecrets"] = [{"name": n} for n in dict.fromkeys(secrets)]
     # the kubelet checks these again when it admits the pod; nimbus offers only slots whose
     # node passes them (`placement`)
-    if w.node_selector:
-        spec["nodeSelector"] = dict(w.node_selector)
-    if w.tolerations:
-        spec["tolerations"] = [_dump(t) for t in w.tolerations]
-    if w.affinity is not None:
-        spec["affinity"] = _dump(w.affinity)
+    placement: dict[str, Any] = {
+        "nodeSelector": dict(w.node_selector) if w.node_selector else None,
+        "tolerations": [_dump(t) for t in w.tolerations] if w.tolerations else None,
+        "affinity": _dump(w.affinity) if w.affinity is not None else None,
+    }
+    spec.update((k, v) for k, v in placement.items() if v is not None)
     annotations = {**(w.annotations or {}), **config.annotations,
                    **(scrape_annotations(metrics_port(slot, config)) if config.scrape_annotations else {}),
                    ANNOTATION_SLOT: slot.key(), ANNOTATION_TEMPLATE: template_hash(config, worker)}
