@@ -5,10 +5,11 @@ whole session (only when a test asks for it) and, at the end, checks that no
 process of it is left. `real_cluster` starts one with 2 real nodes (real
 kubelets over containerd, kube-proxy, CoreDNS; realnode.py) running the
 images of scripts/k8s-images, and checks at the end that no process, mount,
-network namespace or cgroup of it is left. Before it starts, `real_cluster`
-runs scripts/k8s-images, which rebuilds any image whose inputs (this checkout's
-sources, Dockerfiles, bases) changed and takes seconds when none did, so a
-stale image is never tested. If the binaries are not built the tests FAIL with
+network namespace or cgroup of it is left. Before the first test, when a test
+uses `real_cluster`, scripts/k8s-images runs (outside any test's timeout): it
+rebuilds any image whose inputs (this checkout's sources, Dockerfiles, bases)
+changed and takes seconds when none did, so a stale image is never tested. If
+the binaries are not built the tests FAIL with
 how to build them: run scripts/k8s-build first.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -105,24 +107,44 @@ def k8s_cluster(k8s_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
         assert not stray, f"processes left after the cluster stopped: {stray}"
 
 
-def refresh_images(log: Path) -> float:
-    """Runs scripts/k8s-images (images rebuilt only where their inputs changed); fails the test
-    with the end of its log when it fails. Returns the seconds it took."""
+def refresh_images(log: Path) -> tuple[float, str]:
+    """Runs scripts/k8s-images (images rebuilt only where their inputs changed; its own process
+    group, killed with it if this is interrupted). Returns the seconds it took and, if it failed,
+    why (the end of its log)."""
     t0 = time.monotonic()
     with open(log, "w") as f:
-        r = subprocess.run([str(REPO / "scripts" / "k8s-images")], stdout=subprocess.DEVNULL, stderr=f,
-                           timeout=3600)
-    if r.returncode != 0:
-        pytest.fail(f"scripts/k8s-images failed ({r.returncode}):\n{log.read_text()[-4000:]}", pytrace=False)
-    return time.monotonic() - t0
+        p = subprocess.Popen([str(REPO / "scripts" / "k8s-images")], stdout=subprocess.DEVNULL, stderr=f,
+                             start_new_session=True)
+        try:
+            rc = p.wait()
+        except BaseException:
+            os.killpg(p.pid, signal.SIGTERM)
+            p.wait()
+            raise
+    took = time.monotonic() - t0
+    return took, "" if rc == 0 else f"scripts/k8s-images failed ({rc}):\n{log.read_text()[-4000:]}"
+
+
+_images: dict[str, Any] = {}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """scripts/k8s-images runs here, before the first test, when a collected test uses the
+    real-node cluster: a cold build takes minutes, more than one test's timeout."""
+    if session.config.option.collectonly or not any(
+            "real_cluster" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    log = session.config._tmp_path_factory.mktemp("k8s-images") / "k8s-images.log"  # type: ignore[attr-defined]
+    _images["took"], _images["error"] = refresh_images(log)
+    print(f"\nscripts/k8s-images: {_images['took']:.1f}s (log: {log})")
 
 
 @pytest.fixture(scope="session")
 def real_cluster(k8s_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNodeCluster]:
     """The control plane with 2 real nodes (node-1, node-2), for the whole session, running the
     images of this checkout (scripts/k8s-images first)."""
-    took = refresh_images(tmp_path_factory.mktemp("k8s-images") / "k8s-images.log")
-    print(f"scripts/k8s-images: {took:.1f}s")
+    if _images.get("error"):
+        pytest.fail(_images["error"], pytrace=False)
     missing = missing_prerequisites(k8s_bin, images_dir())
     if missing:
         pytest.fail("the real-node cluster needs: " + "; ".join(missing), pytrace=False)
