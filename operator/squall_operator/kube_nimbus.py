@@ -1011,11 +1011,14 @@ class KubeNimbus(Nimbus):
         live = [v for v in (pods.pod_view(p) for p in self._pods_of(res)) if not v.deleting]
         assignment = self.state.get_assignment(res.name) or Assignment()
         ready = {v.slot for v in live if v.ready and v.template == want}
+        assigned = set(assignment.slots().values())
         running = Topology.model_validate(base.topology)
         inp = rolls.RollInput(
             now=now, storm=base.status,
             outdated=[(v.name, v.slot, v.image) for v in live if v.template != want],
-            all_ready=set(assignment.slots().values()) <= ready,
+            all_ready=assigned <= ready,
+            ready=frozenset(v.name for v in live if v.ready),
+            unavailable=len(assigned - {v.slot for v in live if v.ready}),
             image=pods.worker_image(self.config.worker, worker),
             rebalance_wait=running.spec.rebalance_wait,
             active=res.topology.spec.active if res.topology is not None else running.spec.active,
@@ -1094,7 +1097,8 @@ class KubeNimbus(Nimbus):
                 msg = (f"spouts deactivated, in-flight tuples finishing; replacing the workers "
                        f"({', '.join(r.from_images)} -> {r.image}) at {pods.iso_time(r.due)}")
             else:
-                msg = f"outdated worker pods replaced by pods running {r.image}; spouts activate when all are ready"
+                msg = (f"outdated worker pods replaced by pods running {r.image}, one slot at a time (the next "
+                       "when the previous is ready); spouts activate when all are ready")
             view = pods.RollView(r.step, msg)
         status = pods.build_status(
             base=base, assignment=assignment, heartbeats=beats, pods=views, errors=errors, now=now,

@@ -6,6 +6,13 @@ workers are replaced the way Storm's rebalance moves them: deactivate the spouts
 slots (Replacing), and restore the spouts' activation once every assigned slot runs a ready pod of
 the new settings. `step` decides; `KubeNimbus.reconcile_roll` reads the inputs and applies the
 effects. Nothing here does I/O or reads a clock.
+
+Replacing goes a slot at a time, as a Kubernetes rolling update with `maxUnavailable: 1`: an
+outdated pod that is ready is deleted only while every assigned slot has a ready pod, so the next
+one goes when the previous slot's new pod is ready, and a new image that never gets ready stops
+the roll after one slot, the other workers still running the old one. Outdated pods that are not
+ready are unavailable already: they are replaced at once (as a Deployment scales down unhealthy
+old pods first). Each slot's executors get a fresh launch time when its pod is deleted.
 """
 
 from __future__ import annotations
@@ -47,6 +54,10 @@ class RollInput:
     image: str
     rebalance_wait: float
     active: bool
+    # names of the live worker pods that are ready (of any template)
+    ready: frozenset[str] = frozenset()
+    # assigned slots with no ready live pod (of any template): the roll's unavailability
+    unavailable: int = 0
 
 
 @dataclass(frozen=True)
@@ -87,12 +98,17 @@ def step(roll: Roll | None, inp: RollInput) -> tuple[Roll | None, list[Effect]]:
         if inp.now < roll.due:
             return roll, effects
         roll = replace(roll, step=REPLACING)
-        effects.append(Effect("restamp", slots=tuple(s for _, s, _ in outdated if s is not None)))
-        effects.append(Effect("event", reason="RollReplacing",
-                              message=f"replacing {len(outdated)} worker pods with {inp.image}"))
+        effects.append(Effect("event", reason="RollReplacing", message=(
+            f"replacing {len(outdated)} worker pods with {inp.image}, one slot at a time")))
     if outdated:
         # a second change during the roll makes more pods outdated: they go too
-        return replace(roll, step=REPLACING), [*effects, Effect("delete", pods=tuple(n for n, _, _ in outdated))]
+        go = [o for o in outdated if o[0] not in inp.ready]
+        if not go and inp.unavailable == 0:
+            go = [min(outdated, key=lambda o: o[0])]
+        if go:
+            effects.append(Effect("restamp", slots=tuple(s for _, s, _ in go if s is not None)))
+            effects.append(Effect("delete", pods=tuple(n for n, _, _ in go)))
+        return replace(roll, step=REPLACING), effects
     if not inp.all_ready:
         return roll, effects
     if inp.active and inp.storm is TopologyStatus.INACTIVE:

@@ -496,9 +496,18 @@ def test_image_change_rolls_the_workers_like_a_rebalance() -> None:
     clock.now += 3
     _beat_all(state, clock, "wc")
     nimbus.round()
-    # Replacing: the outdated pods go (gracefully) and come back with the new image on the same slots
-    assert len(api.deleted) == 2 and all(grace is None for _, grace in api.deleted)
+    # Replacing, a slot at a time: one outdated pod goes (gracefully) and comes back with the new
+    # image on its slot; the other waits until that one is ready
+    assert len(api.deleted) == 1 and all(grace is None for _, grace in api.deleted)
     assert "RollReplacing" in api.reasons("wc")
+    nimbus.round()
+    assert _images(api) == {"team/wc:1", "team/wc:2"}
+    nimbus.round()
+    assert len(api.deleted) == 1, "a second pod went before the first slot's new pod was ready"
+    api.ready_all()
+    _beat_all(state, clock, "wc")
+    nimbus.round()
+    assert len(api.deleted) == 2
     nimbus.round()
     assert _images(api) == {"team/wc:2"}
     assert set(state.assignments["wc"].slots().values()) == before
@@ -541,9 +550,12 @@ def test_inactive_topology_rolls_without_waiting_and_stays_inactive() -> None:
     nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "active": False, "worker": {"env": [{"name": "X", "value": "1"}]}})
     nimbus.round()
     nimbus.round()
+    assert len(api.deleted) == 1  # no drain; a slot at a time
+    for _ in range(2):
+        nimbus.round()
+        api.ready_all()
+        nimbus.round()
     assert len(api.deleted) == 2
-    nimbus.round()
-    api.ready_all()
     nimbus.round()
     assert state.storms["wc"].status is TopologyStatus.INACTIVE and "RollCompleted" in api.reasons("wc")
 
