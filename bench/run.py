@@ -1,5 +1,6 @@
-"""Squall's benchmark: the ceiling, a no-op topology (acking off and on) and word count, in one
-run on one machine, each as tuples/s, complete latency p50/p99 and the ratio to the ceiling.
+"""Squall's benchmark: the ceiling, a no-op topology (acking off and on), word count and word
+count with a sliding-window counter, in one run on one machine, each as tuples/s, complete
+latency p50/p99 and the ratio to the ceiling.
 
     .venv/bin/python bench/run.py [--seconds 10] [--json results.json]
 
@@ -19,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -27,7 +30,7 @@ from ceiling import cpu_secs, run as ceiling_run  # noqa: E402
 from squall import stats  # noqa: E402
 from squall.builder import TopologyBuilder  # noqa: E402
 from squall.models.v1alpha1 import Topology  # noqa: E402
-from squall.validation import check_topology, load_topology  # noqa: E402
+from squall.validation import check_topology, load_topology, parse_topology  # noqa: E402
 from squall_operator.local import LocalCluster  # noqa: E402
 
 
@@ -56,10 +59,27 @@ def snapshot(cluster: LocalCluster, name: str) -> dict[str, dict]:
     return out
 
 
-def measure(topology: Topology, search: Path, seconds: float, rate_of: tuple[str, str], warmup: float = 4.0) -> dict[str, float]:
-    check_topology(topology, search_paths=[str(search)])
+def windowed_wordcount() -> Topology:
+    """The word count with its counter as a sliding window (2 s, every 1 s), acking on; the same
+    file otherwise but for maxSpoutPending."""
+    data = yaml.safe_load((HERE.parent / "examples/wordcount/topology.yaml").read_text())
+    data["metadata"]["name"] = "wordcount-windowed"
+    count = next(b for b in data["spec"]["bolts"] if b["name"] == "count")
+    count["class"] = "windowed:SlidingWordCount"
+    count.pop("config", None)
+    count["window"] = {"windowLength": "2s", "slidingInterval": "1s"}
+    # a sentence's tree completes when its words leave the window (2-3 s later): by Little's
+    # law maxSpoutPending must be >= rate x 3 s, or the spout waits on the window, not the work
+    data["spec"]["maxSpoutPending"] = 150000
+    return parse_topology(data, source="wordcount-windowed")
+
+
+def measure(topology: Topology, search: Path | list[Path], seconds: float, rate_of: tuple[str, str],
+            warmup: float = 4.0) -> dict[str, float]:
+    paths = [str(p) for p in (search if isinstance(search, list) else [search])]
+    check_topology(topology, search_paths=paths)
     name = topology.name
-    with LocalCluster(nodes=1, slots=2, search_paths=[str(search)]) as cluster:
+    with LocalCluster(nodes=1, slots=2, search_paths=paths) as cluster:
         cluster.submit(topology)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -153,13 +173,13 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0, help="measurement window per case")
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--only", action="append",
-                    help="run only these cases (ceiling, noop, noop-ack, wordcount; metrics: not by default)")
+                    help="run only these cases (ceiling, noop, noop-ack, wordcount, windowed; metrics: not by default)")
     ap.add_argument("--scrape-every", type=float, default=0.1,
                     help="metrics case: seconds between scrapes of each worker's /metrics")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     results: dict[str, dict[str, float]] = {}
-    want = set(args.only or ["ceiling", "noop", "noop-ack", "wordcount"])
+    want = set(args.only or ["ceiling", "noop", "noop-ack", "wordcount", "windowed"])
     if "ceiling" in want:
         results["(a) ceiling: bare pyzmq + msgpack, XOR acks back"] = ceiling_run(args.seconds, True)
     if "noop" in want:
@@ -172,6 +192,10 @@ def main() -> None:
         wc = load_topology(HERE.parent / "examples/wordcount/topology.yaml")
         results["(c) wordcount, acking on (words/s)"] = measure(
             wc, HERE.parent / "examples/wordcount", args.seconds, ("count", "executed"))
+    if "windowed" in want:
+        results["(d) wordcount, counter a 2 s window sliding 1 s (words/s)"] = measure(
+            windowed_wordcount(), [HERE.parent / "examples/wordcount", HERE / "topologies"], args.seconds,
+            ("count", "executed"))
     ceiling = next((v["tuples_per_sec"] for k, v in results.items() if k.startswith("(a)")), None)
     ceiling_cpu = next((v["tuples_per_cpu_sec"] for k, v in results.items() if k.startswith("(a)")), None)
     print(f"{'case':52} {'tuples/s':>10} {'p50 ms':>7} {'p99 ms':>7} {'/ceiling':>8} {'per cpu-s':>10} {'/ceiling':>8}")
@@ -180,6 +204,11 @@ def main() -> None:
         cratio = f"{r['tuples_per_cpu_sec'] / ceiling_cpu:8.2f}" if ceiling_cpu else "       -"
         print(f"{case:52} {r['tuples_per_sec']:10,.0f} {r['p50_ms']:7.2f} {r['p99_ms']:7.2f} {ratio}"
               f" {r['tuples_per_cpu_sec']:10,.0f} {cratio}")
+    wc = next((v for k, v in results.items() if k.startswith("(c)")), None)
+    win = next((v for k, v in results.items() if k.startswith("(d)")), None)
+    if wc and win:
+        print(f"windowed / plain word count: {win['tuples_per_sec'] / wc['tuples_per_sec']:.2f} (words/s), "
+              f"{win['tuples_per_cpu_sec'] / wc['tuples_per_cpu_sec']:.2f} (per cpu-s)")
     if "metrics" in want:
         m = scrape_overhead(noop_topology(True), HERE / "topologies", args.seconds, ("numbers", "acked"),
                             every=args.scrape_every)

@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from squall.components import OutputCollector, TopologyContext, Tuple, WindowedBolt
+from squall.components import TICK_STREAM, OutputCollector, TopologyContext, Tuple, WindowedBolt
 
 log = logging.getLogger("squall.windowing")
 
@@ -178,33 +178,27 @@ class Window(Generic[T]):
                 f"{len(self._new)} new, {len(self._expired)} expired)")
 
 
-class _Event(Generic[T]):
-    __slots__ = ("ts", "item", "seen")
-
-    def __init__(self, ts: float, item: T) -> None:
-        self.ts = ts
-        self.item = item
-        self.seen = False
-
-
-def _ts(event: _Event[Any]) -> float:
-    return event.ts
-
-
 class WindowManager(Generic[T]):
     """Storm's WindowManager with its trigger and eviction policies, for one bolt task.
 
     Keeps the tuples of the current and coming windows sorted by timestamp (arrival time in
-    processing time). `add`, `watermark` and `advance` return the windows that fired, oldest
-    first. Memory is bounded by the windows: by count, at most length + sliding tuples wait; by
+    processing time), as two parallel lists. `add`, `watermark` and `advance` return the windows
+    that fired, oldest first; `take_evicted` what left every window (for the caller to ack).
+    Memory is bounded by the windows: by count, at most length + sliding tuples wait; by
     duration, those of length + sliding seconds (plus the lag, in event time).
     """
 
     def __init__(self, config: WindowConfig, clock: Clock = time.time) -> None:
         self.config = config
         self.clock = clock
-        self.events: list[_Event[T]] = []
-        # evicted, not yet acked by the caller; evicted, not yet in a window's get_expired
+        self._event_time = config.event_time
+        # timestamps (sorted) and their tuples; the first `_seen` were in a window already (a
+        # prefix: a later tuple never sorts before the end of a window that fired)
+        self.ts: list[float] = []
+        self.items: list[T] = []
+        self._seen = 0
+        # evicted, not yet acked by the caller; evicted after a window held them, not yet in a
+        # window's get_expired
         self._evicted: list[T] = []
         self._unreported: list[T] = []
         length, sliding = config.length, config.sliding
@@ -217,61 +211,64 @@ class WindowManager(Generic[T]):
         self._next_fire: float | None = None
         if not config.event_time and not sliding.count:
             self._next_fire = clock() + self._slide_s
-        # event time: the last duration window's end; index of the event ending the next count
-        # window (positions before the last watermark never move: no later tuple sorts there)
+        # event time: the last duration window's end; index of the tuple ending the next count
+        # window (positions at or below the last watermark never move)
         self._last_end: float | None = None
         self._next_index = self._slide_n - 1
         self.watermark_ts: float | None = None
 
     def __len__(self) -> int:
-        return len(self.events)
+        return len(self.ts)
 
     # -- input ---------------------------------------------------------------------------------
     def add(self, item: T, ts: float | None = None) -> list[Window[T]]:
         """A tuple arrives. Processing time: `ts` is ignored (the clock is read); event time: `ts`
         is its timestamp, which the caller checked is above the watermark."""
-        if not self.config.event_time:
+        stamps = self.ts
+        if not self._event_time:
             now = self.clock()
-            if self.events and self.events[-1].ts > now:
-                now = self.events[-1].ts  # a clock stepped back: keep arrival order
-            self.events.append(_Event(now, item))
+            if stamps and stamps[-1] > now:
+                now = stamps[-1]  # a clock stepped back: keep arrival order
+            stamps.append(now)
+            self.items.append(item)
             if self._slide_n:
                 self._since += 1
                 if self._since >= self._slide_n:
                     self._since = 0
-                    return self._fire(now, len(self.events))
-            return []
+                    return self._fire(now, len(stamps))
+            return _NONE
         if ts is None:
             raise ValueError("an event-time window needs each tuple's timestamp")
         if self.watermark_ts is not None and ts <= self.watermark_ts:
             raise ValueError(f"timestamp {ts} is at or below the watermark {self.watermark_ts}")
-        event = _Event(ts, item)
-        events = self.events
-        if not events or events[-1].ts <= ts:
-            events.append(event)
+        if not stamps or stamps[-1] <= ts:
+            stamps.append(ts)
+            self.items.append(item)
         else:
-            events.insert(bisect.bisect_right(events, ts, key=_ts), event)
-        return []
+            i = bisect.bisect_right(stamps, ts)
+            stamps.insert(i, ts)
+            self.items.insert(i, item)
+        return _NONE
 
     def advance(self) -> list[Window[T]]:
         """Processing time: fire the duration windows due by the clock (each at its own end)."""
         out: list[Window[T]] = []
         now = self.clock()
         if self._next_fire is None:
-            if not self.config.event_time and self._length_s:
+            if not self._event_time and self._length_s:
                 # windows slid by count: what the clock took out of every future window leaves
-                self._evict(bisect.bisect_right(self.events, now - self._length_s, key=_ts))
+                self._evict(bisect.bisect_right(self.ts, now - self._length_s))
             return out
         while now >= self._next_fire:
             end = self._next_fire
             self._next_fire = end + self._slide_s
-            out += self._fire(end, bisect.bisect_right(self.events, end, key=_ts))
+            out += self._fire(end, bisect.bisect_right(self.ts, end))
         return out
 
     def next_due(self) -> float | None:
         """When (clock time) `advance` has work; None when no timer is needed."""
-        if self._next_fire is None and not self.config.event_time and self._length_s and self.events:
-            return self.events[0].ts + self._length_s
+        if self._next_fire is None and not self._event_time and self._length_s and self.ts:
+            return self.ts[0] + self._length_s
         return self._next_fire
 
     def watermark(self, ts: float) -> list[Window[T]]:
@@ -282,68 +279,64 @@ class WindowManager(Generic[T]):
         out = self._count_windows(ts) if self._slide_n else self._duration_windows(ts)
         if self._length_s:
             # every window holding a tuple at or before ts - length has fired (or was empty)
-            self._evict(bisect.bisect_right(self.events, ts - self._length_s, key=_ts))
+            self._evict(bisect.bisect_right(self.ts, ts - self._length_s))
         return out
 
     # -- triggers ------------------------------------------------------------------------------
     def _count_windows(self, watermark: float) -> list[Window[T]]:
         out: list[Window[T]] = []
-        events = self.events
-        ready = bisect.bisect_right(events, watermark, key=_ts)
+        stamps = self.ts
+        ready = bisect.bisect_right(stamps, watermark)
         while self._next_index < ready:
             i = self._next_index
-            before = len(events)
-            out += self._fire(events[i].ts, i + 1)
-            gone = before - len(events)
+            before = len(stamps)
+            out += self._fire(stamps[i], i + 1)
+            gone = before - len(stamps)
             ready -= gone
             self._next_index = i - gone + self._slide_n
         return out
 
     def _duration_windows(self, watermark: float) -> list[Window[T]]:
         out: list[Window[T]] = []
-        events = self.events
+        stamps = self.ts
         step = self._slide_s
-        while events:
+        while stamps:
             if self._last_end is None:
-                end = math.ceil(events[0].ts / step) * step
+                end = math.ceil(stamps[0] / step) * step
             else:
                 end = self._last_end + step
                 if not self._holds(end):
                     # no window up to the first tuple after `end` holds anything: skip to it
-                    i = bisect.bisect_right(events, end, key=_ts)
-                    if i == len(events):
+                    i = bisect.bisect_right(stamps, end)
+                    if i == len(stamps):
                         break
-                    end = math.ceil(events[i].ts / step) * step
+                    end = math.ceil(stamps[i] / step) * step
             if end > watermark:
                 break
-            out += self._fire(end, bisect.bisect_right(events, end, key=_ts))
+            out += self._fire(end, bisect.bisect_right(stamps, end))
             self._last_end = end
         return out
 
     def _holds(self, end: float) -> bool:
         """Whether the duration window ending at `end` holds a tuple."""
-        events = self.events
-        i = bisect.bisect_right(events, end - self._length_s, key=_ts)
-        return i < len(events) and events[i].ts <= end
+        stamps = self.ts
+        i = bisect.bisect_right(stamps, end - self._length_s)
+        return i < len(stamps) and stamps[i] <= end
 
     def _fire(self, end: float, stop: int) -> list[Window[T]]:
-        """The window ending at `end` over `events[:stop]`; what falls out of it expires. An
-        empty window is not returned: its expired tuples go to the next window's `get_expired`."""
-        events = self.events
+        """The window ending at `end` over the first `stop` tuples; what falls out of it expires.
+        An empty window is not returned: what expired goes to the next window's `get_expired`."""
         if self._length_n:
             first = max(0, stop - self._length_n)
             start = None
         else:
             start = end - self._length_s
-            first = bisect.bisect_right(events, start, 0, stop, key=_ts)
-        items: list[T] = []
-        new: list[T] = []
-        for e in events[first:stop]:
-            items.append(e.item)
-            if not e.seen:
-                e.seen = True
-                new.append(e.item)
+            first = bisect.bisect_right(self.ts, start, 0, stop)
+        items = self.items[first:stop]
+        seen = self._seen
+        new = self.items[max(first, seen):stop] if stop > seen else []
         self._evict(first)
+        self._seen = max(self._seen, stop - first)
         if not items:
             return []
         expired, self._unreported = self._unreported, []
@@ -351,17 +344,25 @@ class WindowManager(Generic[T]):
 
     def _evict(self, first: int) -> None:
         if first:
-            gone = self.events[:first]
-            del self.events[:first]
-            self._evicted.extend(e.item for e in gone)
+            items = self.items
+            self._evicted += items[:first]
             # only what a window held can leave one (a tuple may leave unseen when the clock
             # passes it before a count interval completes)
-            self._unreported.extend(e.item for e in gone if e.seen)
+            self._unreported += items[:min(first, self._seen)]
+            del items[:first]
+            del self.ts[:first]
+            self._seen = max(0, self._seen - first)
 
     def take_evicted(self) -> list[T]:
         """The tuples that left every window since the last call: the caller acks them."""
         out, self._evicted = self._evicted, []
         return out
+
+    def has_evicted(self) -> bool:
+        return bool(self._evicted)
+
+
+_NONE: list[Any] = []  # no window fired (shared, never modified)
 
 
 class WatermarkGenerator:
@@ -450,18 +451,36 @@ class WindowedBoltExecutor:
         self.anchors: list[Tuple] = []
         self.late = 0
         self._warned = False
+        if not config.event_time and not config.sliding.count:
+            setattr(self, "execute", self._execute_timed)  # noqa: B010 - the hot path, bound once
 
     def prepare(self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector) -> None:
         self.collector = collector
         self.bolt.prepare(conf, context, _WindowCollector(self, collector))
 
+    def _execute_timed(self, tup: Tuple) -> None:
+        """`execute` for processing-time windows slid by duration, the common case: a tuple only
+        joins the list (windows fire from `on_timer`)."""
+        if tup.stream == TICK_STREAM:
+            self.collector.ack(tup)
+            return
+        m = self.manager
+        stamps = m.ts
+        now = self.clock()
+        if stamps and stamps[-1] > now:
+            now = stamps[-1]  # a clock stepped back: keep arrival order
+        stamps.append(now)
+        m.items.append(tup)
+
     def execute(self, tup: Tuple) -> None:
-        if tup.is_tick():
+        if tup.stream == TICK_STREAM:
             self.collector.ack(tup)
             return
         field = self.config.timestamp_field
         if field is None:
-            self._activate(self.manager.add(tup))
+            fired = self.manager.add(tup)
+            if fired or self.manager.has_evicted():
+                self._activate(fired)
             return
         ts, why = timestamp_of(tup, field)
         if ts is None:
