@@ -385,6 +385,9 @@ def run(
     import_timeout: ImportTimeout = DEFAULT_IMPORT_TIMEOUT,
     curve: Annotated[bool, typer.Option(help="seal the transport between workers with CURVE (a key pair per run; encrypted and authenticated, slower)")] = False,
     metrics_port: Annotated[int | None, typer.Option(help="serve every worker's and nimbus's Prometheus metrics on 127.0.0.1:PORT/metrics (0: a free port, printed)", min=0, max=65535)] = None,
+    ui: Annotated[bool, typer.Option("--ui", help="serve the web UI (Storm UI's pages and REST API) on 127.0.0.1")] = False,
+    ui_port: Annotated[int, typer.Option(help="port of the web UI (0: any free port)", min=0, max=65535)] = 8080,
+    ui_actions: Annotated[bool, typer.Option("--ui-actions", help="let the UI activate, deactivate, rebalance and kill (implies --ui)")] = False,
 ) -> None:
     """Run a topology on the local cluster (embedded ZooKeeper, simulated nodes, real workers)."""
     import logging
@@ -411,6 +414,8 @@ def run(
             progress=progress,
             curve=curve,
             metrics_port=metrics_port,
+            ui_port=ui_port if (ui or ui_actions) else None,
+            ui_actions=ui_actions,
         )
     raise typer.Exit(code)
 

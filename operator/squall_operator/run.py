@@ -212,6 +212,43 @@ def _table(name: str, status: str, elapsed: float, summary: dict[str, ComponentS
     return t
 
 
+class _RunUi:
+    """The web UI of `squall run --ui`: on loopback, actions through the in-process nimbus."""
+
+    def __init__(self, cluster: LocalCluster, port: int, actions: bool) -> None:
+        from squall_operator.ui import NimbusActions, UiServer, create_app
+        from squall_operator.ui.data import UiData
+
+        self.data = UiData(cluster.state)
+        app = create_app(self.data, NimbusActions(cluster.nimbus), actions_enabled=actions,
+                         title="Squall (local)")
+        self.server = UiServer(app, "127.0.0.1", port)
+
+    def start(self) -> _RunUi:
+        self.data.start()
+        try:
+            self.server.start()
+        except OSError:
+            self.data.stop()
+            raise
+        return self
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def stop(self) -> None:
+        self.server.stop()
+        self.data.stop()
+
+
+def _start_ui(cluster: LocalCluster, port: int, actions: bool) -> _RunUi:
+    try:
+        return _RunUi(cluster, port, actions).start()
+    except OSError as exc:
+        raise StateError(f"cannot serve the UI on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+
+
 # seconds `squall run` waits for every worker of the topology to start before --duration counts
 START_LIMIT_SECS = 60.0
 
@@ -243,6 +280,8 @@ def run_topology(
     progress: bool,
     curve: bool = False,
     metrics_port: int | None = None,
+    ui_port: int | None = None,
+    ui_actions: bool = False,
 ) -> int:
     topology = resolved.topology
     name = topology.name
@@ -260,6 +299,7 @@ def run_topology(
     errors: dict[str, str] = {}
     code = 0
     cluster = LocalCluster(nodes=nodes, slots=slots, zookeeper=zookeeper, search_paths=search_paths, curve=curve)
+    ui: _RunUi | None = None
     zk = _ZooKeeperReads(cluster, console)
     totals = Totals()
     running_since: float | None = None
@@ -280,6 +320,10 @@ def run_topology(
         console.print(f"[bold]squall[/] starting ZooKeeper, nimbus and {nodes} node(s) x {slots} slot(s)" if zookeeper is None
                       else f"[bold]squall[/] using ZooKeeper at {zookeeper}")
         cluster.start()
+        if ui_port is not None:
+            ui = _start_ui(cluster, ui_port, ui_actions)
+            console.print(f"UI: {ui.url}" + (" (actions enabled)" if ui_actions else " (read-only)"),
+                          markup=False, soft_wrap=True)
         cluster.nimbus.outage_log_level = logging.INFO  # the runner reports outages (zk)
         cluster.submit(topology)
         console.print(f"submitted [bold]{name}[/]: {len(spec.spouts)} spout(s), {len(spec.bolts)} bolt(s), {spec.num_workers} worker(s)")
@@ -385,6 +429,8 @@ def run_topology(
     finally:
         if metrics_server is not None:
             metrics_server.stop()
+        if ui is not None:
+            ui.stop()
         cluster.shutdown()
         signal.signal(signal.SIGINT, previous)
     # the final table's rate is the average over the time the topology ran, not the last second

@@ -1,0 +1,146 @@
+"""The web UI's JSON API over HTTP on loopback, on a LocalCluster (real ZooKeeper, workers,
+zmq): figures that move, the actions doing what Storm's do, and every refused action (disabled,
+not JSON, bad wait, bad options, beyond numTasks, unknown topology or action) a 4xx that
+changes nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_engine import (
+    assigned_slots,
+    id_pipeline,
+    logs_tail,
+    make_cluster,  # noqa: F401  (the fixture)
+    wait_for,
+    wait_running,
+)
+
+from squall.models.cluster import TopologyStatus
+from squall_operator.local import LocalCluster
+from squall_operator.ui import NimbusActions, UiServer, create_app
+from squall_operator.ui.data import UiData
+
+pytestmark = pytest.mark.integration
+
+
+def call(url: str, method: str = "GET", body: Any = None, content_type: str | None = "application/json") -> tuple[int, Any]:
+    data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    req = urllib.request.Request(url, data=data, method=method)
+    if content_type and method == "POST":
+        req.add_header("Content-Type", content_type)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            text = r.read().decode()
+            return r.status, json.loads(text) if r.headers.get_content_type() == "application/json" else text
+    except urllib.error.HTTPError as e:
+        text = e.read().decode()
+        try:
+            return e.code, json.loads(text)
+        except ValueError:
+            return e.code, text
+
+
+@pytest.fixture
+def ui(make_cluster: Callable[..., LocalCluster], tmp_path: Path) -> Iterator[tuple[LocalCluster, str, str]]:
+    cluster = make_cluster(nodes=2, slots=2)
+    data = UiData(cluster.state, interval=0.5)
+    data.start()
+    on = UiServer(create_app(data, NimbusActions(cluster.nimbus), actions_enabled=True)).start()
+    off = UiServer(create_app(data, NimbusActions(cluster.nimbus), actions_enabled=False)).start()
+    try:
+        yield cluster, on.url, off.url
+    finally:
+        on.stop()
+        off.stop()
+        data.stop()
+
+
+def test_ui_api_figures_and_actions(ui: tuple[LocalCluster, str, str], tmp_path: Path) -> None:
+    cluster, url, readonly = ui
+    topo = id_pipeline("shown", tmp_path / "out", 0, rate=200, workers=1)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    api = url + "api/v1/topology/shown"
+
+    def spout(field: str = "emitted", window: str = ":all-time") -> int:
+        code, t = call(api + f"?window={window}")
+        assert code == 200, t
+        return int(t["spouts"][0]["stats"][window][field])
+
+    e0 = wait_for(lambda: spout(), 60, "the spout's figures in the API", cluster)
+    wait_for(lambda: spout() > e0 + 100, 30, "the figures to move", cluster)
+    assert spout(window="600") > 0
+    code, t = call(api)
+    assert t["status"] == "ACTIVE" and t["workersTotal"] == 1 and t["tasksTotal"] == 6
+    assert {b["boltId"] for b in t["bolts"]} == {"pass", "sink"}
+    assert t["workers"][0]["components"] == ["ids", "pass", "sink"]
+    assert t["configuration"]["spec.numWorkers"] == 1 and t["configuration"]["test.rate"] == 200
+    code, s = call(url + "api/v1/topology/summary")
+    assert code == 200 and [x["name"] for x in s["topologies"]] == ["shown"] and s["topologies"][0]["acked"] > 0
+    code, c = call(url + "api/v1/cluster/summary")
+    assert code == 200 and c["supervisors"] == 2 and c["slotsTotal"] == 4 and c["slotsUsed"] == 1
+    for page in ("", "topology/shown"):
+        code, html = call(url + page)
+        assert code == 200 and "shown" in html
+
+    # refused: 4xx with a message, nothing changed
+    refusals = [
+        (readonly + "api/v1/topology/shown/deactivate", {}, "application/json", 403),
+        (api + "/deactivate", {}, "application/x-www-form-urlencoded", 415),
+        (api + "/deactivate", b"{not json", "application/json", 400),
+        (api + "/kill/abc", {}, "application/json", 400),
+        (api + "/kill/-1", {}, "application/json", 400),
+        (api + "/kill/nan", {}, "application/json", 400),
+        (api + "/rebalance/0", {"rebalanceOptions": {"numWorkers": "2"}}, "application/json", 400),
+        (api + "/rebalance/0", {"rebalanceOptions": {"numWorkers": 0}}, "application/json", 400),
+        (api + "/rebalance/0", {"rebalanceOptions": {"executors": {"pass": 3}}}, "application/json", 400),
+        (api + "/rebalance/0", {"rebalanceOptions": {"executors": {"nosuch": 1}}}, "application/json", 400),
+        (api + "/rebalance/0", {"rebalanceOptions": {"workers": 2}}, "application/json", 400),
+        (api + "/activate/5", {}, "application/json", 404),
+        (api + "/explode", {}, "application/json", 404),
+        (url + "api/v1/topology/nosuch/deactivate", {}, "application/json", 404),
+    ]
+    for target, body, ctype, status in refusals:
+        code, got = call(target, "POST", body, ctype)
+        assert code == status, (target, body, code, got)
+        assert isinstance(got, dict) and got.get("error"), (target, got)
+    code, got = call(url + "api/v1/topology/nosuch")
+    assert code == 404
+    code, got = call(api + "/activate", "POST", {})
+    assert code == 200 and got["status"] == "success"  # activate while ACTIVE: Storm's no-op
+    base = cluster.state.get_storm("shown")
+    assert base is not None and base.status is TopologyStatus.ACTIVE
+    assert base.num_workers == 1 and base.component_executors["pass"] == 2
+
+    code, got = call(api + "/deactivate", "POST", {})
+    assert code == 200 and got["topologyOperation"] == "deactivate", got
+    assert cluster.nimbus.status("shown") is TopologyStatus.INACTIVE
+    code, got = call(api + "/deactivate", "POST", {})
+    assert code == 200
+    code, got = call(api + "/activate", "POST", {})
+    assert code == 200 and cluster.nimbus.status("shown") is TopologyStatus.ACTIVE
+
+    code, got = call(api + "/rebalance/0", "POST", {"rebalanceOptions": {"numWorkers": 2, "executors": {"sink": 1}}})
+    assert code == 200, got
+    wait_for(lambda: len(assigned_slots(cluster, "shown")) == 2, 30, "the rebalance to 2 workers", cluster)
+    wait_for(lambda: cluster.nimbus.status("shown") is TopologyStatus.ACTIVE, 30, "ACTIVE again", cluster)
+    code, got = call(api + "/rebalance/0", "POST", {})
+    assert code in (200, 409), got
+
+    code, got = call(api + "/kill/1", "POST", {})
+    assert code == 200, got
+    code, got = call(api + "/deactivate", "POST", {})
+    assert code in (409, 404), got  # KILLED allows only kill; or already removed
+    assert cluster.wait_removed("shown", 60), "not removed" + logs_tail(cluster)
+    deadline = time.monotonic() + 30
+    while call(api)[0] != 404 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert call(api)[0] == 404

@@ -1,0 +1,174 @@
+"""The web UI in a real browser: headless Chromium (Debian's chromium + chromium-driver,
+installed by scripts/setup-browser) driven by Selenium opens the UI of `squall run --ui-actions`
+running the word count, watches the figures move, deactivates the topology with the page's
+button and sees the spout's emitted count stop, activates it again and sees it move again.
+Screenshots of both pages go to the test's tmp dir, and to docs/ when SQUALL_UI_SCREENSHOTS=docs
+(how docs/ui-topology.png and docs/ui-topologies.png were made)."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from squall.zkserver import java_available
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+def _missing() -> str | None:
+    if not java_available():
+        return "no java on PATH (squall run starts an embedded ZooKeeper)"
+    if not CHROMIUM or not CHROMEDRIVER:
+        return "Debian's chromium and chromium-driver are not installed (scripts/setup-browser installs them as root)"
+    return None
+
+
+def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(0.25)
+
+
+@pytest.fixture
+def squall_run() -> Iterator[tuple[str, list[str]]]:
+    """`squall run` of the word count with the UI (actions on, any free port): its URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "squall_operator", "run", "examples/wordcount/topology.yaml",
+         "--duration", "300", "--no-progress", "--ui-actions", "--ui-port", "0", "--kill-wait", "2"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+    lines: queue.Queue[str] = queue.Queue(maxsize=100_000)
+    out: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        url = None
+        deadline = time.monotonic() + 120
+        while url is None and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                line = lines.get(timeout=1)
+            except queue.Empty:
+                continue
+            out.append(line)
+            if m := re.search(r"UI: (http://127\.0\.0\.1:\d+/)", line):
+                url = m.group(1)
+        assert url, "squall run did not print its UI address:\n" + "".join(out)
+        yield url, out
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(2)  # Ctrl-C: Storm's kill, then exit
+            try:
+                proc.wait(90)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1360,1000", "--hide-scrollbars", "--force-device-scale-factor=1"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _shoot(driver: Any, name: str, tmp_path: Path) -> None:
+    driver.save_screenshot(str(tmp_path / name))
+    if os.environ.get("SQUALL_UI_SCREENSHOTS") == "docs":
+        # the whole page: as tall as its content
+        height = driver.execute_script("return document.documentElement.scrollHeight")
+        driver.set_window_size(1360, max(800, int(height) + 20))
+        driver.save_screenshot(str(REPO / "docs" / name))
+        driver.set_window_size(1360, 1000)
+
+
+@pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
+def test_ui_in_headless_chromium(squall_run: tuple[str, list[str]], browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    url, _ = squall_run
+    driver = browser
+
+    def text(selector: str) -> str:
+        els = driver.find_elements(By.CSS_SELECTOR, selector)
+        return els[0].text.strip() if els else ""
+
+    def figure(key: str) -> int:
+        t = text(f'[data-k="{key}"]').replace(",", "")
+        return int(t) if t.isdigit() else -1
+
+    # the topologies page: the word count listed, its acked count moving
+    driver.get(url)
+    wait_for(lambda: text('#topologies tr[data-topology="wordcount"]'), 60, "wordcount on the topologies page")
+    acked = lambda: int(driver.find_elements(By.CSS_SELECTOR, '#topologies tr[data-topology="wordcount"] td')[6].text.replace(",", "") or 0)  # noqa: E731
+    a0 = wait_for(lambda: acked() > 0 and acked(), 120, "acked tuples on the topologies page")
+    wait_for(lambda: acked() > a0, 30, "the acked count to move without a reload")
+    _shoot(driver, "ui-topologies.png", tmp_path)
+
+    # the topology page: figures move by themselves (the page polls the API)
+    driver.find_element(By.LINK_TEXT, "wordcount").click()
+    wait_for(lambda: text("#status") == "ACTIVE", 30, "the topology page")
+    e0 = wait_for(lambda: figure("spout:sentences:emitted") > 0 and figure("spout:sentences:emitted"), 60,
+                  "the spout's emitted count")
+    wait_for(lambda: figure("spout:sentences:emitted") > e0, 30, "the spout's emitted count to move")
+    wait_for(lambda: figure("bolt:count:executed") > 0, 30, "the count bolt's executed count")
+    assert text("#workers tbody tr"), "no workers shown"
+    assert "spec.numWorkers" in text("#configuration")
+
+    # deactivate from the page: the spout stops emitting
+    driver.find_element(By.ID, "btn-deactivate").click()
+    wait_for(lambda: text("#status") == "INACTIVE", 30, "INACTIVE after the Deactivate button")
+    assert "deactivated" in text("#message")
+    time.sleep(3)  # the worker sees the change and its next heartbeats settle
+    stopped = figure("spout:sentences:emitted")
+    updated = driver.execute_script("return document.body.dataset.updated")
+    wait_for(lambda: driver.execute_script("return document.body.dataset.updated") != updated, 10, "a refresh")
+    time.sleep(4)  # two more refreshes
+    assert figure("spout:sentences:emitted") == stopped, "the spout kept emitting while INACTIVE"
+    assert driver.find_element(By.ID, "btn-deactivate").get_attribute("disabled") is not None
+
+    # activate again: it emits again
+    driver.find_element(By.ID, "btn-activate").click()
+    wait_for(lambda: text("#status") == "ACTIVE", 30, "ACTIVE after the Activate button")
+    wait_for(lambda: figure("spout:sentences:emitted") > stopped, 30, "the spout to emit again")
+    # the 10 min window (the topology is younger: all of it)
+    driver.find_element(By.CSS_SELECTOR, '#windows button[data-window="600"]').click()
+    wait_for(lambda: "10m" in text('[data-k="window-label"]'), 10, "the 10 min window")
+    wait_for(lambda: figure("spout:sentences:emitted") > stopped, 30, "the 10 min figures")
+    driver.find_element(By.CSS_SELECTOR, '#windows button[data-window=":all-time"]').click()
+    time.sleep(2.5)
+    _shoot(driver, "ui-topology.png", tmp_path)
