@@ -123,9 +123,16 @@ def test_ui_in_headless_chromium(squall_run: tuple[str, list[str]], browser: Any
     url, _ = squall_run
     driver = browser
 
+    # read and click through JavaScript in one step: the page re-renders its tables every poll,
+    # so an element found in one call may be gone by the next (a stale reference)
     def text(selector: str) -> str:
-        els = driver.find_elements(By.CSS_SELECTOR, selector)
-        return els[0].text.strip() if els else ""
+        got = driver.execute_script(
+            "const e = document.querySelector(arguments[0]); return e ? e.textContent : '';", selector)
+        return str(got).strip()
+
+    def click(selector: str) -> None:
+        assert driver.execute_script(
+            "const e = document.querySelector(arguments[0]); if (e) e.click(); return !!e;", selector), selector
 
     def figure(key: str) -> int:
         t = text(f'[data-k="{key}"]').replace(",", "")
@@ -134,13 +141,13 @@ def test_ui_in_headless_chromium(squall_run: tuple[str, list[str]], browser: Any
     # the topologies page: the word count listed, its acked count moving
     driver.get(url)
     wait_for(lambda: text('#topologies tr[data-topology="wordcount"]'), 60, "wordcount on the topologies page")
-    acked = lambda: int(driver.find_elements(By.CSS_SELECTOR, '#topologies tr[data-topology="wordcount"] td')[6].text.replace(",", "") or 0)  # noqa: E731
+    acked = lambda: int(text('#topologies tr[data-topology="wordcount"] td:nth-child(7)').replace(",", "") or 0)  # noqa: E731
     a0 = wait_for(lambda: acked() > 0 and acked(), 120, "acked tuples on the topologies page")
     wait_for(lambda: acked() > a0, 30, "the acked count to move without a reload")
     _shoot(driver, "ui-topologies.png", tmp_path)
 
     # the topology page: figures move by themselves (the page polls the API)
-    driver.find_element(By.LINK_TEXT, "wordcount").click()
+    click('#topologies a[href="/topology/wordcount"]')
     wait_for(lambda: text("#status") == "ACTIVE", 30, "the topology page")
     e0 = wait_for(lambda: figure("spout:sentences:emitted") > 0 and figure("spout:sentences:emitted"), 60,
                   "the spout's emitted count")
@@ -150,7 +157,7 @@ def test_ui_in_headless_chromium(squall_run: tuple[str, list[str]], browser: Any
     assert "spec.numWorkers" in text("#configuration")
 
     # deactivate from the page: the spout stops emitting
-    driver.find_element(By.ID, "btn-deactivate").click()
+    click("#btn-deactivate")
     wait_for(lambda: text("#status") == "INACTIVE", 30, "INACTIVE after the Deactivate button")
     assert "deactivated" in text("#message")
     time.sleep(3)  # the worker sees the change and its next heartbeats settle
@@ -162,13 +169,13 @@ def test_ui_in_headless_chromium(squall_run: tuple[str, list[str]], browser: Any
     assert driver.find_element(By.ID, "btn-deactivate").get_attribute("disabled") is not None
 
     # activate again: it emits again
-    driver.find_element(By.ID, "btn-activate").click()
+    click("#btn-activate")
     wait_for(lambda: text("#status") == "ACTIVE", 30, "ACTIVE after the Activate button")
     wait_for(lambda: figure("spout:sentences:emitted") > stopped, 30, "the spout to emit again")
     # the 10 min window (the topology is younger: all of it)
-    driver.find_element(By.CSS_SELECTOR, '#windows button[data-window="600"]').click()
+    click('#windows button[data-window="600"]')
     wait_for(lambda: "10m" in text('[data-k="window-label"]'), 10, "the 10 min window")
     wait_for(lambda: figure("spout:sentences:emitted") > stopped, 30, "the 10 min figures")
-    driver.find_element(By.CSS_SELECTOR, '#windows button[data-window=":all-time"]').click()
+    click('#windows button[data-window=":all-time"]')
     time.sleep(2.5)
     _shoot(driver, "ui-topology.png", tmp_path)
