@@ -39,7 +39,6 @@ from squall_operator.local import LocalCluster
 
 pytestmark = pytest.mark.integration
 
-__all__ = ["make_cluster"]  # the fixture, imported for pytest
 
 FUZZ_SECONDS = 4.0
 SEED = 20261123

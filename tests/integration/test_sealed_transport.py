@@ -37,7 +37,6 @@ from squall_operator.local import LocalCluster
 
 pytestmark = pytest.mark.integration
 
-__all__ = ["make_cluster"]  # the fixture, imported for pytest
 
 # a source address on loopback that runs no worker (the local cluster's workers are on 127.0.0.1)
 STRANGER = "127.0.0.9"
