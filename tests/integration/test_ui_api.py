@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_engine import (
+from helpers import (  # the integration tests' helpers (same directory)
     assigned_slots,
     id_pipeline,
     logs_tail,
-    make_cluster,  # noqa: F401  (the fixture)
     wait_for,
     wait_running,
 )
