@@ -158,3 +158,46 @@ def test_squall_run_runs_the_example(tmp_path: Path, redis_server: Any) -> None:
     committed = Committed(parse_topology(data, source="run"))
     assert committed.position() == limit
     assert committed.totals() == example_module().expected_counts(limit)
+
+
+def test_window_contents_survive_kill_9(make_cluster: Callable[..., LocalCluster], tmp_path: Path,
+                                        redis_server: Any) -> None:
+    """Storm's persistent windowing: a tumbling window of 10 ids whose tuples span a kill -9 of
+    its worker still holds exactly those 10 ids (the window contents are checkpointed)."""
+    n = 3000
+    data = {
+        "apiVersion": "squall.io/v1alpha1", "kind": "Topology", "metadata": {"name": "swin"},
+        "spec": {
+            "numWorkers": 2, "messageTimeoutSecs": 10, "maxSpoutPending": 1000,
+            "config": {"topology.state.provider": "redis",
+                       "topology.state.provider.config": redis_server.provider_config(),
+                       "topology.state.checkpoint.interval.ms": 300, "test.count": n, "test.rate": 150},
+            "spouts": [{"name": "ids", "class": "stateful_components:IdSpout", "stateful": True}],
+            "bolts": [{"name": "win", "class": "stateful_components:WindowSums", "stateful": True,
+                       "window": {"windowLength": 10},
+                       "inputs": [{"component": "ids", "grouping": "global"}]}],
+        },
+    }
+    topo = parse_topology(data, source="swin")
+    committed = Committed(topo)
+    cluster = make_cluster(nodes=2, slots=1)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+
+    def position() -> int:
+        return int(committed.state("ids", committed.tasks["ids"][0]).get("position", 0))
+
+    wait_for(lambda: position() >= 600, 90, "a few committed checkpoints", cluster, 0.5)
+    assert position() < n - 1000, "the run ended before the kill; slow the spout down"
+    (victim,) = component_slots(cluster, topo)["win"]
+    pid = cluster.worker_pids(topo.name)[victim]
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: cluster.worker_pids(topo.name).get(victim, pid) != pid, 30, "the worker's restart", cluster)
+    wait_for(lambda: position() >= n, 180, "the whole input committed", cluster, 0.5)
+    final = committed.state("ids", committed.tasks["ids"][0]).committed_txid()
+    (win_task,) = committed.tasks["win"]
+    wait_for(lambda: (committed.state("win", win_task).committed_txid() or -1) >= (final or 0), 60,
+             "the window bolt to commit the last checkpoint", cluster, 0.5)
+    got = dict(committed.state("win", win_task))
+    assert got == {k: [10, sum(range(k, k + 10))] for k in range(0, n, 10)}, logs_tail(cluster)
+    stop_topology(cluster, topo.name)

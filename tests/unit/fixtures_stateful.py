@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from squall import Bolt, StatefulBolt, StatefulSpout
+from squall import Bolt, StatefulBolt, StatefulSpout, StatefulWindowedBolt
 
 
 class CountWords(StatefulBolt):
@@ -39,3 +39,14 @@ class NotStateful(Bolt):
 
     def execute(self, tup: Any) -> None:
         pass
+
+
+class Sums(StatefulWindowedBolt):
+    """Records each window's sum under its first id."""
+
+    outputs = ["first", "sum"]
+
+    def execute(self, window: Any) -> None:
+        ids = [t.values[0] for t in window.get()]
+        self.state.put(ids[0], sum(ids))
+        self.collector.emit([ids[0], sum(ids)])

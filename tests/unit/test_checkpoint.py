@@ -160,8 +160,7 @@ def harness(inner: type, provider: MemoryProvider) -> tuple[BoltHarness, Recorde
     cls = type("H", (BoltHarness,), {"inner": inner})
     h = cls()
     rec = Recorder()
-    state = provider.state("count-9")
-    h.prepare({"squall.checkpoint.sources": ["split"]}, Ctx({"split": [1, 2]}), rec, state=state)  # type: ignore[arg-type]
+    h.prepare({"squall.checkpoint.sources": ["split"]}, Ctx({"split": [1, 2]}), rec, provider=provider)  # type: ignore[arg-type]
     return h, rec
 
 
@@ -408,13 +407,69 @@ def test_memory_state_transactions() -> None:
         s.put(["list"], 1)
 
 
-def test_validation_refuses_a_windowed_bolt_beside_stateful_components() -> None:
+def test_windowed_bolts_run_beside_stateful_components_and_stateful_ones_say_so() -> None:
     b = TopologyBuilder("mixed")
     b.set_spout("lines", f"{FX}:Lines", 1, outputs=["sentence"], stateful=True)
     b.set_bolt("win", "fixtures_windowing:WindowCount", 1).with_window(10).shuffle_grouping("lines")
+    b.set_bolt("sums", f"{FX}:Sums", 1, stateful=False).with_window(3).shuffle_grouping("lines")
     with pytest.raises(TopologyError) as got:
         check_topology(b.build(), resolve_classes=True)
-    assert "spec.bolts[0].class" in str(got.value) and "windowed bolt cannot run" in str(got.value)
+    assert [p.path for p in got.value.problems] == ["spec.bolts[1].stateful"]
+    assert "Sums is a StatefulWindowedBolt" in str(got.value)
+
+
+def window_tuple(i: int) -> Tuple:
+    return Tuple([i], 1, "ids", "default", {"id": 0}, {100 + i: 7})
+
+
+def windowed_harness(provider: MemoryProvider) -> tuple[BoltHarness, Recorder]:
+    from fixtures_stateful import Sums
+
+    cls = type("W", (BoltHarness,), {"inner": Sums})
+    h = cls()
+    rec = Recorder()
+    conf = {"squall.checkpoint.sources": ["ids"], "squall.checkpoint.window": {"windowLength": 3},
+            "squall.checkpoint.window.inputs": [["ids", "default"]]}
+    h.prepare(conf, Ctx({"ids": [1]}), rec, provider=provider)  # type: ignore[arg-type]
+    return h, rec
+
+
+def test_window_contents_are_checkpointed_and_survive_a_restart() -> None:
+    provider = MemoryProvider()
+    h, rec = windowed_harness(provider)
+    h.execute(barrier(1, R, -1, 1))
+    for i in range(5):  # window [0, 1, 2] fires; 3 and 4 wait
+        h.execute(window_tuple(i))
+    h.execute(barrier(1, P, 0, 2))
+    h.execute(barrier(1, C, 0, 3))
+    assert dict(provider.state("count-9")) == {0: 3}
+    h.execute(window_tuple(5))  # [3, 4, 5] fires, not committed
+    assert h.bolt.state.get(3) == 12
+    # the worker dies; a new one restores the state and the windows of txid 0
+    h2, rec2 = windowed_harness(provider)
+    h2.execute(barrier(1, R, 0, 4))
+    assert h2.bolt.state.get(3) is None
+    # the windows as committed: [0, 1, 2] (fired, expiring at the next window) and 3, 4 waiting
+    m = h2.runner.manager  # type: ignore[union-attr]
+    assert [t.values[0] for t in m.items] == [0, 1, 2, 3, 4] and m._seen == 3
+    h2.execute(window_tuple(5))  # replayed by the spout after its rollback
+    assert h2.bolt.state.get(3) == 12
+    # the restored tuples have no tree: the window's emit is unanchored, nothing waits on them
+    assert rec2.emitted[-1] == ([3, 12], "default")
+
+
+def test_a_rollback_restores_the_windows_in_place() -> None:
+    provider = MemoryProvider()
+    h, rec = windowed_harness(provider)
+    h.execute(barrier(1, R, -1, 1))
+    h.execute(window_tuple(0))
+    h.execute(barrier(1, P, 0, 2))
+    h.execute(barrier(1, C, 0, 3))
+    late = window_tuple(1)
+    h.execute(late)
+    h.execute(barrier(1, R, 0, 4))
+    assert late in rec.failed  # its tree is failed: the spout re-emits it
+    assert [t.values for t in h.runner.manager.items] == [[0]]  # type: ignore[union-attr]
 
 
 def test_a_basic_bolt_inside_the_harness_anchors_and_acks_its_input() -> None:

@@ -75,9 +75,9 @@ def class_path(ref: type | str) -> str:
 
 
 def _is_stateful(ref: type | str) -> bool:
-    from squall.components import StatefulBolt, StatefulSpout
+    from squall.components import StatefulBolt, StatefulSpout, StatefulWindowedBolt
 
-    return isinstance(ref, type) and issubclass(ref, (StatefulBolt, StatefulSpout))
+    return isinstance(ref, type) and issubclass(ref, (StatefulBolt, StatefulSpout, StatefulWindowedBolt))
 
 
 class ComponentDeclarer:

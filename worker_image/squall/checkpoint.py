@@ -36,14 +36,33 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from squall.components import BasicBolt, Bolt, FailedException, OutputCollector, Spout, SpoutOutputCollector, StatefulBolt, StatefulSpout, Tuple
+from squall.components import (
+    BasicBolt,
+    Bolt,
+    FailedException,
+    OutputCollector,
+    Spout,
+    SpoutOutputCollector,
+    StatefulBolt,
+    StatefulSpout,
+    StatefulWindowedBolt,
+    Tuple,
+    WindowedBolt,
+)
 from squall.plan import CHECKPOINT_COMPONENT, CHECKPOINT_STREAM, TopologyPlan
-from squall.statebackend import KeyValueState, checkpoint_interval_secs, open_provider
+from squall.statebackend import KeyValueState, StateProvider, checkpoint_interval_secs, open_provider
+from squall.windowing import WindowConfig, WindowedBoltExecutor, WindowManager
 
 log = logging.getLogger("squall.checkpoint")
 
 # the conf key through which the worker tells a harness which components send it `$checkpoint`
 SOURCES_KEY = "squall.checkpoint.sources"
+# a windowed bolt's window and inputs, and the tick period its time windows fire on
+WINDOW_KEY = "squall.checkpoint.window"
+WINDOW_INPUTS_KEY = "squall.checkpoint.window.inputs"
+TICK_KEY = "squall.checkpoint.tick.secs"
+WINDOW_TICK_SECS = 0.1
+WINDOW_STATE_KEY = "window"
 TX_STATE_KEY = "__state"
 
 
@@ -249,7 +268,12 @@ class BoltHarness(Bolt):
 
     def __init__(self) -> None:
         self.bolt = self.inner()
-        self.stateful = isinstance(self.bolt, StatefulBolt)
+        self.windowed = isinstance(self.bolt, WindowedBolt)
+        # state kept for it: its own (a StatefulBolt, a StatefulWindowedBolt), its windows'
+        self.has_state = isinstance(self.bolt, (StatefulBolt, StatefulWindowedBolt))
+        self.stateful = self.has_state or self.windowed
+        self.runner: WindowedBoltExecutor | None = None
+        self.window_state: KeyValueState | None = None
         self.initialized = False
         self.round: tuple[str, int, int] | None = None  # (action, txid, attempt) being aligned
         self.arrived: set[int] = set()
@@ -259,20 +283,29 @@ class BoltHarness(Bolt):
         self.state: KeyValueState | None = None
 
     def prepare(self, conf: Mapping[str, Any], context: Any, collector: OutputCollector,
-                state: KeyValueState | None = None) -> None:
+                provider: StateProvider | None = None) -> None:
         super().prepare(conf, context, collector)
         sources = list(conf.get(SOURCES_KEY, ()))
         self.inputs = frozenset(t for c in sources for t in context.component_tasks(c))
         cp = context.component_tasks(CHECKPOINT_COMPONENT) if CHECKPOINT_COMPONENT in sources else []
         self.cp_task: int | None = cp[0] if cp else None
         self.out: Any = collector
+        namespace = f"{context.component_id}-{context.task_id}"
         if self.stateful:
-            if state is None:
-                state = open_provider(conf).state(f"{context.component_id}-{context.task_id}")
-            self.state = state
+            if provider is None:
+                provider = open_provider(conf)
+            self.state = provider.state(namespace)
             self.out = _AckTracking(collector)
         self.basic: _Anchoring | None = None
-        if isinstance(self.bolt, BasicBolt):
+        if self.windowed:
+            # Storm's persistent windowing: the window contents are checkpointed beside the state
+            self.window_config = WindowConfig.from_spec(conf[WINDOW_KEY])
+            self.window_inputs = [tuple(i) for i in conf.get(WINDOW_INPUTS_KEY, ())]
+            assert provider is not None
+            self.window_state = provider.state(namespace + "$window")
+            self.runner = WindowedBoltExecutor(self.bolt, self.window_config, self.window_inputs)
+            self.runner.prepare(conf, context, self.out)
+        elif isinstance(self.bolt, BasicBolt):
             # Storm's BasicBoltExecutor inside the forwarder: anchor, then ack or fail the input
             self.basic = _Anchoring(self.out)
             self.bolt.prepare(conf, context, self.basic)
@@ -280,7 +313,10 @@ class BoltHarness(Bolt):
             self.bolt.prepare(conf, context, self.out)
 
     def cleanup(self) -> None:
-        self.bolt.cleanup()
+        if self.runner is not None:
+            self.runner.cleanup()
+        else:
+            self.bolt.cleanup()
 
     def execute(self, tup: Tuple) -> None:
         if tup.stream == CHECKPOINT_STREAM:
@@ -309,6 +345,13 @@ class BoltHarness(Bolt):
         self._call(tup)
 
     def _call(self, tup: Tuple) -> None:
+        runner = self.runner
+        if runner is not None:
+            if tup.is_tick():
+                runner.on_timer()  # time windows and watermarks fire on the ticks
+            else:
+                runner.execute(tup)
+            return
         basic = self.basic
         if basic is None:
             self.bolt.execute(tup)
@@ -389,11 +432,26 @@ class BoltHarness(Bolt):
 
     def _rollback_state(self) -> None:
         assert self.state is not None
-        self.bolt.pre_rollback()
+        if self.has_state and not self.windowed:
+            self.bolt.pre_rollback()
         self.state.rollback()
         self._drop(self.prepared_acks)
         self._drop(self.out.take())
         self.prepared_acks = []
+        if self.runner is not None:
+            assert self.window_state is not None
+            self.window_state.rollback()
+            # the tuples in the windows now are replayed after the rollback: fail their trees
+            self._drop([t for t in self.runner.manager.items if t.anchors])
+            if self.initialized:
+                self._restore_windows()
+
+    def _restore_windows(self) -> None:
+        assert self.runner is not None and self.window_state is not None
+        snap = self.window_state.get(WINDOW_STATE_KEY)
+        self.runner.manager = WindowManager(self.window_config, self.runner.clock)
+        if snap is not None:
+            restore_windows(self.runner, snap)
 
     def _act(self, action: Action, txid: int) -> bool:
         if action is Action.PREPARE:
@@ -401,14 +459,22 @@ class BoltHarness(Bolt):
                 return False  # restarted since the last rollback: fail fast, recover
             if self.stateful:
                 assert self.state is not None
-                self.bolt.pre_prepare(txid)
+                if self.has_state and not self.windowed:
+                    self.bolt.pre_prepare(txid)
                 self.state.prepare_commit(txid)
+                if self.runner is not None:
+                    assert self.window_state is not None
+                    self.window_state.put(WINDOW_STATE_KEY, snapshot_windows(self.runner))
+                    self.window_state.prepare_commit(txid)
                 self.prepared_acks.extend(self.out.take())
         elif action is Action.COMMIT:
             if self.stateful:
                 assert self.state is not None
-                self.bolt.pre_commit(txid)
+                if self.has_state and not self.windowed:
+                    self.bolt.pre_commit(txid)
                 self.state.commit(txid)
+                if self.window_state is not None:
+                    self.window_state.commit(txid)
                 acks, self.prepared_acks = self.prepared_acks, []
                 for t in acks:
                     self.collector.ack(t)
@@ -420,8 +486,11 @@ class BoltHarness(Bolt):
         if self.initialized:
             return
         self.initialized = True
+        if self.runner is not None:
+            self._restore_windows()
         if self.stateful:
-            self.bolt.init_state(self.state)
+            if self.has_state:
+                self.bolt.init_state(self.state)
             waiting, self.before_init = self.before_init, []
             for t in waiting:
                 self._run(t)
@@ -497,10 +566,18 @@ class SpoutHarness(Spout):
 
 
 def wrap(cls: type, component: str, plan: TopologyPlan, conf: Mapping[str, Any],
-         spout: bool) -> tuple[type, dict[str, Any]]:
+         spout: bool, spec: Any = None) -> tuple[type, dict[str, Any]]:
     """The class the worker runs for `component` of a topology with stateful components, and
-    its conf (with the components it receives `$checkpoint` from)."""
+    its conf (with the components it receives `$checkpoint` from; for a windowed bolt, its
+    window, inputs and the tick that drives its time windows)."""
     conf = {**conf, SOURCES_KEY: list(plan.checkpoint_sources(component))}
+    if not spout and issubclass(cls, WindowedBolt) and spec is not None and getattr(spec, "window", None):
+        window = spec.window.model_dump(by_alias=True, exclude_none=True)
+        conf[WINDOW_KEY] = window
+        conf[WINDOW_INPUTS_KEY] = [(i.component, i.stream) for i in spec.inputs]
+        config = WindowConfig.from_spec(window)
+        if config.event_time or not (config.length.count and config.sliding.count):
+            conf[TICK_KEY] = WINDOW_TICK_SECS
     if spout:
         if not issubclass(cls, StatefulSpout):
             return cls, conf
@@ -509,7 +586,54 @@ def wrap(cls: type, component: str, plan: TopologyPlan, conf: Mapping[str, Any],
 
 
 def is_stateful_class(cls: type) -> bool:
-    return issubclass(cls, (StatefulBolt, StatefulSpout))
+    return issubclass(cls, (StatefulBolt, StatefulSpout, StatefulWindowedBolt))
+
+
+# -- persistent windows: a WindowManager's contents as plain values and back ------------------
+def _tuple_out(t: Tuple) -> list[Any]:
+    return [t.values, t.source_task, t.source_component, t.stream, t.fields]
+
+
+def _tuple_in(v: list[Any]) -> Tuple:
+    values, task, component, stream, fields = v
+    # restored tuples have no tree (theirs were failed or timed out): emits from them are unanchored
+    return Tuple(list(values), int(task), str(component), str(stream), {f: i for i, f in enumerate(fields)}, None)
+
+
+def snapshot_windows(runner: WindowedBoltExecutor) -> dict[str, Any]:
+    """What a windowed bolt's windows hold now, as values a state can store."""
+    m = runner.manager
+    snap: dict[str, Any] = {
+        "ts": list(m.ts),
+        "items": [_tuple_out(t) for t in m.items],
+        "seen": m._seen,
+        "unreported": [_tuple_out(t) for t in m._unreported],
+        "since": m._since, "next_fire": m._next_fire, "last_end": m._last_end,
+        "next_index": m._next_index, "watermark": m.watermark_ts,
+    }
+    gen = runner.watermarks
+    if gen is not None:
+        snap["max_ts"] = [[list(k) if isinstance(k, tuple) else k, v] for k, v in gen.max_ts.items()]
+        snap["last"] = gen.last
+    return snap
+
+
+def restore_windows(runner: WindowedBoltExecutor, snap: Mapping[str, Any]) -> None:
+    """Puts a snapshot back into `runner`'s (fresh) window manager."""
+    m = runner.manager
+    m.ts = [float(ts) for ts in snap["ts"]]
+    m.items = [_tuple_in(t) for t in snap["items"]]
+    m._seen = int(snap["seen"])
+    m._unreported = [_tuple_in(t) for t in snap["unreported"]]
+    m._since = int(snap["since"])
+    m._next_fire = snap["next_fire"]
+    m._last_end = snap["last_end"]
+    m._next_index = int(snap["next_index"])
+    m.watermark_ts = snap["watermark"]
+    gen = runner.watermarks
+    if gen is not None and "max_ts" in snap:
+        gen.max_ts = {tuple(k) if isinstance(k, list) else k: float(v) for k, v in snap["max_ts"]}
+        gen.last = snap["last"]
 
 
 __all__ = [

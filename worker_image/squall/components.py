@@ -223,3 +223,13 @@ class StatefulSpout(Spout):
 
     def init_state(self, state: Any) -> None:
         self.state = state
+
+
+class StatefulWindowedBolt(WindowedBolt):
+    """Storm's IStatefulWindowedBolt / BaseStatefulWindowedBolt: a windowed bolt with a
+    `KeyValueState` of its own (`init_state(state)`, as a StatefulBolt). In a topology with
+    stateful components every windowed bolt's window contents are checkpointed too, so they
+    survive a crash (Storm's persistent windowing). Declare it `stateful: true`."""
+
+    def init_state(self, state: Any) -> None:
+        self.state = state

@@ -796,14 +796,16 @@ class _Checker:
     def check_stateful(self, located: list[tuple[str, ComponentSpec, str]]) -> None:
         """Stateful components (squall.checkpoint): `stateful` agrees with the class, the
         checkpoints need ackers, the state provider settings make sense."""
-        from squall.components import StatefulBolt, StatefulSpout
         from squall import statebackend
+        from squall.components import StatefulBolt, StatefulSpout, StatefulWindowedBolt
 
         for base, component, role in located:
             cls = self.classes.get(component.name)
             if cls is None:
                 continue
-            want = StatefulSpout if role == "spout" else StatefulBolt
+            want: type = StatefulSpout if role == "spout" else StatefulBolt
+            if role == "bolt" and issubclass(cls, StatefulWindowedBolt):
+                want = StatefulWindowedBolt
             is_stateful = issubclass(cls, want)
             if is_stateful and not component.stateful:
                 self.add(f"{base}.stateful", NO_VALUE,
@@ -816,14 +818,6 @@ class _Checker:
             return
         if spec.ackers == 0:
             self.add("spec.numAckers", 0, "stateful components need ackers: checkpoints are tuple trees")
-        from squall.components import WindowedBolt
-
-        for base, component, role in located:
-            cls = self.classes.get(component.name)
-            if role == "bolt" and cls is not None and issubclass(cls, WindowedBolt):
-                self.add(f"{base}.class", component.class_name,
-                         "a windowed bolt cannot run in a topology with stateful components yet"
-                         " (it would not forward the $checkpoint stream)")
         config = spec.config
         for key, message in statebackend.config_problems(config):
             top = key if key in config else next((k for k in config if key.startswith(k + ".")), key)

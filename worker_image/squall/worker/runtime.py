@@ -321,11 +321,13 @@ class Worker:
             if plan.checkpointing:
                 from squall.checkpoint import wrap
 
-                cls, conf = wrap(cls, comp, plan, conf, spout=comp in plan.spouts)
+                cls, conf = wrap(cls, comp, plan, conf, spout=comp in plan.spouts, spec=spec)
             if comp in plan.spouts:
                 ex = SpoutExecutor(self, plan, e, comp, cls, conf)
             else:
                 tick = spec.config.get("topology.tick.tuple.freq.secs", self.spec.tick_tuple_freq_secs)
+                # a windowed bolt in a checkpointed topology fires its time windows on ticks
+                tick = conf.get("squall.checkpoint.tick.secs", tick)
                 ex = BoltExecutor(self, plan, e, comp, cls, conf, float(tick) if tick else None)
             self.executors[e] = ex
             new_execs.append(ex)
