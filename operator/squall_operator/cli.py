@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -32,6 +32,9 @@ from squall.classcheck import DEFAULT_IMPORT_TIMEOUT, check_topology_isolated
 from squall.errors import NO_VALUE, Problem, TopologyError
 from squall.models import Topology
 from squall.validation import ResolvedTopology, check_topology, load_topology, parse_topology
+
+if TYPE_CHECKING:
+    from squall.state import ZkCredentials
 
 __all__ = [
     "EXIT_INVALID",
@@ -371,12 +374,24 @@ def validate(
     )
 
 
+def _zk_credentials(path: Path | None) -> ZkCredentials | None:
+    if path is None:
+        return None
+    from squall.state import ZkCredentials  # kazoo: only for the commands that use ZooKeeper
+
+    try:
+        return ZkCredentials.from_file(path)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
 @app.command()
 def run(
     file: Annotated[Path, typer.Argument(help="topology.yaml (apiVersion squall.io/v1alpha1, kind Topology)")],
     nodes: Annotated[int, typer.Option(help="simulated supervisor nodes", min=1)] = 2,
     slots: Annotated[int, typer.Option(help="worker slots per node", min=1)] = 2,
     zookeeper: Annotated[str | None, typer.Option(help="HOST:PORT of an existing ZooKeeper (default: start an embedded one)")] = None,
+    zk_auth_file: Annotated[Path | None, typer.Option(envvar="SQUALL_ZK_AUTH_FILE", help="file holding 'user:password': Squall's ZooKeeper nodes get a digest ACL for that user alone (default: generated for the embedded ZooKeeper; none for an existing one)")] = None,
     duration: Annotated[float | None, typer.Option(help="stop after the topology has run this many seconds, counted from when all its workers are up (default: run until Ctrl-C)", min=0)] = None,
     kill_wait: Annotated[float | None, typer.Option(help="seconds to let in-flight tuples finish on stop (default: killWaitSecs)", min=0)] = None,
     summary_json: Annotated[Path | None, typer.Option(help="write per-component counts and latency percentiles here")] = None,
@@ -407,6 +422,7 @@ def run(
             nodes=nodes,
             slots=slots,
             zookeeper=zookeeper,
+            zk_credentials=_zk_credentials(zk_auth_file),
             duration=duration,
             kill_wait=kill_wait,
             summary_json=summary_json,

@@ -5,6 +5,11 @@ started from the jars PySpark ships, unless a connect string is given. Each simu
 registers its slots in ZooKeeper like a Storm supervisor and runs a sync loop that starts a worker
 process for every slot assigned to it, restarts a worker that died, and stops workers whose slot
 is no longer assigned. Every child process dies with its parent (PR_SET_PDEATHSIG).
+
+ZooKeeper ACLs: with credentials (``zk_credentials``; generated when the cluster starts its own
+ZooKeeper) every node under the cluster's root carries a digest ACL for that user alone; the
+workers get the credentials in a 0600 file in the cluster's work directory, named by
+``$SQUALL_ZK_AUTH_FILE``.
 """
 
 from __future__ import annotations
@@ -26,8 +31,8 @@ from pathlib import Path
 
 from squall.models.cluster import SupervisorInfo, WorkerSlot
 from squall.models.v1alpha1 import Topology
+from squall.state import CONNECTION_ERRORS, ZK_AUTH_FILE_ENV, ClusterState, ZkCredentials
 from squall.worker.security import CurveKeys, write_keys
-from squall.state import CONNECTION_ERRORS, ClusterState
 from squall.zkserver import EmbeddedZooKeeper
 from squall_operator.monitor import LOCAL_TIMEOUTS, MonitorTimeouts
 from squall_operator.nimbus import Nimbus
@@ -92,6 +97,7 @@ class LocalCluster:
         worker_session_timeout: float | None = None,
         worker_zookeeper: str | None = None,
         curve: bool = False,
+        zk_credentials: ZkCredentials | None = None,
     ) -> None:
         if nodes < 1 or slots < 1:
             raise ValueError("a local cluster needs at least one node with one slot")
@@ -111,6 +117,9 @@ class LocalCluster:
         # seal the workers' transport with CURVE: a key pair per submission, in keys/<topology>/
         self.curve = curve
         self.zk: EmbeddedZooKeeper | None = None
+        # digest credentials of the cluster's ZooKeeper nodes (None: nodes open to every client)
+        self.zk_credentials = zk_credentials
+        self.zk_auth_file: Path | None = None
         self.root = f"/squall-local-{os.getpid()}-{int(time.time() * 1000)}"
         self.supervisors: dict[str, Supervisor] = {}
         self.stop_event = threading.Event()
@@ -132,7 +141,12 @@ class LocalCluster:
             self.zk = EmbeddedZooKeeper()
             self.zk.start()
             self.zk_connect = self.zk.connect_string
-        self.state = ClusterState.connect(self.zk_connect, root=self.root)
+            if self.zk_credentials is None:
+                self.zk_credentials = ZkCredentials.generate()
+        if self.zk_credentials is not None:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            self.zk_auth_file = self.zk_credentials.write(self.workdir / f"zk-auth-{os.getpid()}-{id(self)}")
+        self.state = ClusterState.connect(self.zk_connect, root=self.root, credentials=self.zk_credentials)
         ports = free_ports(self.n_nodes * self.n_slots, self.host)
         for i in range(self.n_nodes):
             node = f"node{i + 1}"
@@ -191,6 +205,8 @@ class LocalCluster:
             self.state.close()
         if self.zk is not None:
             self.zk.stop()
+        if self.zk_auth_file is not None:
+            self.zk_auth_file.unlink(missing_ok=True)
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -334,6 +350,9 @@ class LocalCluster:
             cmd += ["--curve-keys", str(self.curve_keys_dir(topo))]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([*self.search_paths, *filter(None, [env.get("PYTHONPATH")])])
+        env.pop(ZK_AUTH_FILE_ENV, None)
+        if self.zk_auth_file is not None:
+            env[ZK_AUTH_FILE_ENV] = str(self.zk_auth_file)
         with open(log_path, "ab") as out:
             proc = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

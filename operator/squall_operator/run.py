@@ -31,7 +31,7 @@ from rich.table import Table
 from squall import stats
 from squall.models.cluster import ExecutorStats, TopologyStatus, WorkerHeartbeat, WorkerSlot
 from squall.plan import ACKER
-from squall.state import CONNECTION_ERRORS, StateError
+from squall.state import CONNECTION_ERRORS, StateError, ZkCredentials
 from squall.validation import ResolvedTopology
 from squall_operator.local import LocalCluster
 from squall_operator.nimbus import NimbusError
@@ -282,6 +282,7 @@ def run_topology(
     metrics_port: int | None = None,
     ui_port: int | None = None,
     ui_actions: bool = False,
+    zk_credentials: ZkCredentials | None = None,
 ) -> int:
     topology = resolved.topology
     name = topology.name
@@ -298,7 +299,8 @@ def run_topology(
     last: dict[str, ComponentSummary] = {}
     errors: dict[str, str] = {}
     code = 0
-    cluster = LocalCluster(nodes=nodes, slots=slots, zookeeper=zookeeper, search_paths=search_paths, curve=curve)
+    cluster = LocalCluster(nodes=nodes, slots=slots, zookeeper=zookeeper, search_paths=search_paths, curve=curve,
+                           zk_credentials=zk_credentials)
     ui: _RunUi | None = None
     zk = _ZooKeeperReads(cluster, console)
     totals = Totals()
@@ -327,7 +329,8 @@ def run_topology(
         cluster.nimbus.outage_log_level = logging.INFO  # the runner reports outages (zk)
         cluster.submit(topology)
         console.print(f"submitted [bold]{name}[/]: {len(spec.spouts)} spout(s), {len(spec.bolts)} bolt(s), {spec.num_workers} worker(s)")
-        console.print(f"steer it from another shell: squall list|activate|deactivate|rebalance|kill"
+        auth = f"SQUALL_ZK_AUTH_FILE={cluster.zk_auth_file} " if cluster.zk_auth_file else ""
+        console.print(f"steer it from another shell: {auth}squall list|activate|deactivate|rebalance|kill"
                       f" --zookeeper {cluster.connect_string}", markup=False, soft_wrap=True)
         prev_counts: dict[str, int] = {}
         prev_t = time.monotonic()

@@ -134,15 +134,32 @@ class ZooKeeperTarget:
     """The local cluster whose state lives at `connect` + `root` (see the module doc)."""
 
     def __init__(self, zookeeper: str, *, timeout: float = 30.0, connect_timeout: float = 5.0) -> None:
-        from squall.state import ClusterState, StateError
+        from kazoo.exceptions import NoAuthError
+
+        from squall.state import ZK_AUTH_FILE_ENV, ClusterState, StateError, ZkCredentials
 
         self.connect, self.root = parse_zookeeper(zookeeper)
         self.where = f"{self.connect}{self.root}"
         self.timeout = timeout
+        try:  # the cluster's nodes carry a digest ACL: `squall run` prints the file to name
+            credentials = ZkCredentials.from_env()
+        except ValueError as exc:
+            raise VerbError(f"{ZK_AUTH_FILE_ENV}: {exc}") from None
+        refused = (f"ZooKeeper refused access to {self.where}: set {ZK_AUTH_FILE_ENV} to the credentials "
+                   "file `squall run` printed" if credentials is None else
+                   f"ZooKeeper refused the credentials in ${ZK_AUTH_FILE_ENV} for {self.where}")
         try:
-            self.state = ClusterState.connect(self.connect, timeout=connect_timeout, root=self.root)
+            self.state = ClusterState.connect(self.connect, timeout=connect_timeout, root=self.root,
+                                              credentials=credentials)
         except StateError as exc:
             raise VerbError(f"cannot reach ZooKeeper at {self.connect} (within {connect_timeout:g}s)") from exc
+        except NoAuthError:
+            raise VerbError(refused) from None
+        try:
+            self.state.storm_ids()
+        except NoAuthError:
+            self.state.close()
+            raise VerbError(refused) from None
 
     def close(self) -> None:
         self.state.close()

@@ -5,6 +5,7 @@ line, a non-zero exit and no change."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -28,9 +29,9 @@ from squall_operator.local import LocalCluster
 pytestmark = pytest.mark.integration
 
 
-def squall(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def squall(*args: str, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "squall_operator", *args], capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env)
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str], code: int, *words: str) -> None:
@@ -135,13 +136,17 @@ def test_squall_kill_ends_squall_run(tmp_path: Path) -> None:
             out.append(line)
             if m := re.search(r"--zookeeper (\S+)", line):
                 where = m.group(1)
+                # its ZooKeeper nodes carry a digest ACL: the line names the credentials file too
+                auth = re.search(r"SQUALL_ZK_AUTH_FILE=(\S+)", line)
         assert where, "squall run did not print its --zookeeper:\n" + "".join(out)
+        assert auth, "squall run did not print its SQUALL_ZK_AUTH_FILE:\n" + "".join(out)
+        env = {**os.environ, "SQUALL_ZK_AUTH_FILE": auth.group(1)}
 
         def running() -> bool:
-            listed = squall("list", "--zookeeper", where)
+            listed = squall("list", "--zookeeper", where, env=env)
             return listed.returncode == 0 and " ACTIVE " in listed.stdout
         wait_for(running, 120, "wordcount to be listed ACTIVE")
-        killed = squall("kill", "wordcount", "-w", "1", "--zookeeper", where)
+        killed = squall("kill", "wordcount", "-w", "1", "--zookeeper", where, env=env)
         assert killed.returncode == 0, killed.stderr
         code = proc.wait(90)
     finally:

@@ -26,6 +26,13 @@ change, and it is lost if the ZooKeeper session expires, so callers also re-read
 Keep callbacks short (set an event, enqueue): they run on the thread that delivers all watches.
 A watch on a node that does not exist yet fires when it is created.
 
+Access: with ``ZkCredentials`` (``connect(..., credentials=...)``) the client authenticates with
+ZooKeeper's digest scheme and every node it creates (the root and subtrees included) carries a
+digest ACL granting everything to that user and nothing to anyone else: a client without the
+credentials can neither read assignments nor write heartbeats (``NoAuthError``). Credentials are
+one line ``user:password`` in a file (mode 0600 when Squall writes it; a Kubernetes Secret
+mounted into the pods), named by ``--zk-auth-file`` or ``$SQUALL_ZK_AUTH_FILE``.
+
 Sessions: ephemeral nodes (endpoints, supervisors) live as long as the session that made them.
 When a session expires (a partition or a pause longer than the session timeout) kazoo connects
 again with a new one; this object remembers every ephemeral node it registered and creates them
@@ -40,9 +47,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import secrets
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -55,6 +66,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.protocol.states import KazooState, WatchedEvent
+from kazoo.security import make_digest_acl
 from pydantic import BaseModel, ValidationError
 
 from squall.models.cluster import (
@@ -77,6 +89,8 @@ __all__ = [
     "SessionListener",
     "StateError",
     "Watch",
+    "ZK_AUTH_FILE_ENV",
+    "ZkCredentials",
     "connect",
     "MAX_ERRORS",
 ]
@@ -135,6 +149,74 @@ CONNECTION_ERRORS: tuple[type[Exception], ...] = (
     ConnectionClosedError,
     OperationTimeoutError,
 )
+
+
+ZK_AUTH_FILE_ENV = "SQUALL_ZK_AUTH_FILE"
+MAX_CREDENTIALS_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class ZkCredentials:
+    """A ZooKeeper digest user: Squall's nodes are readable and writable by it alone."""
+
+    user: str
+    password: str = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.user or ":" in self.user or any(c.isspace() for c in self.user):
+            raise ValueError(f"ZooKeeper user must be non-empty, without ':' or spaces: {self.user!r}")
+        if not self.password or any(c.isspace() for c in self.password):
+            raise ValueError(f"ZooKeeper password of user {self.user!r} must be non-empty, without spaces")
+
+    @classmethod
+    def generate(cls, user: str = "squall") -> ZkCredentials:
+        return cls(user, secrets.token_urlsafe(32))
+
+    @classmethod
+    def parse(cls, text: str, source: str = "credentials") -> ZkCredentials:
+        """One line ``user:password`` (a trailing newline is fine)."""
+        line = text.strip()
+        user, sep, password = line.partition(":")
+        if not sep or "\n" in line:
+            raise ValueError(f"{source}: ZooKeeper credentials must be one line 'user:password'")
+        try:
+            return cls(user, password)
+        except ValueError as exc:
+            raise ValueError(f"{source}: {exc}") from None
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> ZkCredentials:
+        try:
+            with open(path, "rb") as f:
+                data = f.read(MAX_CREDENTIALS_BYTES + 1)
+        except OSError as exc:
+            raise ValueError(f"{path}: cannot read ZooKeeper credentials: {exc.strerror}") from None
+        if len(data) > MAX_CREDENTIALS_BYTES:
+            raise ValueError(f"{path}: ZooKeeper credentials file is larger than {MAX_CREDENTIALS_BYTES} bytes")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(f"{path}: ZooKeeper credentials are not UTF-8 text") from None
+        return cls.parse(text, str(path))
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> ZkCredentials | None:
+        """From the file ``$SQUALL_ZK_AUTH_FILE`` names; None when it is unset or empty."""
+        path = (os.environ if environ is None else environ).get(ZK_AUTH_FILE_ENV)
+        return cls.from_file(path) if path else None
+
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        """Write to a new file only its owner can read (0600); refuses to overwrite one."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{self.user}:{self.password}\n")
+        return Path(path)
+
+    def auth_data(self) -> list[tuple[str, str]]:
+        return [("digest", f"{self.user}:{self.password}")]
+
+    def acl(self) -> list[Any]:
+        return [make_digest_acl(self.user, self.password, all=True)]
 
 
 def _name(kind: str, value: str) -> str:
@@ -269,18 +351,22 @@ class ClusterState:
         session_timeout: float = 10.0,
         *,
         root: str = "/squall",
+        credentials: ZkCredentials | None = None,
     ) -> ClusterState:
         """Make and start a kazoo client for ``hosts`` ("h1:p1,h2:p2") and wrap it.
 
         ``timeout``: seconds to wait for the first connection; ``session_timeout``: the session
         timeout asked of the server (which clamps it to its min/max), after which ephemeral nodes
-        vanish. The client reconnects on its own after connection loss.
+        vanish. The client reconnects on its own after connection loss. ``credentials``: digest
+        authentication, and the ACL of every node this client creates (see the module's doc).
         """
         client = KazooClient(
             hosts=hosts,
             timeout=session_timeout,
             connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 2.0},
             logger=_kazoo_log,
+            auth_data=credentials.auth_data() if credentials else None,
+            default_acl=credentials.acl() if credentials else None,
         )
         try:
             client.start(timeout=timeout)
@@ -562,7 +648,9 @@ class ClusterState:
 
 
 def connect(
-    hosts: str, timeout: float = 15.0, session_timeout: float = 10.0, *, root: str = "/squall"
+    hosts: str, timeout: float = 15.0, session_timeout: float = 10.0, *, root: str = "/squall",
+    credentials: ZkCredentials | None = None,
 ) -> ClusterState:
     """``ClusterState.connect``: a started client on ``hosts``, owned by the returned state."""
-    return ClusterState.connect(hosts, root=root, timeout=timeout, session_timeout=session_timeout)
+    return ClusterState.connect(hosts, root=root, timeout=timeout, session_timeout=session_timeout,
+                                credentials=credentials)

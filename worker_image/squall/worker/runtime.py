@@ -39,7 +39,7 @@ from squall.models.cluster import (
 )
 from squall.models.v1alpha1 import Topology
 from squall.plan import ACKER, CHECKPOINT_COMPONENT, build_plan
-from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected
+from squall.state import CONNECTION_ERRORS, ZK_AUTH_FILE_ENV, ClusterState, NotConnected, ZkCredentials
 from squall.worker import health, metrics
 from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
 from squall.worker.host import HostedExecutor
@@ -1036,7 +1036,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--zk-session-timeout", type=float,
                    default=float(os.environ.get("SQUALL_ZK_SESSION_TIMEOUT", "10")),
                    help="ZooKeeper session timeout asked of the server, seconds (it clamps it)")
+    p.add_argument("--zk-auth-file", default=os.environ.get(ZK_AUTH_FILE_ENV) or None,
+                   help=f"file holding 'user:password' for ZooKeeper's digest ACLs [{ZK_AUTH_FILE_ENV}]")
     args = p.parse_args(argv)
+    try:
+        credentials = ZkCredentials.from_file(args.zk_auth_file) if args.zk_auth_file else None
+    except ValueError as exc:
+        p.error(str(exc))
     import gc
 
     # Tuples, anchors and acker entries are acyclic: reference counting frees them. The cyclic
@@ -1048,7 +1054,8 @@ def main(argv: list[str] | None = None) -> int:
     except CurveKeyError as exc:
         log.error("worker %s-%s cannot start: %s", args.node, args.port, exc)
         return 2
-    state = ClusterState.connect(args.zookeeper, root=args.root, session_timeout=args.zk_session_timeout)
+    state = ClusterState.connect(args.zookeeper, root=args.root, session_timeout=args.zk_session_timeout,
+                                 credentials=credentials)
     worker = Worker(state, args.topology, WorkerSlot(args.node, args.port), args.host, args.bind, tuple(args.search_path),
                     args.metrics_port, args.metrics_bind, curve)
 
