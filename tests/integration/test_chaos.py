@@ -1,10 +1,10 @@
 """The short chaos run (bench/chaos.py, docs/reliability.md "Chaos"): a steady acked load of
 200 ids/s on a local cluster (its own real ZooKeeper, real worker processes, zmq on loopback)
-through kill -9 of a random worker every 10 s, a ZooKeeper stop and restart on its data, nimbus
+through kill -9 of a random worker every 15 s, a ZooKeeper stop and restart on its data, nimbus
 stopped during a rebalance, and a failed node. Every id must be acked at the spout and delivered
 at the sink, and the ack rate must be back above 90% of the steady rate after every fault before
-the next one (the bound is generous on purpose: the figures printed are what docs/reliability.md
-records; the goal there is 5 s)."""
+the next one could disturb the measurement, 12 s (generous on purpose: the figures printed are
+what docs/reliability.md records; the goal there is 5 s)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,9 @@ def test_short_chaos_run_loses_nothing_and_recovers(tmp_path: Path) -> None:
     if reason:
         pytest.skip(reason)
     chaos = load_chaos()
-    settings = chaos.Settings(kills=3, kill_every=10.0, drain=120.0)
+    # faults 15 s apart: a worker restarted on a busy machine can miss nimbus's 5 s task timeout
+    # and be moved to another slot (a second start); 12 s is the bound that leaves for it
+    settings = chaos.Settings(kills=3, kill_every=15.0, settle=15.0, drain=120.0)
     result = chaos.run(settings, tmp_path)
     print(chaos.report(result))
     logs = "\n".join(
