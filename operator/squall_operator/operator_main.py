@@ -68,7 +68,71 @@ def parser() -> argparse.ArgumentParser:
     add("--health-address", default=_env("SQUALL_HEALTH_ADDRESS", "0.0.0.0:8080"),
         help="HOST:PORT serving /readyz (ready: the API server and ZooKeeper are reachable), "
              "/healthz and /metrics (Prometheus); empty: none [SQUALL_HEALTH_ADDRESS]")
+    add("--ui-address", default=_env("SQUALL_UI_ADDRESS", ""),
+        help="HOST:PORT serving the web UI (Storm UI's pages and JSON API); empty: none [SQUALL_UI_ADDRESS]")
+    add("--ui-actions", action="store_true", default=_env("SQUALL_UI_ACTIONS", "") == "true",
+        help="let the UI activate, deactivate, rebalance and kill (it patches or deletes the "
+             "Topology); default read-only [SQUALL_UI_ACTIONS=true]")
     return p
+
+
+class OperatorUi:
+    """The operator's web UI: its own ZooKeeper client (read-only; actions patch or delete the
+    Topology resource, as `kubectl squall` does), started on a daemon thread that waits for
+    ZooKeeper. `started` is set once it serves; `url` says where."""
+
+    def __init__(self, address: str, zookeeper: str, root: str, actions: bool) -> None:
+        import threading
+
+        host, _, port = address.rpartition(":")
+        if not port.isdigit():
+            raise SystemExit(f"squall operator: --ui-address must be HOST:PORT, got {address!r}")
+        self.host, self.port = host or "0.0.0.0", int(port)
+        self.zookeeper, self.root, self.actions = zookeeper, root, actions
+        self.started = threading.Event()
+        self.stop_event = threading.Event()
+        self.url = ""
+        self._server: Any = None
+        self._data: Any = None
+        self._state: Any = None
+        threading.Thread(target=self._run, name="squall-ui", daemon=True).start()
+
+    def _run(self) -> None:
+        from squall.state import ClusterState, StateError
+        from squall_operator.ui import KubernetesActions, UiServer, create_app
+        from squall_operator.ui.data import UiData
+
+        log = logging.getLogger("squall.ui")
+        while not self.stop_event.is_set():
+            try:
+                self._state = ClusterState.connect(self.zookeeper, root=self.root)
+                break
+            except StateError as exc:
+                log.warning("UI: %s; retrying", exc)
+                self.stop_event.wait(5)
+        if self.stop_event.is_set():
+            return
+        self._data = UiData(self._state)
+        self._data.start()
+        app = create_app(self._data, KubernetesActions(self._state), actions_enabled=self.actions,
+                         title="Squall")
+        try:
+            self._server = UiServer(app, self.host, self.port).start()
+        except OSError as exc:
+            log.error("UI: cannot listen on %s:%d: %s", self.host, self.port, exc)
+            return
+        self.url = self._server.url
+        log.info("UI on %s (%s)", self.url, "actions enabled" if self.actions else "read-only")
+        self.started.set()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        if self._server is not None:
+            self._server.stop()
+        if self._data is not None:
+            self._data.stop()
+        if self._state is not None:
+            self._state.close()
 
 
 def serve_health(address: str, health: Health, metrics: NimbusMetrics | None = None) -> Any:
@@ -185,6 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     metrics = NimbusMetrics()
     if args.health_address:
         serve_health(args.health_address, health, metrics)
+    if args.ui_address:
+        OperatorUi(args.ui_address, config.zookeeper, config.zk_root, args.ui_actions)
     context = handlers.OperatorContext(config=config, health=health, metrics=metrics)
     kopf.run(
         standalone=True,

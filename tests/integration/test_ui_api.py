@@ -143,3 +143,31 @@ def test_ui_api_figures_and_actions(ui: tuple[LocalCluster, str, str], tmp_path:
     while call(api)[0] != 404 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert call(api)[0] == 404
+
+
+def test_operator_ui_reads_zookeeper_and_is_read_only_by_default(make_cluster: Callable[..., LocalCluster],
+                                                                 tmp_path: Path) -> None:
+    """`squall operator --ui-address` (the chart's ui.enabled): its own ZooKeeper client, the
+    same API; without --ui-actions every action is 403 and nothing changes."""
+    from squall_operator.operator_main import OperatorUi
+
+    cluster = make_cluster(nodes=1, slots=2)
+    topo = id_pipeline("seen", tmp_path / "out", 0, rate=100, workers=1)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    ui = OperatorUi("127.0.0.1:0", str(cluster.zk_connect), cluster.root, actions=False)
+    try:
+        assert ui.started.wait(60), "the operator's UI did not start"
+        assert ui.url.startswith("http://127.0.0.1:")
+        code, s = call(ui.url + "api/v1/topology/summary")
+        assert code == 200 and [t["name"] for t in s["topologies"]] == ["seen"], s
+        wait_for(lambda: call(ui.url + "api/v1/topology/seen")[1]["spouts"][0]["emitted"] > 0, 60,
+                 "the spout's figures", cluster)
+        for op in ("deactivate", "kill/0", "rebalance/0"):
+            code, got = call(ui.url + f"api/v1/topology/seen/{op}", "POST", {})
+            assert code == 403 and "disabled" in got["error"], (op, got)
+        assert cluster.nimbus.status("seen") is TopologyStatus.ACTIVE
+        code, html = call(ui.url + "topology/seen")
+        assert code == 200 and "Read-only" in html and 'id="btn-deactivate"' not in html
+    finally:
+        ui.stop()

@@ -226,3 +226,34 @@ def test_metrics_annotations_and_monitors() -> None:
     docs = render("--set", "metrics.serviceMonitor.enabled=true", "--set", "operator.clusterWide=true")
     (pm,) = by_kind(docs, "PodMonitor")
     assert pm["spec"]["namespaceSelector"] == {"any": True}
+
+
+@needs_helm
+def test_ui_service_off_by_default_and_actions_need_asking() -> None:
+    """The operator's UI: no Service and no --ui-address by default; ui.enabled adds both (on
+    the pod address), read-only unless ui.actions, which also lets the operator delete Topologies."""
+    docs = render()
+    (deploy,) = by_kind(docs, "Deployment")
+    (c,) = deploy["spec"]["template"]["spec"]["containers"]
+    assert not [a for a in c["args"] if a.startswith("--ui")]
+    assert not [s for s in by_kind(docs, "Service") if s["metadata"]["name"].endswith("-ui")]
+    operator = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "rel-squall-operator")
+    assert "delete" not in next(r for r in operator["rules"] if r["resources"] == ["topologies"])["verbs"]
+
+    docs = render("--set", "ui.enabled=true")
+    (deploy,) = by_kind(docs, "Deployment")
+    (c,) = deploy["spec"]["template"]["spec"]["containers"]
+    assert "--ui-address=$(POD_IP):8081" in c["args"] and "--ui-actions" not in c["args"]
+    assert {"name": "ui", "containerPort": 8081} in c["ports"]
+    (svc,) = [s for s in by_kind(docs, "Service") if s["metadata"]["name"] == "rel-squall-ui"]
+    assert svc["spec"]["type"] == "ClusterIP" and svc["spec"]["ports"] == [{"name": "ui", "port": 8081, "targetPort": "ui"}]
+    assert svc["spec"]["selector"] == {"app.kubernetes.io/instance": "rel", "app.kubernetes.io/component": "operator"}
+    operator = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "rel-squall-operator")
+    assert "delete" not in next(r for r in operator["rules"] if r["resources"] == ["topologies"])["verbs"]
+
+    docs = render("--set", "ui.enabled=true", "--set", "ui.actions=true", "--set", "ui.port=9090")
+    (deploy,) = by_kind(docs, "Deployment")
+    (c,) = deploy["spec"]["template"]["spec"]["containers"]
+    assert "--ui-address=$(POD_IP):9090" in c["args"] and "--ui-actions" in c["args"]
+    operator = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "rel-squall-operator")
+    assert "delete" in next(r for r in operator["rules"] if r["resources"] == ["topologies"])["verbs"]
