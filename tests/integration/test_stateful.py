@@ -201,3 +201,30 @@ def test_window_contents_survive_kill_9(make_cluster: Callable[..., LocalCluster
     got = dict(committed.state("win", win_task))
     assert got == {k: [10, sum(range(k, k + 10))] for k in range(0, n, 10)}, logs_tail(cluster)
     stop_topology(cluster, topo.name)
+
+
+def test_totals_are_exact_after_redis_stalls_mid_run(make_cluster: Callable[..., LocalCluster], tmp_path: Path,
+                                                     redis_server: Any) -> None:
+    """Redis stops answering for a while (SIGSTOP, longer than the client's timeout): the
+    checkpoints fail and roll back until it answers again, and nothing is counted twice or lost."""
+    import time
+
+    limit = 3000
+    topo = stateful_wordcount("swc-stall", redis_server, limit, rate=150)
+    data = topo.model_dump(by_alias=True, exclude_none=True)
+    data["spec"]["config"]["topology.state.provider.config"]["timeoutSecs"] = 2
+    topo = parse_topology(data, source="swc-stall")
+    committed = Committed(topo)
+    cluster = make_cluster(nodes=2, slots=1, search_paths=[str(EXAMPLE)])
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: committed.position() >= 600, 90, "a few committed checkpoints", cluster, 0.5)
+    os.kill(redis_server.proc.pid, signal.SIGSTOP)
+    try:
+        time.sleep(8)
+    finally:
+        os.kill(redis_server.proc.pid, signal.SIGCONT)
+    assert committed.position() < limit, "the run ended before the stall; slow the spout down"
+    totals = wait_exact_end(cluster, committed, limit, 180)
+    assert totals == example_module().expected_counts(limit), logs_tail(cluster)
+    stop_topology(cluster, topo.name)

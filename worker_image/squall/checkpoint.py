@@ -50,7 +50,13 @@ from squall.components import (
     WindowedBolt,
 )
 from squall.plan import CHECKPOINT_COMPONENT, CHECKPOINT_STREAM, TopologyPlan
-from squall.statebackend import KeyValueState, StateProvider, checkpoint_interval_secs, open_provider
+from squall.statebackend import (
+    KeyValueState,
+    StateBackendError,
+    StateProvider,
+    checkpoint_interval_secs,
+    open_provider,
+)
 from squall.windowing import WindowConfig, WindowedBoltExecutor, WindowManager
 
 log = logging.getLogger("squall.checkpoint")
@@ -206,17 +212,36 @@ class CheckpointSpout(Spout):
         save_value(self.state, TX_STATE_KEY, [tx.txid, tx.state.value])
 
     def next_tuple(self) -> None:
-        got = self.coordinator.poll(time.monotonic())
+        now = time.monotonic()
+        if now < self.retry_at:
+            return
+        got = self._guard(lambda: self.coordinator.poll(now))
         if got is not None:
             txid, action, attempt = got
             log.debug("checkpoint: %s txid %d attempt %d", action.value, txid, attempt)
             self.collector.emit([txid, action.value, attempt], stream=CHECKPOINT_STREAM, msg_id=attempt)
 
     def ack(self, msg_id: Any) -> None:
-        self.coordinator.ack(int(msg_id))
+        self._guard(lambda: self.coordinator.ack(int(msg_id)))
 
     def fail(self, msg_id: Any) -> None:
-        self.coordinator.fail(int(msg_id))
+        self._guard(lambda: self.coordinator.fail(int(msg_id)))
+
+    retry_at = 0.0
+    _warned_at = float("-inf")
+
+    def _guard(self, step: Callable[[], Any]) -> Any:
+        """A step whose tx state cannot be saved (the store is down) is retried a second
+        later, the same step again (each is idempotent); one warning per 30 s, not a flood."""
+        try:
+            return step()
+        except StateBackendError as exc:
+            now = time.monotonic()
+            self.retry_at = now + 1.0
+            if now - self._warned_at > 30:
+                self._warned_at = now
+                log.warning("checkpoint spout: %s; retrying every second", exc)
+            return None
 
 
 # -- bolts -------------------------------------------------------------------------------------
@@ -394,7 +419,13 @@ class BoltHarness(Bolt):
                 self.held, self.before_init = [], []
                 self.round, self.arrived = key, set()
                 if self.stateful:
-                    self._rollback_state()
+                    try:
+                        self._rollback_state()
+                    except Exception as exc:  # the store is down: this attempt fails, the next retries
+                        self.collector.report_error(exc)
+                        self.round, self.arrived = None, set()
+                        self.collector.fail(tup)
+                        return
         elif r is not None and r[0] == Action.ROLLBACK:
             if src in self.arrived:
                 self.held.append(tup)
