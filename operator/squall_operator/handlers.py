@@ -87,7 +87,8 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     log.info("waiting for lease %s/%s as %s", config.lease_namespace, config.lease_name, config.identity)
     if not await asyncio.to_thread(elector.acquire, ctx.stop):
         return
-    state = await asyncio.to_thread(KubeClusterState.connect, config.zookeeper, root=config.zk_root)
+    state = await asyncio.to_thread(KubeClusterState.connect, config.zookeeper, root=config.zk_root,
+                                    credentials=config.zk_credentials)
     assert isinstance(state, KubeClusterState)
     ctx.state = state
     if ctx.health is not None:

@@ -44,7 +44,7 @@ from squall.models.cluster import (
     WorkerSlot,
 )
 from squall.models.v1alpha1 import API_VERSION, KIND, Topology, WorkerSpec
-from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected, StateError, Watch
+from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected, StateError, Watch, ZkCredentials
 from squall.validation import check_topology, parse_topology
 from squall_operator import monitor, pods
 from squall_operator import roll as rolls
@@ -92,6 +92,7 @@ class KubeApi(Protocol):
     def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None: ...
     def create_lease(self, namespace: str, body: dict[str, Any]) -> None: ...
     def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> None: ...
+    def apply_secret(self, namespace: str, body: dict[str, Any]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,9 @@ class OperatorConfig:
     identity: str = field(default_factory=lambda: os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or f"pid-{os.getpid()}")
     # the status is written when it changed, and at least this often (uptime)
     status_refresh_secs: float = 30.0
+    # digest credentials of Squall's ZooKeeper nodes (None: open nodes); handed to each
+    # topology's workers in a Secret of its own (pods.zk_auth_secret)
+    zk_credentials: ZkCredentials | None = None
 
 
 # --- the Kubernetes API, through the official client ----------------------------------------
@@ -242,6 +246,13 @@ class KubernetesApi:
 
     def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> None:
         self._call(self.coordination.replace_namespaced_lease, name, namespace, body)
+
+    def apply_secret(self, namespace: str, body: dict[str, Any]) -> None:
+        """Create the Secret, or replace its data when it exists."""
+        try:
+            self._call(self.core.create_namespaced_secret, namespace, body)
+        except ApiConflict:
+            self._call(self.core.replace_namespaced_secret, body["metadata"]["name"], namespace, body)
 
 
 # --- readiness ------------------------------------------------------------------------------------
@@ -524,6 +535,8 @@ class KubeNimbus(Nimbus):
         self._loop_thread: threading.Thread | None = None
         self._reported_unhealthy: dict[str, str] = {}
         self._last_orphan_check = 0.0
+        # Topologies (uid) whose ZooKeeper credentials Secret this operator wrote
+        self._zk_auth_done: set[str] = set()
         if metrics is not None:
             self.metrics = metrics
         self.metrics.watch_phases(self._phases)
@@ -604,6 +617,7 @@ class KubeNimbus(Nimbus):
     def forget(self, uid: str) -> None:
         with self.lock:
             self.resources.pop(uid, None)
+            self._zk_auth_done.discard(uid)
 
     # -- placement -------------------------------------------------------------------------------
     REJECT_COOLDOWN_SECS = 300.0
@@ -974,6 +988,11 @@ class KubeNimbus(Nimbus):
         if not mine or res.deleting and not wanted:
             return
         worker = self.worker_spec(res, base)
+        if plan.create and self.config.zk_credentials is not None and res.uid not in self._zk_auth_done:
+            creds = self.config.zk_credentials
+            self.api.apply_secret(res.namespace, pods.zk_auth_secret(
+                res.name, res.uid, res.namespace, f"{creds.user}:{creds.password}"))
+            self._zk_auth_done.add(res.uid)
         for slot in plan.create:
             body = pods.worker_pod(res.name, res.uid, res.namespace, slot, self.config.worker, worker)
             try:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from squall.models.cluster import SupervisorInfo, WorkerSlot
 from squall.models.v1alpha1 import Topology
-from squall.state import CONNECTION_ERRORS, ZK_AUTH_FILE_ENV, ClusterState, ZkCredentials
+from squall.state import CONNECTION_ERRORS, ZK_AUTH_ENV, ZK_AUTH_FILE_ENV, ClusterState, ZkCredentials
 from squall.worker.security import CurveKeys, write_keys
 from squall.zkserver import EmbeddedZooKeeper
 from squall_operator.monitor import LOCAL_TIMEOUTS, MonitorTimeouts
@@ -351,6 +351,7 @@ class LocalCluster:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([*self.search_paths, *filter(None, [env.get("PYTHONPATH")])])
         env.pop(ZK_AUTH_FILE_ENV, None)
+        env.pop(ZK_AUTH_ENV, None)
         if self.zk_auth_file is not None:
             env[ZK_AUTH_FILE_ENV] = str(self.zk_auth_file)
         with open(log_path, "ab") as out:

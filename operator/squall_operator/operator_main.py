@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from squall.state import ZkCredentials
 from squall_operator import pods
 from squall_operator.kube_nimbus import Health, OperatorConfig
 from squall_operator.metrics import NimbusMetrics, exposition
@@ -30,6 +31,10 @@ def parser() -> argparse.ArgumentParser:
     add = p.add_argument
     add("--zookeeper", default=_env("SQUALL_ZOOKEEPER"), help="ZooKeeper connect string [SQUALL_ZOOKEEPER]")
     add("--zk-root", default=_env("SQUALL_ZK_ROOT", "/squall"), help="ZooKeeper root path [SQUALL_ZK_ROOT]")
+    add("--zk-auth-file", default=None,
+        help="file holding 'user:password': Squall's ZooKeeper nodes get a digest ACL for that user "
+             "alone, and each topology's workers get it in a Secret of their own (default: "
+             "$SQUALL_ZK_AUTH, the line itself, else the file $SQUALL_ZK_AUTH_FILE names)")
     add("--namespace", action="append", default=None,
         help="namespace whose Topologies to run (repeat); none: all namespaces [SQUALL_NAMESPACES, comma-separated]")
     add("--worker-image", default=_env("SQUALL_WORKER_IMAGE", "squall-worker:0.1.0"), help="[SQUALL_WORKER_IMAGE]")
@@ -198,6 +203,10 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
         resources = json.loads(args.worker_resources or "{}")
     except ValueError as exc:
         raise SystemExit(f"squall operator: --worker-resources is not JSON: {exc}") from None
+    try:
+        credentials = ZkCredentials.from_file(args.zk_auth_file) if args.zk_auth_file else ZkCredentials.from_env()
+    except ValueError as exc:
+        raise SystemExit(f"squall operator: --zk-auth-file: {exc}") from None
     worker = pods.WorkerPodConfig(
         image=args.worker_image,
         zookeeper=args.zookeeper,
@@ -213,6 +222,7 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
         service_account=args.worker_service_account,
         metrics_port_offset=args.worker_metrics_port_offset,
         scrape_annotations=args.worker_scrape_annotations == "true",
+        zk_auth=credentials is not None,
     )
     return OperatorConfig(
         zookeeper=args.zookeeper,
@@ -231,6 +241,7 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
         lease_name=args.lease_name,
         lease_namespace=args.lease_namespace,
         lease_duration_secs=args.lease_duration_secs,
+        zk_credentials=credentials,
     )
 
 

@@ -67,6 +67,10 @@ ANNOTATION_SLOT: Final = "squall.io/slot"
 # hash of everything a worker pod is made from but its slot: a pod whose hash differs from the
 # topology's current one runs outdated settings (another image) and is rolled
 ANNOTATION_TEMPLATE: Final = "squall.io/template-hash"
+# ZooKeeper digest credentials (docs/reliability.md "ZooKeeper ACLs"): a Secret per topology, in
+# its namespace and owned by it; its worker pods get the key as SQUALL_ZK_AUTH (secretKeyRef)
+ZK_AUTH_KEY: Final = "credentials"
+ZK_AUTH_ENV: Final = "SQUALL_ZK_AUTH"
 SLOTS_LABEL: Final = "squall.io/slots"
 MAX_NAME: Final = 63
 
@@ -107,6 +111,29 @@ def label_value(text: str) -> str:
 def pod_name(topology: str, slot: WorkerSlot) -> str:
     """The worker pod of `slot`: "<topology>-<node>-<port>", DNS-safe, at most 63 characters."""
     return dns_label(f"{topology}-{slot.node}-{slot.port}")
+
+
+def zk_auth_secret_name(topology: str) -> str:
+    return f"{topology}-zk-auth"
+
+
+def zk_auth_secret(topology: str, uid: str, namespace: str, credentials: str) -> dict[str, Any]:
+    """The Secret holding the ZooKeeper credentials (`user:password`) the topology's workers
+    authenticate with; owned by the Topology, so it goes when the Topology goes."""
+    import base64
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": zk_auth_secret_name(topology),
+            "namespace": namespace,
+            "labels": {**worker_selector(topology), LABEL_MANAGED_BY: "squall-operator"},
+            "ownerReferences": [owner_reference(topology, uid)],
+        },
+        "data": {ZK_AUTH_KEY: base64.b64encode(credentials.encode()).decode()},
+    }
 
 
 def worker_selector(topology: str) -> dict[str, str]:
@@ -157,6 +184,8 @@ class WorkerPodConfig:
     service_account: str | None = None
     priority_class: str | None = None
     image_pull_secrets: tuple[str, ...] = ()
+    # mount the topology's ZooKeeper credentials Secret (`zk_auth_secret`) into its workers
+    zk_auth: bool = False
 
 
 def owner_reference(name: str, uid: str) -> dict[str, Any]:
@@ -281,6 +310,9 @@ def worker_pod(
         },
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *(_dump(m) for m in w.volume_mounts or ())],
     }
+    if config.zk_auth:
+        env.append({"name": ZK_AUTH_ENV, "valueFrom": {"secretKeyRef": {
+            "name": zk_auth_secret_name(topology), "key": ZK_AUTH_KEY}}})
     if w.env_from:
         container["envFrom"] = [_dump(e) for e in w.env_from]
     if config.command:
@@ -302,6 +334,7 @@ def worker_pod(
         "containers": [container],
         "volumes": [{"name": "tmp", "emptyDir": {}}, *(_dump(v) for v in w.volumes or ())],
     }
+
     if w.service_account_name:
         # the topology's own account: whether it gets a token is the ServiceAccount's choice
         spec["serviceAccountName"] = w.service_account_name

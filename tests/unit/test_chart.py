@@ -138,6 +138,12 @@ def test_rbac_is_least_privilege() -> None:
                        "verbs": ["get", "create", "update"]}]
     # nothing about secrets anywhere
     assert "secrets" not in json.dumps(list(rules.values()))
+    # with zookeeper.auth: only writing each topology's ZooKeeper credentials; the operator can
+    # read no Secret (its own credentials come as env from the kubelet)
+    docs = render("--set", "zookeeper.auth.enabled=true")
+    secret_rules = [rule for d in docs if d["kind"] in ("Role", "ClusterRole") for rule in d["rules"]
+                    if "secrets" in rule["resources"]]
+    assert secret_rules == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "update"]}]
 
 
 @needs_helm
@@ -257,3 +263,30 @@ def test_ui_service_off_by_default_and_actions_need_asking() -> None:
     assert "--ui-address=$(POD_IP):9090" in c["args"] and "--ui-actions" in c["args"]
     operator = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "rel-squall-operator")
     assert "delete" in next(r for r in operator["rules"] if r["resources"] == ["topologies"])["verbs"]
+
+
+@needs_helm
+def test_zookeeper_credentials_secret() -> None:
+    assert not by_kind(render(), "Secret")  # off by default (for now)
+    docs = render("--set", "zookeeper.auth.enabled=true")
+    (secret,) = by_kind(docs, "Secret")
+    assert secret["metadata"]["name"] == "rel-squall-zk-auth"
+    import base64
+
+    user, _, password = base64.b64decode(secret["data"]["credentials"]).decode().partition(":")
+    assert user == "squall" and len(password) == 40
+    (deploy,) = by_kind(docs, "Deployment")
+    (c,) = deploy["spec"]["template"]["spec"]["containers"]
+    assert {"name": "SQUALL_ZK_AUTH", "valueFrom": {"secretKeyRef": {"name": "rel-squall-zk-auth", "key": "credentials"}}} \
+        in c["env"]
+    # an existing Secret: none generated, that one used
+    docs = render("--set", "zookeeper.auth.enabled=true", "--set", "zookeeper.auth.existingSecret=mine")
+    assert not by_kind(docs, "Secret")
+    (deploy,) = by_kind(docs, "Deployment")
+    assert {"name": "SQUALL_ZK_AUTH", "valueFrom": {"secretKeyRef": {"name": "mine", "key": "credentials"}}} \
+        in deploy["spec"]["template"]["spec"]["containers"][0]["env"]
+    # off: no Secret, no credentials
+    docs = render("--set", "zookeeper.auth.enabled=false")
+    assert not by_kind(docs, "Secret")
+    (deploy,) = by_kind(docs, "Deployment")
+    assert "SQUALL_ZK_AUTH" not in json.dumps(deploy)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from squall.state import ZK_AUTH_FILE_ENV, ZkCredentials
+from squall.state import ZK_AUTH_ENV, ZK_AUTH_FILE_ENV, ZkCredentials
 
 pytestmark = pytest.mark.unit
 
@@ -62,3 +62,11 @@ def test_kazoo_arguments() -> None:
     assert creds.auth_data() == [("digest", "squall:pw")]
     [acl] = creds.acl()
     assert acl.id.scheme == "digest" and acl.id.id.startswith("squall:") and acl.perms == 31
+
+
+def test_the_line_itself_in_the_env_comes_first(tmp_path: Path) -> None:
+    path = ZkCredentials("other", "pw").write(tmp_path / "auth")
+    env = {ZK_AUTH_ENV: "squall:from-env\n", ZK_AUTH_FILE_ENV: str(path)}
+    assert ZkCredentials.from_env(env) == ZkCredentials("squall", "from-env")
+    with pytest.raises(ValueError, match=r"\$SQUALL_ZK_AUTH"):
+        ZkCredentials.from_env({ZK_AUTH_ENV: "no-colon"})

@@ -30,8 +30,9 @@ Access: with ``ZkCredentials`` (``connect(..., credentials=...)``) the client au
 ZooKeeper's digest scheme and every node it creates (the root and subtrees included) carries a
 digest ACL granting everything to that user and nothing to anyone else: a client without the
 credentials can neither read assignments nor write heartbeats (``NoAuthError``). Credentials are
-one line ``user:password`` in a file (mode 0600 when Squall writes it; a Kubernetes Secret
-mounted into the pods), named by ``--zk-auth-file`` or ``$SQUALL_ZK_AUTH_FILE``.
+one line ``user:password`` in a file (mode 0600 when Squall writes it) named by
+``--zk-auth-file`` or ``$SQUALL_ZK_AUTH_FILE``, or in ``$SQUALL_ZK_AUTH`` itself (on Kubernetes,
+from a Secret's key).
 
 Sessions: ephemeral nodes (endpoints, supervisors) live as long as the session that made them.
 When a session expires (a partition or a pause longer than the session timeout) kazoo connects
@@ -50,7 +51,7 @@ import logging
 import os
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -89,6 +90,7 @@ __all__ = [
     "SessionListener",
     "StateError",
     "Watch",
+    "ZK_AUTH_ENV",
     "ZK_AUTH_FILE_ENV",
     "ZkCredentials",
     "connect",
@@ -152,6 +154,7 @@ CONNECTION_ERRORS: tuple[type[Exception], ...] = (
 
 
 ZK_AUTH_FILE_ENV = "SQUALL_ZK_AUTH_FILE"
+ZK_AUTH_ENV = "SQUALL_ZK_AUTH"
 MAX_CREDENTIALS_BYTES = 4096
 
 
@@ -200,9 +203,13 @@ class ZkCredentials:
         return cls.parse(text, str(path))
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> ZkCredentials | None:
-        """From the file ``$SQUALL_ZK_AUTH_FILE`` names; None when it is unset or empty."""
-        path = (os.environ if environ is None else environ).get(ZK_AUTH_FILE_ENV)
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ZkCredentials | None:
+        """From ``$SQUALL_ZK_AUTH`` (the line itself: a Kubernetes Secret's key as env), else
+        from the file ``$SQUALL_ZK_AUTH_FILE`` names; None when neither is set."""
+        env = os.environ if environ is None else environ
+        if env.get(ZK_AUTH_ENV):
+            return cls.parse(env[ZK_AUTH_ENV], f"${ZK_AUTH_ENV}")
+        path = env.get(ZK_AUTH_FILE_ENV)
         return cls.from_file(path) if path else None
 
     def write(self, path: str | os.PathLike[str]) -> Path:

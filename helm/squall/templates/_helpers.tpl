@@ -54,3 +54,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- list .Release.Namespace | toJson -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The Secret holding the ZooKeeper digest credentials (key "credentials"). */}}
+{{- define "squall.zkAuthSecret" -}}
+{{- .Values.zookeeper.auth.existingSecret | default (printf "%s-zk-auth" (include "squall.fullname" .)) -}}
+{{- end -}}

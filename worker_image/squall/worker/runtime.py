@@ -39,7 +39,7 @@ from squall.models.cluster import (
 )
 from squall.models.v1alpha1 import Topology
 from squall.plan import ACKER, CHECKPOINT_COMPONENT, build_plan
-from squall.state import CONNECTION_ERRORS, ZK_AUTH_FILE_ENV, ClusterState, NotConnected, ZkCredentials
+from squall.state import CONNECTION_ERRORS, ZK_AUTH_ENV, ZK_AUTH_FILE_ENV, ClusterState, NotConnected, ZkCredentials
 from squall.worker import health, metrics
 from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
 from squall.worker.host import HostedExecutor
@@ -1036,11 +1036,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--zk-session-timeout", type=float,
                    default=float(os.environ.get("SQUALL_ZK_SESSION_TIMEOUT", "10")),
                    help="ZooKeeper session timeout asked of the server, seconds (it clamps it)")
-    p.add_argument("--zk-auth-file", default=os.environ.get(ZK_AUTH_FILE_ENV) or None,
-                   help=f"file holding 'user:password' for ZooKeeper's digest ACLs [{ZK_AUTH_FILE_ENV}]")
+    p.add_argument("--zk-auth-file", default=None,
+                   help=f"file holding 'user:password' for ZooKeeper's digest ACLs (default: "
+                        f"${ZK_AUTH_ENV}, else the file ${ZK_AUTH_FILE_ENV} names)")
     args = p.parse_args(argv)
     try:
-        credentials = ZkCredentials.from_file(args.zk_auth_file) if args.zk_auth_file else None
+        credentials = ZkCredentials.from_file(args.zk_auth_file) if args.zk_auth_file else ZkCredentials.from_env()
     except ValueError as exc:
         p.error(str(exc))
     import gc
