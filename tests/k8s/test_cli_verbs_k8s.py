@@ -104,3 +104,56 @@ def test_verbs_patch_and_delete_the_topology(k8s_cluster: Cluster, ns: str, tmp_
     finally:
         if created.returncode == 0:  # ours to remove (another test may install it by helm)
             c.kubectl("delete", "-f", str(CRD), "--wait=true", check=False)
+
+
+def test_operator_ui_actions_patch_and_delete_the_topology(k8s_cluster: Cluster, ns: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator UI's buttons (`KubernetesActions`): the topology as nimbus stored it in a
+    real ZooKeeper names its namespace; the actions patch or delete that resource on the real
+    API server, and refuse (with the status the API answers) a wait the operator cannot honour,
+    a rebalance beyond the tasks and an unknown topology, without patching."""
+    from squall.state import ClusterState
+    from squall.validation import parse_topology
+    from squall.zkserver import EmbeddedZooKeeper, java_available
+    from squall_operator.nimbus import initial_storm_base
+    from squall_operator.ui import ActionRefused, KubernetesActions
+
+    if not java_available():
+        pytest.skip("no java on PATH (the embedded ZooKeeper needs a Java runtime)")
+    c = k8s_cluster
+    monkeypatch.setenv("KUBECONFIG", str(c.kubeconfig))
+    created = c.kubectl("create", "-f", str(CRD), check=False)
+    zk = EmbeddedZooKeeper().start()
+    try:
+        wait_for(lambda: c.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(TOPOLOGY),
+                                   check=False).returncode == 0, 60, what="the Topology CRD to serve")
+        with ClusterState.connect(zk.connect_string, root="/squall-ui-test") as state:
+            stored = {**TOPOLOGY, "metadata": {"name": "steered", "namespace": ns}}
+            state.set_storm("steered", initial_storm_base(parse_topology(stored), 0.0))
+            actions = KubernetesActions(state)
+            gen = kget(c, "topology", "steered", "-n", ns)["metadata"]["generation"]
+            for kwargs, status in (
+                ({"action": "kill", "wait_secs": 0.5}, 400),
+                ({"action": "rebalance", "executors": {"count": 5}}, 400),
+                ({"action": "rebalance", "executors": {"nosuch": 1}}, 400),
+            ):
+                with pytest.raises(ActionRefused) as refused:
+                    actions.act("steered", **kwargs)  # type: ignore[arg-type]
+                assert refused.value.status == status, (kwargs, refused.value)
+            with pytest.raises(ActionRefused) as refused:
+                actions.act("nosuch", "activate")
+            assert refused.value.status == 404
+            assert kget(c, "topology", "steered", "-n", ns)["metadata"]["generation"] == gen
+
+            assert "deactivated" in actions.act("steered", "deactivate")
+            assert kget(c, "topology", "steered", "-n", ns)["spec"]["active"] is False
+            actions.act("steered", "rebalance", num_workers=2, executors={"count": 3})
+            spec = kget(c, "topology", "steered", "-n", ns)["spec"]
+            assert spec["numWorkers"] == 2 and spec["bolts"][0]["parallelism"] == 3
+            actions.act("steered", "kill")
+            wait_for(lambda: c.kubectl("get", "topology", "steered", "-n", ns, check=False).returncode != 0,
+                     30, what="the Topology to be deleted")
+    finally:
+        zk.stop()
+        if created.returncode == 0:
+            c.kubectl("delete", "-f", str(CRD), "--wait=true", check=False)
