@@ -385,6 +385,18 @@ def _zk_credentials(path: Path | None) -> ZkCredentials | None:
         raise CliError(str(exc)) from None
 
 
+def _check_state_provider(topo: Topology, file: Path) -> None:
+    """Stateful components: the state provider must answer before anything starts (the local
+    workers use this machine's network, as this check does)."""
+    from squall.statebackend import PROVIDER_CONFIG_KEY, StateBackendError, open_provider
+
+    try:
+        open_provider({"topology.name": topo.name, **topo.spec.config})
+    except StateBackendError as exc:
+        raise TopologyError([Problem(f"spec.config.{PROVIDER_CONFIG_KEY}", NO_VALUE, str(exc))],
+                            source=str(file)) from None
+
+
 @app.command()
 def run(
     file: Annotated[Path, typer.Argument(help="topology.yaml (apiVersion squall.io/v1alpha1, kind Topology)")],
@@ -416,6 +428,8 @@ def run(
         if nodes * slots < spec.num_workers:
             raise CliError(f"{file}: numWorkers {spec.num_workers} needs {spec.num_workers} slots; "
                            f"--nodes {nodes} x --slots {slots} offers {nodes * slots}")
+        if any(c.stateful for c in spec.components):
+            _check_state_provider(resolved.topology, file)
         code = run_topology(
             resolved,
             search_paths=[str(file.resolve().parent)],

@@ -228,3 +228,25 @@ def test_totals_are_exact_after_redis_stalls_mid_run(make_cluster: Callable[...,
     totals = wait_exact_end(cluster, committed, limit, 180)
     assert totals == example_module().expected_counts(limit), logs_tail(cluster)
     stop_topology(cluster, topo.name)
+
+
+def test_squall_run_names_an_unreachable_redis_before_starting(tmp_path: Path, redis_server: Any) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    port = redis_server.port
+    redis_server.proc.kill()
+    redis_server.proc.wait()
+    shutil.copy(EXAMPLE / "stateful_wordcount.py", tmp_path)
+    data = yaml.safe_load((EXAMPLE / "topology.yaml").read_text())
+    data["spec"]["config"]["topology.state.provider.config"] = {"host": "127.0.0.1", "port": port, "timeoutSecs": 2}
+    (tmp_path / "topology.yaml").write_text(yaml.safe_dump(data))
+    try:
+        proc = subprocess.run([sys.executable, "-m", "squall_operator", "run", "topology.yaml", "--duration", "5",
+                               "--no-progress"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"squall run did not refuse the topology within 60 s: {exc.stdout!r} {exc.stderr!r}")
+    assert proc.returncode != 0, proc.stdout
+    assert f"127.0.0.1:{port}" in proc.stderr and "topology.state.provider.config" in proc.stderr, proc.stderr
+    assert "submitted" not in proc.stdout  # nothing started
