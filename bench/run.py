@@ -78,11 +78,11 @@ def windowed_wordcount(anchored: bool = True) -> Topology:
 
 
 def measure(topology: Topology, search: Path | list[Path], seconds: float, rate_of: tuple[str, str],
-            warmup: float = 4.0) -> dict[str, float]:
+            warmup: float = 4.0, curve: bool = False) -> dict[str, float]:
     paths = [str(p) for p in (search if isinstance(search, list) else [search])]
     check_topology(topology, search_paths=paths)
     name = topology.name
-    with LocalCluster(nodes=1, slots=2, search_paths=paths) as cluster:
+    with LocalCluster(nodes=1, slots=2, search_paths=paths, curve=curve) as cluster:
         cluster.submit(topology)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -177,7 +177,8 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--only", action="append",
                     help="run only these cases (ceiling, noop, noop-ack, wordcount, windowed; "
-                         "windowed-unanchored, metrics: not by default)")
+                         "windowed-unanchored, metrics, noop-ack-curve and wordcount-curve (the same with the "
+                         "transport sealed): not by default)")
     ap.add_argument("--scrape-every", type=float, default=0.1,
                     help="metrics case: seconds between scrapes of each worker's /metrics")
     args = ap.parse_args()
@@ -192,6 +193,9 @@ def main() -> None:
     if "noop-ack" in want:
         results["(b) no-op spout -> bolt, 2 workers, acking on"] = measure(
             noop_topology(True), HERE / "topologies", args.seconds, ("numbers", "acked"))
+    if "noop-ack-curve" in want:
+        results["(b) no-op, acking on, CURVE (sealed transport)"] = measure(
+            noop_topology(True), HERE / "topologies", args.seconds, ("numbers", "acked"), curve=True)
     if "wordcount" in want:
         wc = load_topology(HERE.parent / "examples/wordcount/topology.yaml")
         results["(c) wordcount, acking on (words/s)"] = measure(
@@ -204,6 +208,10 @@ def main() -> None:
         results["(e) the same, the window's output not anchored (words/s)"] = measure(
             windowed_wordcount(anchored=False), [HERE.parent / "examples/wordcount", HERE / "topologies"],
             args.seconds, ("count", "executed"))
+    if "wordcount-curve" in want:
+        wc = load_topology(HERE.parent / "examples/wordcount/topology.yaml")
+        results["(c) wordcount, CURVE (sealed transport)"] = measure(
+            wc, HERE.parent / "examples/wordcount", args.seconds, ("count", "executed"), curve=True)
     ceiling = next((v["tuples_per_sec"] for k, v in results.items() if k.startswith("(a)")), None)
     ceiling_cpu = next((v["tuples_per_cpu_sec"] for k, v in results.items() if k.startswith("(a)")), None)
     print(f"{'case':52} {'tuples/s':>10} {'p50 ms':>7} {'p99 ms':>7} {'/ceiling':>8} {'per cpu-s':>10} {'/ceiling':>8}")

@@ -46,6 +46,7 @@ from squall.models.cluster import (
 from squall.models.v1alpha1 import API_VERSION, KIND, Topology, WorkerSpec
 from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected, StateError, Watch, ZkCredentials
 from squall.validation import check_topology, parse_topology
+from squall.worker.security import CurveKeys
 from squall_operator import monitor, pods
 from squall_operator import roll as rolls
 from squall_operator.metrics import NimbusMetrics
@@ -84,6 +85,8 @@ class KubeApi(Protocol):
     def list_nodes(self) -> list[dict[str, Any]]: ...
     def list_pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict[str, Any]]: ...
     def create_pod(self, namespace: str, body: dict[str, Any]) -> None: ...
+    def create_secret(self, namespace: str, body: dict[str, Any]) -> None: ...
+    def create_network_policy(self, namespace: str, body: dict[str, Any]) -> None: ...
     def delete_pod(self, namespace: str, name: str, grace_secs: int | None = None) -> None: ...
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None: ...
     def list_topologies(self, namespace: str | None) -> list[dict[str, Any]]: ...
@@ -186,6 +189,12 @@ class KubernetesApi:
 
     def create_pod(self, namespace: str, body: dict[str, Any]) -> None:
         self._call(self.core.create_namespaced_pod, namespace, body)
+
+    def create_secret(self, namespace: str, body: dict[str, Any]) -> None:
+        self._call(self.core.create_namespaced_secret, namespace, body)
+
+    def create_network_policy(self, namespace: str, body: dict[str, Any]) -> None:
+        self._call(self._client.NetworkingV1Api().create_namespaced_network_policy, namespace, body)
 
     def delete_pod(self, namespace: str, name: str, grace_secs: int | None = None) -> None:
         kw: dict[str, Any] = {}
@@ -489,6 +498,8 @@ class Resource:
     # slots the topology's pods may use at the last scheduling, and why other nodes offer none
     allowed_count: int | None = None
     refused_nodes: dict[str, str] = field(default_factory=dict)
+    # the Topology's CURVE Secret and NetworkPolicy exist (created before its first pod)
+    sealed: bool = False
 
 
 def topology_resource(res: Resource) -> dict[str, Any]:
@@ -993,6 +1004,8 @@ class KubeNimbus(Nimbus):
             self.api.apply_secret(res.namespace, pods.zk_auth_secret(
                 res.name, res.uid, res.namespace, f"{creds.user}:{creds.password}"))
             self._zk_auth_done.add(res.uid)
+        if plan.create and not res.sealed and not self.seal(res):
+            return
         for slot in plan.create:
             body = pods.worker_pod(res.name, res.uid, res.namespace, slot, self.config.worker, worker)
             try:
@@ -1007,6 +1020,34 @@ class KubeNimbus(Nimbus):
                               f"the API server refused worker pod {body['metadata']['name']}: {exc}")
                 res.pod_problem = str(exc)
                 break
+
+    def seal(self, res: Resource) -> bool:
+        """Before a Topology's first worker pod: its CURVE Secret (a new key pair, owned by the
+        Topology, so a resubmission gets a new one) and its NetworkPolicy, as configured. One that
+        exists already (made by a previous operator) is kept. Returns whether pods may be made."""
+        cfg = self.config.worker
+        wanted: list[tuple[str, Callable[[str, dict[str, Any]], None], dict[str, Any]]] = []
+        if cfg.curve:
+            keys = CurveKeys.generate()
+            wanted.append(("Secret", self.api.create_secret,
+                           pods.curve_secret(res.name, res.uid, res.namespace, keys.public, keys.secret)))
+        if cfg.network_policy:
+            wanted.append(("NetworkPolicy", self.api.create_network_policy,
+                           pods.network_policy(res.name, res.uid, res.namespace)))
+        for kind, create, body in wanted:
+            try:
+                create(res.namespace, body)
+                log.info("topology %s: created %s %s", res.name, kind, body["metadata"]["name"])
+            except ApiConflict:
+                pass
+            except ApiRejected as exc:
+                if res.pod_problem != str(exc):
+                    self.post(res, "Warning", "InvalidPodTemplate",
+                              f"the API server refused {kind} {body['metadata']['name']}: {exc}")
+                res.pod_problem = str(exc)
+                return False
+        res.sealed = True
+        return True
 
     def worker_spec(self, res: Resource, base: StormBase | None) -> WorkerSpec | None:
         """The worker pod settings the topology asks for: its latest valid spec's, else (an

@@ -55,6 +55,12 @@ def parser() -> argparse.ArgumentParser:
     add("--worker-scrape-annotations", choices=("true", "false"),
         default=_env("SQUALL_WORKER_SCRAPE_ANNOTATIONS", "true"),
         help="annotate worker pods with prometheus.io/scrape, /port, /path [SQUALL_WORKER_SCRAPE_ANNOTATIONS]")
+    add("--worker-curve", choices=["true", "false"], default=_env("SQUALL_WORKER_CURVE", "true"),
+        help="seal the transport between each Topology's workers with CURVE (a key pair per Topology, "
+             "in a Secret it owns) [SQUALL_WORKER_CURVE]")
+    add("--worker-network-policy", choices=["true", "false"], default=_env("SQUALL_WORKER_NETWORK_POLICY", "true"),
+        help="make a NetworkPolicy per Topology: only its own workers reach its worker pods "
+             "[SQUALL_WORKER_NETWORK_POLICY]")
     add("--search-path", action="append", default=None,
         help="directory (in the worker image) holding component modules, passed to the workers (repeat)"
              " [SQUALL_SEARCH_PATHS, ':'-separated]")
@@ -223,6 +229,8 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
         metrics_port_offset=args.worker_metrics_port_offset,
         scrape_annotations=args.worker_scrape_annotations == "true",
         zk_auth=credentials is not None,
+        curve=args.worker_curve == "true",
+        network_policy=args.worker_network_policy == "true",
     )
     return OperatorConfig(
         zookeeper=args.zookeeper,

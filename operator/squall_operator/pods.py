@@ -186,6 +186,58 @@ class WorkerPodConfig:
     image_pull_secrets: tuple[str, ...] = ()
     # mount the topology's ZooKeeper credentials Secret (`zk_auth_secret`) into its workers
     zk_auth: bool = False
+    # seal the workers' transport with CURVE (a key pair per Topology, in a Secret it owns)
+    curve: bool = True
+    # a NetworkPolicy per Topology: only its own workers reach its worker pods
+    network_policy: bool = True
+
+
+def curve_secret_name(topology: str, uid: str) -> str:
+    """The Secret holding a Topology's CURVE pair: named after the resource's uid too, so a
+    resubmission (a new resource) gets a new pair while the old Secret is garbage-collected."""
+    return dns_label(f"{topology}-curve-{_digest(uid)}")
+
+
+def curve_secret(topology: str, uid: str, namespace: str, public: bytes, secret: bytes) -> dict[str, Any]:
+    """The Secret of a Topology's CURVE pair (Z85 text), owned by the Topology."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": curve_secret_name(topology, uid),
+            "namespace": namespace,
+            "labels": {**worker_selector(topology), LABEL_MANAGED_BY: "squall-operator"},
+            "ownerReferences": [owner_reference(topology, uid)],
+        },
+        "stringData": {"public": public.decode(), "secret": secret.decode()},
+        "immutable": True,
+    }
+
+
+def network_policy(topology: str, uid: str, namespace: str) -> dict[str, Any]:
+    """The NetworkPolicy letting only a topology's own workers reach its worker pods (on any
+    port: the control port is picked at start), and anyone its HTTP port "metrics" (/metrics
+    for scrapers; kubelet probes come from the node, which usual network plugins let through)."""
+    selector = worker_selector(topology)
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": dns_label(f"{topology}-workers"),
+            "namespace": namespace,
+            "labels": {**selector, LABEL_MANAGED_BY: "squall-operator"},
+            "ownerReferences": [owner_reference(topology, uid)],
+        },
+        "spec": {
+            "podSelector": {"matchLabels": selector},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": [{"podSelector": {"matchLabels": selector}}]},
+                {"ports": [{"protocol": "TCP", "port": "metrics"}]},
+            ],
+        },
+    }
 
 
 def owner_reference(name: str, uid: str) -> dict[str, Any]:
@@ -279,6 +331,10 @@ def worker_pod(
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
     ]
+    if config.curve:
+        # the topology's CURVE pair, from its own Secret (squall.worker.security reads these)
+        env += [{"name": var, "valueFrom": {"secretKeyRef": {"name": curve_secret_name(topology, uid), "key": key}}}
+                for var, key in (("SQUALL_CURVE_PUBLIC_KEY", "public"), ("SQUALL_CURVE_SECRET_KEY", "secret"))]
     env += [{"name": k, "value": str(v)} for k, v in sorted(config.env.items())]
     env += [_dump(e) for e in w.env or ()]
     labels = {

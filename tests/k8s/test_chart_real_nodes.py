@@ -73,6 +73,20 @@ def test_chart_defaults_run_the_word_count_in_containers(real_cluster: RealNodeC
         assert p["spec"]["containers"][0]["image"] == "squall-wordcount:0.1.0"
         assert p["status"]["containerStatuses"][0]["containerID"].startswith("containerd://")
 
+    # the workers locked down in their containers (docs/reliability.md, "Pod lockdown"): the
+    # image's user, a read-only root filesystem, no capability, a seccomp filter, no privilege
+    # gain, no API token; and sealed: the Topology's CURVE pair from its own Secret
+    inside = c.kubectl("exec", "-n", real_ns, workers[0]["metadata"]["name"], "--", "sh", "-c",
+                       "id -u; touch /probe 2>&1 || true; grep -E '^(CapEff|Seccomp|NoNewPrivs):' /proc/self/status;"
+                       " ls /var/run/secrets/kubernetes.io/serviceaccount 2>&1 || true;"
+                       ' test -n "$SQUALL_CURVE_SECRET_KEY" && echo sealed').stdout
+    lines = [" ".join(x.split()) for x in inside.splitlines()]
+    assert lines[0] == "10001" and "Read-only file system" in inside, inside
+    assert {"CapEff: 0000000000000000", "Seccomp: 2", "NoNewPrivs: 1", "sealed"} <= set(lines), inside
+    assert "No such file or directory" in inside, inside
+    assert kget(c, "networkpolicy", "wordcount-workers", "-n", real_ns)["spec"]["podSelector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "squall-worker", "squall.io/topology": "wordcount"}
+
     # kubectl delete waits for the operator's finalizer (Storm's kill), then the workers are gone
     c.kubectl("delete", "topology", "wordcount", "-n", real_ns, "--timeout=120s", timeout=150)
     wait_for(lambda: not kget(c, "pods", "-n", real_ns, "-l", "squall.io/topology=wordcount")["items"], 120,

@@ -228,6 +228,7 @@ def test_helm_installs_crd_operator_rbac_and_zookeeper(squall: Cluster) -> None:
     assert can("list", "nodes") == "yes"
     assert can("delete", "nodes") == "no"
     assert can("get", "secrets", "-n", NS) == "no"
+    assert can("create", "secrets", "-n", NS) == "yes"  # each Topology's CURVE pair, never read back
     assert can("create", "pods", "-n", NS) == "yes"
     assert can("create", "pods", "-n", "default") == "no"
     assert can("patch", "topologies.squall.io/status", "-n", NS) == "yes"
@@ -268,6 +269,16 @@ def test_wordcount_runs_from_the_same_file(squall: Cluster) -> None:
         assert b'squall_emitted_total{component=' in conn.getresponse().read()
         conn.close()
     assert "Submitted" in reasons(c, "wordcount")
+    # sealed: the workers read the Topology's CURVE pair from its own Secret, and a
+    # NetworkPolicy lets only its workers reach them; both owned by the Topology
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in pods[0]["spec"]["containers"][0]["env"]
+            if e["name"].startswith("SQUALL_CURVE_")}
+    assert set(refs) == {"SQUALL_CURVE_PUBLIC_KEY", "SQUALL_CURVE_SECRET_KEY"}
+    secret = kget(c, "secret", refs["SQUALL_CURVE_SECRET_KEY"]["name"], "-n", NS)
+    policy = kget(c, "networkpolicy", "wordcount-workers", "-n", NS)
+    for obj in (secret, policy):
+        assert obj["metadata"]["ownerReferences"][0]["uid"] == topo(c, "wordcount")["metadata"]["uid"]
+    assert policy["spec"]["podSelector"]["matchLabels"]["squall.io/topology"] == "wordcount"
     with zk_state() as zk:
         eps = zk.get_endpoints("wordcount")
         assert {ep.host for ep in eps.values()} <= {"127.0.0.2", "127.0.0.3", "127.0.0.4"}

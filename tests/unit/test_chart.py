@@ -114,8 +114,12 @@ def test_default_render() -> None:
     assert c["image"] == "squall-operator:0.1.0" and c["command"] == ["squall", "operator"]
     assert "--zookeeper=rel-squall-zookeeper.demo.svc:2181" in c["args"]
     assert "--namespace=demo" in c["args"] and "--worker-image=squall-worker:0.1.0" in c["args"]
-    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                    "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
     assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    # workers: sealed transport and a NetworkPolicy per Topology, by default
+    assert "--worker-curve=true" in c["args"] and "--worker-network-policy=true" in c["args"]
     (sts,) = by_kind(docs, "StatefulSet")
     assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "1Gi"
     assert sts["spec"]["template"]["spec"]["containers"][0]["image"] == "zookeeper:3.9"
@@ -131,19 +135,27 @@ def test_rbac_is_least_privilege() -> None:
     assert {"nodes"} <= {r for rule in cluster for r in rule["resources"]}
     operator = rules[("Role", "rel-squall-operator")]
     resources = {r for rule in operator for r in rule["resources"]}
-    assert resources == {"topologies", "topologies/status", "topologies/finalizers", "pods", "events"}
+    assert resources == {"topologies", "topologies/status", "topologies/finalizers", "pods", "events",
+                         "secrets", "networkpolicies"}
     assert not any("*" in rule["verbs"] or "*" in rule["resources"] for rules_ in rules.values() for rule in rules_)
     leader = rules[("Role", "rel-squall-leader")]
     assert leader == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
                        "verbs": ["get", "create", "update"]}]
-    # nothing about secrets anywhere
-    assert "secrets" not in json.dumps(list(rules.values()))
-    # with zookeeper.auth: only writing each topology's ZooKeeper credentials; the operator can
+    # secrets and network policies: only made (each Topology's CURVE pair and policy), never read
+    for rule in operator:
+        if {"secrets", "networkpolicies"} & set(rule["resources"]):
+            assert rule["verbs"] == ["create"], rule
+    assert sum("secrets" in rule["resources"] for rules_ in rules.values() for rule in rules_) == 1
+    # with zookeeper.auth: also updating each topology's ZooKeeper credentials; the operator can
     # read no Secret (its own credentials come as env from the kubelet)
     docs = render("--set", "zookeeper.auth.enabled=true")
     secret_rules = [rule for d in docs if d["kind"] in ("Role", "ClusterRole") for rule in d["rules"]
                     if "secrets" in rule["resources"]]
     assert secret_rules == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "update"]}]
+    # neither CURVE nor ZooKeeper credentials, nor policies: nothing about secrets anywhere
+    docs = render("--set", "worker.curve=false", "--set", "worker.networkPolicy=false")
+    rules_off = [d["rules"] for d in docs if d["kind"] in ("Role", "ClusterRole")]
+    assert "secrets" not in json.dumps(rules_off) and "networkpolicies" not in json.dumps(rules_off)
 
 
 @needs_helm

@@ -18,6 +18,7 @@ from squall.models.cluster import (
     WorkerSlot,
 )
 from squall.state import StateError
+from squall.worker.security import CurveKeys
 from squall_operator import kube_nimbus, pods
 from squall_operator.kube_nimbus import ApiConflict, KubeNimbus, LeaseElector, OperatorConfig
 
@@ -99,6 +100,8 @@ class FakeApi:
     def __init__(self) -> None:
         self.nodes = [_node("n1"), _node("n2"), _node("n3")]
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.secrets: dict[tuple[str, str], dict[str, Any]] = {}
+        self.policies: dict[tuple[str, str], dict[str, Any]] = {}
         self.statuses: dict[tuple[str, str], dict[str, Any]] = {}
         self.events: list[tuple[str, str, str]] = []
         self.deleted: list[tuple[str, int | None]] = []
@@ -119,6 +122,18 @@ class FakeApi:
             raise ApiConflict("exists")
         body = {**body, "status": {"phase": "Pending"}}
         self.pods[key] = body
+
+    def create_secret(self, namespace: str, body: dict[str, Any]) -> None:
+        key = (namespace, body["metadata"]["name"])
+        if key in self.secrets:
+            raise ApiConflict("exists")
+        self.secrets[key] = body
+
+    def create_network_policy(self, namespace: str, body: dict[str, Any]) -> None:
+        key = (namespace, body["metadata"]["name"])
+        if key in self.policies:
+            raise ApiConflict("exists")
+        self.policies[key] = body
 
     def delete_pod(self, namespace: str, name: str, grace_secs: int | None = None) -> None:
         self.deleted.append((name, grace_secs))
@@ -558,6 +573,66 @@ def test_inactive_topology_rolls_without_waiting_and_stays_inactive() -> None:
     assert len(api.deleted) == 2
     nimbus.round()
     assert state.storms["wc"].status is TopologyStatus.INACTIVE and "RollCompleted" in api.reasons("wc")
+
+
+def test_curve_secret_and_network_policy_come_before_the_first_pod() -> None:
+    """Sealed by default: the Topology's key pair (in a Secret it owns) and its NetworkPolicy are
+    made once, before its first worker pod, whose env reads the pair from that Secret; a
+    resubmission (a new resource) gets a new pair."""
+    api = FakeApi()
+    order: list[str] = []
+    create_pod, create_secret = api.create_pod, api.create_secret
+    api.create_pod = lambda ns, body: (order.append("pod"), create_pod(ns, body))[1]  # type: ignore[method-assign]
+    api.create_secret = lambda ns, body: (order.append("secret"), create_secret(ns, body))[1]  # type: ignore[method-assign]
+    nimbus, state, api, clock = _make(api=api)
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    assert order == ["secret", "pod", "pod"]
+    ((key, secret),) = api.secrets.items()
+    assert key == ("ns", pods.curve_secret_name("wc", "uid-1"))
+    assert secret["metadata"]["ownerReferences"] == [pods.owner_reference("wc", "uid-1")]
+    keys = CurveKeys.parse(secret["stringData"]["public"], secret["stringData"]["secret"], "the Secret")
+    ((_, policy),) = api.policies.items()
+    assert policy["spec"]["podSelector"]["matchLabels"] == pods.worker_selector("wc")
+    for pod in api.pods.values():
+        env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+        assert env["SQUALL_CURVE_SECRET_KEY"]["valueFrom"]["secretKeyRef"] == {"name": key[1], "key": "secret"}
+    # a replaced pod does not make a new pair
+    api.pods.pop(next(iter(api.pods)))
+    clock.now += 1
+    nimbus.round()
+    assert len(api.pods) == 2 and order.count("secret") == 1
+    # deleted and applied again: a new resource, a new Secret, a new pair
+    assert nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC) is False
+    for _ in range(3):
+        nimbus.round()
+        clock.now += 5
+    assert "wc" not in state.storms and not api.pods
+    assert nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC) is True
+    nimbus.register("ns", "wc", "uid-2", 1, SPEC)
+    for _ in range(3):
+        clock.now += 1
+        nimbus.round()
+    assert api.pods, api.events
+    new = api.secrets[("ns", pods.curve_secret_name("wc", "uid-2"))]["stringData"]
+    assert new["secret"] != keys.secret.decode()
+
+
+def test_a_refused_secret_stops_the_pods_and_says_why() -> None:
+    api = FakeApi()
+
+    def refuse(namespace: str, body: dict[str, Any]) -> None:
+        raise kube_nimbus.ApiRejected('secrets is forbidden: User "system:serviceaccount:squall:op" cannot create')
+
+    api.create_secret = refuse  # type: ignore[method-assign]
+    nimbus, state, api, clock = _make(api=api)
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    nimbus.round()
+    assert not api.pods
+    st = _status(api)
+    assert st["state"] == "InvalidPodTemplate" and "cannot create" in st["message"]
+    assert api.reasons("wc").count("InvalidPodTemplate") == 1
 
 
 def test_refused_pod_shows_invalid_pod_template() -> None:

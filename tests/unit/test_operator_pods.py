@@ -114,6 +114,49 @@ def test_worker_pod() -> None:
     assert {"name": "tmp", "mountPath": "/tmp"} in c["volumeMounts"]
 
 
+def test_worker_pod_is_locked_down() -> None:
+    """Non-root, read-only root filesystem, no capability, RuntimeDefault seccomp, no service
+    account token, and the topology's CURVE pair from its own Secret (docs/reliability.md)."""
+    pod = pods.worker_pod("wc", "uid-1", "ns1", WorkerSlot("node-2", 6701), CONFIG)
+    spec = pod["spec"]
+    (c,) = spec["containers"]
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                    "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
+    assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] == 10001
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert spec["automountServiceAccountToken"] is False and spec["enableServiceLinks"] is False
+    env = {e["name"]: e for e in c["env"]}
+    secret = pods.curve_secret_name("wc", "uid-1")
+    assert env["SQUALL_CURVE_PUBLIC_KEY"]["valueFrom"] == {"secretKeyRef": {"name": secret, "key": "public"}}
+    assert env["SQUALL_CURVE_SECRET_KEY"]["valueFrom"] == {"secretKeyRef": {"name": secret, "key": "secret"}}
+    # CURVE off: no key in the pod
+    plain = pods.worker_pod("wc", "uid-1", "ns1", WorkerSlot("node-2", 6701),
+                            pods.WorkerPodConfig(image="i", zookeeper="z", curve=False))
+    assert not [e for e in plain["spec"]["containers"][0]["env"] if e["name"].startswith("SQUALL_CURVE")]
+
+
+def test_curve_secret_and_network_policy_belong_to_the_topology() -> None:
+    body = pods.curve_secret("wc", "uid-1", "ns1", b"P" * 40, b"S" * 40)
+    assert body["kind"] == "Secret" and body["immutable"] is True
+    assert body["metadata"]["name"] == pods.curve_secret_name("wc", "uid-1")
+    assert body["metadata"]["ownerReferences"] == [pods.owner_reference("wc", "uid-1")]
+    assert body["stringData"] == {"public": "P" * 40, "secret": "S" * 40}
+    # a resubmission is a new resource (uid): a new Secret, so a new pair
+    assert pods.curve_secret_name("wc", "uid-2") != pods.curve_secret_name("wc", "uid-1")
+    assert DNS.match(pods.curve_secret_name("t" * 80, "uid-1"))
+    policy = pods.network_policy("wc", "uid-1", "ns1")
+    sel = pods.worker_selector("wc")
+    assert policy["metadata"]["ownerReferences"] == [pods.owner_reference("wc", "uid-1")]
+    assert policy["spec"] == {"podSelector": {"matchLabels": sel}, "policyTypes": ["Ingress"],
+                              "ingress": [{"from": [{"podSelector": {"matchLabels": sel}}]},
+                                          {"ports": [{"protocol": "TCP", "port": "metrics"}]}]}
+    # the policy selects exactly the topology's worker pods, and no other topology's
+    pod = pods.worker_pod("wc", "uid-1", "ns1", WorkerSlot("n", 6700), CONFIG)
+    assert sel.items() <= pod["metadata"]["labels"].items()
+    other = pods.worker_pod("wc2", "uid-3", "ns1", WorkerSlot("n", 6701), CONFIG)
+    assert not sel.items() <= other["metadata"]["labels"].items()
+
+
 def _node(name: str, ready: str = "True", labels: dict[str, str] | None = None,
           taints: list[dict[str, str]] | None = None, unschedulable: bool = False) -> dict[str, Any]:
     return {
@@ -334,7 +377,8 @@ def test_worker_settings_are_laid_under_the_operators_own() -> None:
     assert c["resources"] == {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": 1073741824}}
     names = [e["name"] for e in c["env"]]
     # the operator's variables first, the chart's, then the topology's
-    assert names == ["POD_IP", "POD_NAME", "NODE_NAME", "PYTHONUNBUFFERED", "A", "MODE", "TOKEN"]
+    assert names == ["POD_IP", "POD_NAME", "NODE_NAME", "PYTHONUNBUFFERED", "SQUALL_CURVE_PUBLIC_KEY",
+                     "SQUALL_CURVE_SECRET_KEY", "A", "MODE", "TOKEN"]
     assert c["env"][-1] == {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
     assert c["envFrom"] == [{"prefix": "APP_", "configMapRef": {"name": "settings"}}]
     assert c["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"},
