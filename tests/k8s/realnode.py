@@ -424,7 +424,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     # -- node failure
     def fail_node(self, name: str) -> None:
-        """The node dies: its kubelet and every container on it are killed;
+        """The node dies: its kubelet, every container on it and its containerd are killed;
         the control plane finds out by the missed heartbeats."""
         n = self.nodes[name]
         p = self.procs.get(f"kubelet-{name}")
@@ -432,12 +432,20 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
         self._kill_containers(n)
+        p = self.procs.get(f"containerd-{name}")
+        if p is not None and p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
         n.failed = True
 
-    def restore_node(self, name: str) -> None:
-        """The node comes back like a rebooted machine: its kubelet starts
-        again on the same root directory and restarts the pods still bound to it."""
+    def restore_node(self, name: str, timeout: float = 120) -> None:
+        """The node comes back like a rebooted machine: its containerd and kubelet start again
+        on the same root directories, and the kubelet restarts the pods still bound to it."""
         n = self.nodes[name]
+        p = self.procs.get(f"containerd-{name}")
+        if p is None or p.poll() is not None:
+            self._start_containerd(n)
+            self._wait_containerd(n, time.monotonic() + timeout)
         self._start_kubelet(n, self.dir / "pki")
         n.failed = False
 
