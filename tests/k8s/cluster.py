@@ -436,16 +436,22 @@ class Cluster:
             time.sleep(0.3)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """scripts/k8s-up: run the cluster in the foreground until Ctrl-C."""
+def cli_args(description: str, nodes: int, argv: list[str] | None) -> Any:
+    """The options scripts/k8s-up passes to either cluster's program."""
     import argparse
 
-    ap = argparse.ArgumentParser(description="Start the Squall test Kubernetes cluster in the foreground.")
-    ap.add_argument("--nodes", type=int, default=3)
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--nodes", type=int, default=nodes)
     ap.add_argument("--dir", help="work folder (default: a new temp folder, removed at exit)")
     ap.add_argument("--bin", help="binaries folder (default: the scripts/k8s-build cache)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    return args
+
+
+def run_in_foreground(c: "Cluster", banner: Any, start_timeout: float = 120) -> int:
+    """Starts `c`, prints `banner(c)` and runs until Ctrl-C, SIGTERM or the exit of any of its
+    processes; then stops it. `banner` may return (text, cleanup) to have cleanup() called first."""
     stop = {"now": False}
 
     def on_signal(*_: Any) -> None:
@@ -453,13 +459,33 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    c = Cluster(args.bin, args.dir, nodes=args.nodes)
-    c.start()
+    c.start(timeout=start_timeout)
     try:
+        shown = banner(c)
+        text, cleanup = shown if isinstance(shown, tuple) else (shown, None)
+        print(text, flush=True)
+        while not stop["now"]:
+            for name, p in list(c.procs.items()):
+                if p.poll() is not None:
+                    print(f"{name} exited with {p.returncode}; see {c.dir / 'logs' / (name + '.log')}", flush=True)
+                    stop["now"] = True
+            time.sleep(0.5)
+        if cleanup is not None:
+            cleanup()
+    finally:
+        print("stopping...", flush=True)
+        c.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """scripts/k8s-up: run the cluster in the foreground until Ctrl-C."""
+    args = cli_args("Start the Squall test Kubernetes cluster in the foreground.", 3, argv)
+
+    def banner(c: Cluster) -> tuple[str, Any]:
         assert c.kubelet is not None
         ctl = serve_control(c.kubelet)
-        print(
-            f"""
+        return f"""
 Squall test cluster {c.version} is up ({args.nodes} nodes: {', '.join(c.kubelet.nodes)}).
   export KUBECONFIG={c.kubeconfig}
   export PATH={c.bin}:$PATH
@@ -467,20 +493,9 @@ Squall test cluster {c.version} is up ({args.nodes} nodes: {', '.join(c.kubelet.
 Pod logs:        {c.dir / 'kubelet' / 'pods'}/<ns>_<pod>_<uid>/logs/
 Component logs:  {c.dir / 'logs'}
 Fail a node:     curl -X POST http://127.0.0.1:{ctl.server_address[1]}/nodes/node-1/fail   (/restore to bring it back)
-Ctrl-C stops everything.""",
-            flush=True,
-        )
-        while not stop["now"]:
-            for name, p in c.procs.items():
-                if p.poll() is not None:
-                    print(f"{name} exited with {p.returncode}; see {c.dir / 'logs' / (name + '.log')}", flush=True)
-                    stop["now"] = True
-            time.sleep(0.5)
-        ctl.shutdown()
-    finally:
-        print("stopping...", flush=True)
-        c.stop()
-    return 0
+Ctrl-C stops everything.""", ctl.shutdown
+
+    return run_in_foreground(Cluster(args.bin, args.dir, nodes=args.nodes), banner)
 
 
 if __name__ == "__main__":

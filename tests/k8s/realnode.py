@@ -57,10 +57,10 @@ from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from cluster import Cluster, free_port, make_pki, write_kubeconfig  # type: ignore[no-redef]
+    from cluster import Cluster, cli_args, free_port, make_pki, run_in_foreground, write_kubeconfig  # type: ignore[no-redef]
     from kubeapi import KubeConfig  # type: ignore[no-redef]
 else:
-    from .cluster import Cluster, free_port, make_pki, write_kubeconfig
+    from .cluster import Cluster, cli_args, free_port, make_pki, run_in_foreground, write_kubeconfig
     from .kubeapi import KubeConfig
 
 log = logging.getLogger("squall.k8s.realnode")
@@ -584,26 +584,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
 def main(argv: list[str] | None = None) -> int:
     """scripts/k8s-up --real: the real-node cluster in the foreground until Ctrl-C."""
-    import argparse
+    args = cli_args("Start the Squall test Kubernetes cluster with real nodes.", 2, argv)
 
-    ap = argparse.ArgumentParser(description="Start the Squall test Kubernetes cluster with real nodes.")
-    ap.add_argument("--nodes", type=int, default=2)
-    ap.add_argument("--dir", help="work folder (default: a new temp folder, removed at exit)")
-    ap.add_argument("--bin", help="binaries folder (default: the scripts/k8s-build cache)")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    stop = {"now": False}
-
-    def on_signal(*_: Any) -> None:
-        stop["now"] = True
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    c = RealNodeCluster(args.bin, args.dir, nodes=args.nodes)
-    c.start(timeout=300)
-    try:
-        print(
-            f"""
+    def banner(c: RealNodeCluster) -> str:
+        return f"""
 Squall test cluster {c.version} is up with real nodes ({', '.join(f'{n.name} {n.ip}' for n in c.nodes.values())}).
   export KUBECONFIG={c.kubeconfig}
   export PATH={c.bin}:$PATH
@@ -611,19 +595,9 @@ Squall test cluster {c.version} is up with real nodes ({', '.join(f'{n.name} {n.
 Network namespace: {c.netns}  (ip netns exec {c.netns} iptables-save)
 Images:           {', '.join(i for i in c.images() if not i.startswith('sha256:'))}
 Component logs:   {c.dir / 'logs'}
-Ctrl-C stops everything.""",
-            flush=True,
-        )
-        while not stop["now"]:
-            for name, p in list(c.procs.items()):
-                if p.poll() is not None:
-                    print(f"{name} exited with {p.returncode}; see {c.dir / 'logs' / (name + '.log')}", flush=True)
-                    stop["now"] = True
-            time.sleep(0.5)
-    finally:
-        print("stopping...", flush=True)
-        c.stop()
-    return 0
+Ctrl-C stops everything."""
+
+    return run_in_foreground(RealNodeCluster(args.bin, args.dir, nodes=args.nodes), banner, start_timeout=300)
 
 
 if __name__ == "__main__":
