@@ -82,7 +82,7 @@ def test_trending_windows_equal_a_batch_recomputation(zookeeper: Any, spark: Any
     cluster.start()
     try:
         cluster.submit(topo)
-        done = _wait_for(lambda: list(out.glob("spout-*.done")), 90, "every event to be acked", cluster)
+        done = _wait_for(lambda: list(out.glob("spout-*.done")), 240, "every event to be acked", cluster)
         spout = json.loads(done[0].read_text())
         cluster.kill(topo.name, 1.0)
         assert cluster.wait_removed(topo.name, 60)
