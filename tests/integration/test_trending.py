@@ -54,6 +54,7 @@ def _wait_for(cond: Callable[[], Any], timeout: float, what: str, cluster: Any) 
     return got
 
 
+@pytest.mark.timeout(600)  # a SparkSession and two workers: minutes on a loaded 2-core machine
 def test_trending_windows_equal_a_batch_recomputation(zookeeper: Any, spark: Any, tmp_path: Path) -> None:
     from squall_operator.local import LocalCluster
 
