@@ -49,7 +49,7 @@ def test_per_task_counters_gauges_and_worker_counters() -> None:
             ExecutorFigures("split", (3, 4), "bolt", bolt, inbox_batches=5, backpressure_secs=1.5),
         ],
         send_queue_batches={"node2-6700": 7},
-        bad_frames=4, dropped=2, unsendable=1, peer_reconnects=1, zk_reconnects=3, zk_sessions_expired=1,
+        bad_frames=4, refused=6, dropped=2, unsendable=1, peer_reconnects=1, zk_reconnects=3, zk_sessions_expired=1,
     )
     m = scrape(fig)
     s = (("component", "sentences"), ("task", "1"), ("topology", "wc"))
@@ -73,6 +73,7 @@ def test_per_task_counters_gauges_and_worker_counters() -> None:
     w = (("topology", "wc"), ("worker", "node1-6700"))
     assert m["squall_send_queue_batches"] == {(("peer", "node2-6700"), *w): 7}
     assert m["squall_bad_frames_total"] == {w: 4}
+    assert m["squall_refused_total"] == {w: 6}
     assert m["squall_worker_dropped_total"] == {w: 2}
     assert m["squall_unsendable_total"] == {w: 1}
     assert m["squall_peer_reconnects_total"] == {w: 1}

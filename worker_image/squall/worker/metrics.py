@@ -52,6 +52,8 @@ class WorkerFigures:
     # peer slot key -> batches queued for it (data and acker traffic)
     send_queue_batches: Mapping[str, int] = field(default_factory=dict)
     bad_frames: int = 0
+    # peers refused: handshakes without the topology's CURVE key, backpressure signals from strangers
+    refused: int = 0
     dropped: int = 0
     unsendable: int = 0
     peer_reconnects: int = 0
@@ -138,6 +140,8 @@ def families(fig: WorkerFigures) -> list[Metric]:
         emitted, transferred, executed, acked, failed, dropped, complete, execute, inbox, pending, bp,
         send,
         worker_counter("squall_bad_frames", "Frames from the network that did not decode (dropped).", fig.bad_frames),
+        worker_counter("squall_refused", "Peers refused: handshakes without the topology's CURVE key, and "
+                       "backpressure signals from a host running none of its workers.", fig.refused),
         worker_counter("squall_worker_dropped", "Tuples and acker messages the worker dropped (no route).", fig.dropped),
         worker_counter("squall_unsendable", "Tuples whose values could not be encoded (their trees failed).",
                        fig.unsendable),

@@ -864,7 +864,7 @@ class Worker:
                 send[slot.key()] = send.get(slot.key(), 0) + len(q)
         return metrics.WorkerFigures(
             topology=self.topology_id, worker=self.slot.key(), executors=execs, send_queue_batches=send,
-            bad_frames=self.bad_frames, dropped=self.dropped, unsendable=self.unsendable,
+            bad_frames=self.bad_frames, refused=self._refused(), dropped=self.dropped, unsendable=self.unsendable,
             peer_reconnects=self.peer_reconnects, zk_reconnects=self.zk_reconnects,
             zk_sessions_expired=self.zk_sessions_expired,
         )
@@ -898,9 +898,11 @@ class Worker:
         for e in self.acker_executors:
             execs[executor_key(e)] = ExecutorStats(component=ACKER)
         now = time.time()
-        refused = self.refused_signals + (self.sealer.refused if self.sealer is not None else 0)
         return WorkerHeartbeat(time_secs=now, uptime_secs=now - self.started, executors=execs, bad_frames=self.bad_frames,
-                               refused=refused)
+                               refused=self._refused())
+
+    def _refused(self) -> int:
+        return self.refused_signals + (self.sealer.refused if self.sealer is not None else 0)
 
     def _flush_errors(self) -> None:
         latest: dict[str, tuple[int, str]] = {}
