@@ -1,0 +1,50 @@
+"""Stateful components on the real API server: the stateful word count example's topology.yaml
+(with `stateful: true` and the state provider settings) is accepted by the committed CRD
+(`kubectl apply --dry-run=server`), and a `stateful` of the wrong type is refused by the API
+server and by `squall validate`'s parser at the same field (docs/topology.md, "Stateful bolts")."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from squall.errors import TopologyError
+from squall.validation import parse_topology
+
+from .cluster import Cluster
+from .conftest import wait_for
+
+pytestmark = pytest.mark.k8s
+
+REPO = Path(__file__).resolve().parents[2]
+CRD = REPO / "crds" / "topology.yaml"
+EXAMPLE = REPO / "examples" / "stateful-wordcount" / "topology.yaml"
+
+
+def test_the_api_server_and_validate_agree_on_stateful(k8s_cluster: Cluster, ns: str) -> None:
+    c = k8s_cluster
+    text = EXAMPLE.read_text()
+    parse_topology(text)
+    created = c.kubectl("create", "-f", str(CRD), check=False)
+    try:
+        wait_for(lambda: c.kubectl("apply", "--dry-run=server", "-n", ns, "-f", str(EXAMPLE),
+                                   check=False).returncode == 0,
+                 60, what="the API server to accept examples/stateful-wordcount/topology.yaml")
+        base = yaml.safe_load(text)
+        for kind, index in (("spouts", 0), ("bolts", 1)):
+            doc = copy.deepcopy(base)
+            doc["spec"][kind][index]["stateful"] = "yes"
+            wrong = yaml.safe_dump(doc)
+            r = c.kubectl("apply", "--dry-run=server", "-n", ns, "-f", "-", input=wrong, check=False)
+            assert r.returncode != 0, f"the API server accepted {kind}[{index}].stateful: 'yes'"
+            path = f"spec.{kind}[{index}].stateful"
+            assert path in r.stderr, (path, r.stderr)
+            with pytest.raises(TopologyError) as info:
+                parse_topology(wrong)
+            assert path in {p.path for p in info.value.problems}, str(info.value)
+    finally:
+        if created.returncode == 0:
+            c.kubectl("delete", "-f", str(CRD), "--wait=true", check=False)
