@@ -6,7 +6,10 @@ tests/integration/topologies, and the usual start/stop steps."""
 from __future__ import annotations
 
 import collections
+import importlib
 import json
+import sys
+from types import ModuleType
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -138,3 +141,15 @@ def read_spout(out: Path, cluster: LocalCluster) -> dict[str, Any]:
 
 def wait_spout_done(out: Path, cluster: LocalCluster, timeout: float) -> None:
     wait_for(lambda: list(out.glob("spout-*.done")), timeout, "every message id to be acked", cluster, 0.2)
+
+
+def import_example(folder: Path, *names: str) -> list[ModuleType]:
+    """Imports an example's modules by their plain names (as its workers do), fresh: examples share
+    module names (every one may have a `batch_job`), so a copy cached by an earlier test is dropped."""
+    for name in names:
+        sys.modules.pop(name, None)
+    sys.path.insert(0, str(folder))
+    try:
+        return [importlib.import_module(name) for name in names]
+    finally:
+        sys.path.remove(str(folder))

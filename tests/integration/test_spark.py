@@ -22,6 +22,8 @@ import yaml
 from squall.components import Tuple
 from squall.validation import parse_topology
 
+from helpers import import_example  # the integration tests' helpers (same directory)
+
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
@@ -410,12 +412,7 @@ def _wait_for(cond: Callable[[], Any], timeout: float, what: str, cluster: Any) 
 def test_clickstream_stream_equals_batch_with_replays(zookeeper: Any, spark: Any, tmp_path: Path) -> None:
     from squall_operator.local import LocalCluster
 
-    sys.path.insert(0, str(CLICKSTREAM))
-    try:
-        import batch_job
-        import clickstream
-    finally:
-        sys.path.remove(str(CLICKSTREAM))
+    batch_job, clickstream = import_example(CLICKSTREAM, "batch_job", "clickstream")
     base = tmp_path / "cs"
     n_events = 600
     bad = clickstream.generate(base, n_events)

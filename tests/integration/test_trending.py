@@ -18,6 +18,8 @@ import yaml
 
 from squall.validation import parse_topology
 
+from helpers import import_example  # the integration tests' helpers (same directory)
+
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,12 +60,7 @@ def _wait_for(cond: Callable[[], Any], timeout: float, what: str, cluster: Any) 
 def test_trending_windows_equal_a_batch_recomputation(zookeeper: Any, spark: Any, tmp_path: Path) -> None:
     from squall_operator.local import LocalCluster
 
-    sys.path.insert(0, str(TRENDING))
-    try:
-        import batch_job
-        import trending
-    finally:
-        sys.path.remove(str(TRENDING))
+    batch_job, trending = import_example(TRENDING, "batch_job", "trending")
     events_path, out = tmp_path / "events.jsonl", tmp_path / "out"
     n = 1500  # 75 s of event time, replayed in about 2.5 s
     events = trending.generate(events_path, n)
