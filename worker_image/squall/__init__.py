@@ -1,5 +1,9 @@
 """Squall: Apache Storm's model in Python. The SDK users write spouts and bolts with."""
 
+from squall import _native
+
+_native.install()  # the compiled hot path, or the .py modules if it is absent or stale
+
 from squall.components import (
     DEFAULT_STREAM,
     TICK_STREAM,

@@ -113,6 +113,8 @@ class Executor:
         self.acker_tasks: Sequence[int] = ()
         self.n_ackers = 0
         self.contexts: dict[int, Context] = {}
+        # bolts: the input a BasicBolt's emits are anchored to while it processes it
+        self.auto_anchor: Tuple | None = None
         # load-aware shuffles of this executor's streams, re-weighed every LOAD_REFRESH_SECS
         self.load_aware: list[LoadAwareShuffle] = []
         self.next_load = 0.0
@@ -572,7 +574,7 @@ class SpoutExecutor(Executor):
             tup = Tuple(values, src, comp, stream, plan.fields_index(comp, stream), anchors)
             collector = self.input_collectors.get(dest)
             if collector is None:
-                collector = self.input_collectors[dest] = BoltCollector(self, dest)  # type: ignore[arg-type]
+                collector = self.input_collectors[dest] = BoltCollector(self, dest)
             try:
                 receive(tup, collector)
             except Exception as exc:
@@ -693,7 +695,7 @@ class BoltCollector:
 
     __slots__ = ("ex", "task")
 
-    def __init__(self, ex: BoltExecutor, task: int) -> None:
+    def __init__(self, ex: Executor, task: int) -> None:
         self.ex = ex
         self.task = task
 
@@ -795,7 +797,6 @@ class BoltExecutor(Executor):
         self.instances = {t: cls() for t in self.tasks}
         self.collectors = {t: BoltCollector(self, t) for t in self.tasks}
         self.basic = issubclass(cls, BasicBolt)
-        self.auto_anchor: Tuple | None = None
         self.tick_secs = tick_secs
         self.fields_of: dict[tuple[int, str], Mapping[str, int]] = {}
         # windowed bolts: each instance runs inside Storm's WindowedBoltExecutor; time windows

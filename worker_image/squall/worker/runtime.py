@@ -1052,6 +1052,9 @@ def main(argv: list[str] | None = None) -> int:
     # collector would otherwise run every 700 allocations and rescan every live pending tuple.
     gc.set_threshold(100_000, 50, 1000)
     logging.basicConfig(level=args.log_level, format=f"%(asctime)s worker {args.node}-{args.port} %(levelname)s %(name)s: %(message)s")
+    from squall import _native
+
+    log.info("hot path: %s", _native.reason)
     try:
         curve = read_keys(Path(args.curve_keys)) if args.curve_keys else keys_from_env(os.environ)
     except CurveKeyError as exc:
