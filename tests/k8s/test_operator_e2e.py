@@ -60,6 +60,7 @@ def _values(tmp: Path) -> Path:
             # the process kubelet mounts no volumes: a fresh directory per test session
             "dataDir": str(tmp / "zookeeper-data"),
             "tickTime": 500,
+            "auth": {"enabled": True},
         },
     }
     path = tmp / "values.yaml"
@@ -159,10 +160,20 @@ def worker_pods(c: Cluster, name: str) -> list[dict[str, Any]]:
     return kget(c, "pods", "-n", NS, "-l", f"squall.io/topology={name}")["items"]
 
 
-def zk_state() -> Any:
+def zk_credentials(c: Cluster) -> Any:
+    """The digest credentials the chart generated (zookeeper.auth): Squall's nodes carry an ACL."""
+    import base64
+
+    from squall.state import ZkCredentials
+
+    secret = kget(c, "secret", "squall-zk-auth", "-n", NS)
+    return ZkCredentials.parse(base64.b64decode(secret["data"]["credentials"]).decode(), "the chart's Secret")
+
+
+def zk_state(c: Cluster) -> Any:
     from squall.state import ClusterState
 
-    return ClusterState.connect(ZK, root="/squall")
+    return ClusterState.connect(ZK, root="/squall", credentials=zk_credentials(c))
 
 
 def running(c: Cluster, name: str, workers: int) -> dict[str, Any] | None:
@@ -279,7 +290,7 @@ def test_wordcount_runs_from_the_same_file(squall: Cluster) -> None:
     for obj in (secret, policy):
         assert obj["metadata"]["ownerReferences"][0]["uid"] == topo(c, "wordcount")["metadata"]["uid"]
     assert policy["spec"]["podSelector"]["matchLabels"]["squall.io/topology"] == "wordcount"
-    with zk_state() as zk:
+    with zk_state(c) as zk:
         eps = zk.get_endpoints("wordcount")
         assert {ep.host for ep in eps.values()} <= {"127.0.0.2", "127.0.0.3", "127.0.0.4"}
         assert len(eps) == 2
@@ -295,6 +306,41 @@ def test_wordcount_runs_from_the_same_file(squall: Cluster) -> None:
     assert samples[("squall_operator_reconcile_rounds_total", (("outcome", "ok"),))] > 0
     assert samples[("squall_nimbus_assignment_changes_total", (("topology", "wordcount"),))] >= 1
     assert samples[("squall_operator_topologies", (("phase", "Running"),))] >= 1
+
+
+def test_zookeeper_nodes_are_closed_to_strangers(squall: Cluster) -> None:
+    """zookeeper.auth: the operator and the workers, which got the credentials from Secrets, run
+    the word count; a client without them gets NoAuthError."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoAuthError
+
+    c = squall
+    assert running(c, "wordcount", 2)
+    worker_secret = kget(c, "secret", "wordcount-zk-auth", "-n", NS)
+    assert worker_secret["data"]["credentials"] == kget(c, "secret", "squall-zk-auth", "-n", NS)["data"]["credentials"]
+    assert worker_secret["metadata"]["ownerReferences"][0]["uid"] == topo(c, "wordcount")["metadata"]["uid"]
+    # the operator writes Secrets but reads none
+    sa = f"system:serviceaccount:{NS}:squall"
+    can = lambda *a: c.kubectl("auth", "can-i", *a, "--as", sa, check=False).stdout.strip()  # noqa: E731
+    assert (can("create", "secrets", "-n", NS), can("get", "secrets", "-n", NS), can("list", "secrets", "-n", NS)) \
+        == ("yes", "no", "no")
+    stranger = KazooClient(hosts=ZK)
+    stranger.start(timeout=15)
+    try:
+        for path in ("/squall", "/squall/assignments/wordcount", "/squall/storms/wordcount"):
+            with pytest.raises(NoAuthError):
+                stranger.get(path)
+        with pytest.raises(NoAuthError):
+            stranger.get_children("/squall/workerbeats/wordcount")
+        with zk_state(c) as zk:
+            beats = zk.get_worker_heartbeats("wordcount")
+            assert len(beats) == 2
+            slot = next(iter(beats))
+        with pytest.raises(NoAuthError):
+            stranger.set(f"/squall/workerbeats/wordcount/{slot.key()}", b"{}")
+    finally:
+        stranger.stop()
+        stranger.close()
 
 
 def test_kubectl_get_topo_columns(squall: Cluster) -> None:
@@ -462,14 +508,14 @@ def test_kubectl_delete_is_storms_kill(squall: Cluster) -> None:
     assert topo(c, "wordcount")["metadata"].get("deletionTimestamp")
     # workers stay up during killWaitSecs (the message timeout: 30 s) so in-flight tuples finish
     assert len(worker_pods(c, "wordcount")) == 2
-    with zk_state() as zk:
+    with zk_state(c) as zk:
         base = zk.get_storm("wordcount")
         assert base is not None and base.status.value == "KILLED"
     wait_for(lambda: c.kubectl("get", "topology", "wordcount", "-n", NS, check=False).returncode != 0, 120,
              what="the finalizer to be released")
     assert time.monotonic() - t0 >= 25
     assert not worker_pods(c, "wordcount")
-    with zk_state() as zk:
+    with zk_state(c) as zk:
         assert "wordcount" not in zk.topologies_with_state()
     reasons_ = [e["reason"] for e in kget(c, "events", "-n", NS)["items"]
                 if e["involvedObject"].get("uid") == uid]
