@@ -29,6 +29,7 @@ from squall_operator.kube_nimbus import (
     KubernetesApi,
     LeaseElector,
     OperatorConfig,
+    kill_wait_from_annotations,
 )
 from squall_operator.metrics import NimbusMetrics
 
@@ -137,7 +138,8 @@ def kill(meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, namespace: str |
     """Storm's kill: the finalizer holds the resource until the workers and the ZooKeeper
     state are gone (after killWaitSecs)."""
     done = _nimbus(memo).request_kill(
-        namespace or "default", name, uid, int(meta.get("generation") or 1), dict(spec), dict(status or {})
+        namespace or "default", name, uid, int(meta.get("generation") or 1), dict(spec), dict(status or {}),
+        kill_wait=kill_wait_from_annotations(meta.get("annotations")),
     )
     if not done:
         raise kopf.TemporaryError("killing: spouts deactivated, waiting for killWaitSecs", delay=2)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -500,6 +501,26 @@ class Resource:
     refused_nodes: dict[str, str] = field(default_factory=dict)
     # the Topology's CURVE Secret and NetworkPolicy exist (created before its first pod)
     sealed: bool = False
+    # the kill's wait asked for with the resource's deletion (`kubectl squall kill -w`), else
+    # the running topology's killWaitSecs
+    kill_wait: float | None = None
+
+
+# `kubectl squall kill NAME -w SECONDS` sets it on the Topology before deleting it
+KILL_WAIT_ANNOTATION = "squall.io/kill-wait-secs"
+
+
+def kill_wait_from_annotations(annotations: Mapping[str, str] | None) -> float | None:
+    """The kill wait a deleted resource asks for (`KILL_WAIT_ANNOTATION`); None when absent or
+    not a number of seconds >= 0."""
+    text = (annotations or {}).get(KILL_WAIT_ANNOTATION)
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    if value is None or not math.isfinite(value) or value < 0:
+        return None
+    return value
 
 
 def topology_resource(res: Resource) -> dict[str, Any]:
@@ -616,10 +637,14 @@ class KubeNimbus(Nimbus):
         return res
 
     def request_kill(self, namespace: str, name: str, uid: str, generation: int,
-                     spec: Mapping[str, Any], status: Mapping[str, Any] | None = None) -> bool:
-        """The resource is being deleted: start Storm's kill; True once everything is gone."""
+                     spec: Mapping[str, Any], status: Mapping[str, Any] | None = None,
+                     kill_wait: float | None = None) -> bool:
+        """The resource is being deleted: start Storm's kill (waiting `kill_wait`, else the
+        topology's killWaitSecs); True once everything is gone."""
         with self.lock:
             res = self.register(namespace, name, uid, generation, spec, status=status, deleting=True)
+            if kill_wait is not None:
+                res.kill_wait = kill_wait
             if res.removed:
                 self.resources.pop(uid, None)
                 return True
@@ -914,10 +939,12 @@ class KubeNimbus(Nimbus):
         res.owned = self.owns(res, base)
         if base is not None and res.owned:
             if base.status is not TopologyStatus.KILLED:
-                wait = Topology.model_validate(base.topology).spec.kill_wait
+                asked = res.kill_wait
+                wait = Topology.model_validate(base.topology).spec.kill_wait if asked is None else asked
                 self.kill(res.name, wait)
                 self.post(res, "Normal", "Killing",
-                          f"spouts deactivated; removing the workers in {wait:g}s (killWaitSecs)")
+                          f"spouts deactivated; removing the workers in {wait:g}s "
+                          f"({'killWaitSecs' if asked is None else KILL_WAIT_ANNOTATION})")
             return
         # nothing of ours in ZooKeeper: done once the worker pods are gone too
         if not self._pods_of(res):

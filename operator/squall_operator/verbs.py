@@ -232,6 +232,8 @@ class ZooKeeperTarget:
 # --- Kubernetes -----------------------------------------------------------------------------
 
 GROUP, VERSION, PLURAL = "squall.io", "v1alpha1", "topologies"
+# read by the operator's kill (squall_operator.kube_nimbus.KILL_WAIT_ANNOTATION)
+KILL_WAIT_ANNOTATION = "squall.io/kill-wait-secs"
 
 
 class KubernetesTarget:
@@ -365,10 +367,11 @@ class KubernetesTarget:
         return f"topology {name} is rebalancing ({', '.join(parts)})"
 
     def kill(self, name: str, wait_secs: float | None) -> str:
-        if wait_secs is not None:
-            raise VerbError("-w is not supported with Kubernetes: the operator waits the "
-                            "topology's spec.killWaitSecs", EXIT_USAGE)
         self._get(name)
+        if wait_secs is not None:
+            # the operator's kill reads it from the deleted resource (else killWaitSecs)
+            self._patch(name, {"metadata": {"annotations": {KILL_WAIT_ANNOTATION: f"{wait_secs:g}"}}})
         self._call(name, self.api.delete_namespaced_custom_object,
                    GROUP, VERSION, self.namespace, PLURAL, name)
-        return f"killed topology {name} (the operator removes it after killWaitSecs)"
+        after = "killWaitSecs" if wait_secs is None else f"{wait_secs:g}s"
+        return f"killed topology {name} (the operator removes it after {after})"

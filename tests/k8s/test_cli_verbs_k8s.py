@@ -58,7 +58,9 @@ def test_verbs_patch_and_delete_the_topology(k8s_cluster: Cluster, ns: str, tmp_
     c = k8s_cluster
     created = c.kubectl("create", "-f", str(CRD), check=False)
     try:
-        wait_for(lambda: c.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(TOPOLOGY),
+        # a finalizer of the test's own holds the deleted resource, standing in for the operator's
+        held = {**TOPOLOGY, "metadata": {"name": "steered", "finalizers": ["test.squall.io/hold"]}}
+        wait_for(lambda: c.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(held),
                                    check=False).returncode == 0, 60, what="the Topology CRD to serve")
         listed = kubectl_squall(c, ns, "list")
         assert listed.returncode == 0, listed.stderr
@@ -96,8 +98,15 @@ def test_verbs_patch_and_delete_the_topology(k8s_cluster: Cluster, ns: str, tmp_
         one_line_error(run(c, str(VENV_BIN / "kubectl-squall"), "list", "--kubeconfig", str(bad)), 1,
                        "cannot reach the Kubernetes API server at https://127.0.0.1:1")
 
-        done = kubectl_squall(c, ns, "kill", "steered")
-        assert done.returncode == 0, done.stderr
+        one_line_error(kubectl_squall(c, ns, "rebalance", "steered", "-n", "2", "-w", "5"), 2,
+                       "rebalanceWaitSecs")
+        # kill -w: the wait rides on the deleted resource for the operator's kill to read
+        done = kubectl_squall(c, ns, "kill", "steered", "-w", "1.5")
+        assert done.returncode == 0 and "after 1.5s" in done.stdout, done.stderr
+        meta = kget(c, "topology", "steered", "-n", ns)["metadata"]
+        assert meta["annotations"]["squall.io/kill-wait-secs"] == "1.5" and meta.get("deletionTimestamp")
+        c.kubectl("patch", "topology", "steered", "-n", ns, "--type", "merge", "-p",
+                  '{"metadata":{"finalizers":null}}')
         wait_for(lambda: c.kubectl("get", "topology", "steered", "-n", ns, check=False).returncode != 0,
                  30, what="the Topology to be deleted")
         assert kubectl_squall(c, ns, "list").stdout.strip() == "No topologies running."
@@ -133,7 +142,7 @@ def test_operator_ui_actions_patch_and_delete_the_topology(k8s_cluster: Cluster,
             actions = KubernetesActions(state)
             gen = kget(c, "topology", "steered", "-n", ns)["metadata"]["generation"]
             for kwargs, status in (
-                ({"action": "kill", "wait_secs": 0.5}, 400),
+                ({"action": "rebalance", "num_workers": 2, "wait_secs": 0.5}, 400),
                 ({"action": "rebalance", "executors": {"count": 5}}, 400),
                 ({"action": "rebalance", "executors": {"nosuch": 1}}, 400),
             ):

@@ -836,3 +836,23 @@ def test_slot_refused_by_the_kubelet_is_moved() -> None:
     slots = set(state.assignments["wc"].slots().values())
     assert refused not in slots and len(slots) == 2
     assert key not in api.pods and len(api.pods) == 2
+
+
+def test_kill_honours_the_wait_asked_by_kubectl_squall_kill_w() -> None:
+    """`kubectl squall kill wc -w 1` annotates the resource with squall.io/kill-wait-secs before
+    deleting it: the kill waits 1 s instead of killWaitSecs (7); a malformed value is ignored."""
+    assert kube_nimbus.kill_wait_from_annotations({"squall.io/kill-wait-secs": "1.5"}) == 1.5
+    for bad in ({}, None, {"squall.io/kill-wait-secs": "soon"}, {"squall.io/kill-wait-secs": "-1"},
+                {"squall.io/kill-wait-secs": "nan"}):
+        assert kube_nimbus.kill_wait_from_annotations(bad) is None
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    api.ready_all()
+    assert nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC, kill_wait=1.0) is False
+    nimbus.round()
+    assert state.storms["wc"].status is TopologyStatus.KILLED
+    clock.now += 1.5
+    nimbus.round()
+    assert "wc" not in state.storms and not api.pods
+    assert nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC, kill_wait=1.0) is True

@@ -68,3 +68,9 @@ def test_kubectl_plugin_has_the_verbs_and_no_local_target() -> None:
     assert "--zookeeper" not in result.output
     for verb in ("list", "activate", "deactivate", "rebalance", "kill"):
         assert CliRunner().invoke(kubectl_app, [verb, "--help"]).exit_code == 0
+
+
+def test_kill_wait_annotation_is_the_one_the_operator_reads() -> None:
+    from squall_operator import kube_nimbus, verbs
+
+    assert verbs.KILL_WAIT_ANNOTATION == kube_nimbus.KILL_WAIT_ANNOTATION

@@ -124,13 +124,11 @@ class KubernetesActions:
         base = self.state.get_storm(name)
         if base is None:
             raise ActionRefused(404, f"no topology named {name!r}")
-        if wait_secs is not None and action in ("kill", "rebalance"):
-            spec = Topology.model_validate(base.topology).spec
-            default = spec.kill_wait if action == "kill" else spec.rebalance_wait
+        if wait_secs is not None and action == "rebalance":
+            default = Topology.model_validate(base.topology).spec.rebalance_wait
             if abs(wait_secs - default) > 1e-9:
-                raise ActionRefused(400, f"on Kubernetes the {action} waits the topology's "
-                                         f"{'killWaitSecs' if action == 'kill' else 'rebalanceWaitSecs'} "
-                                         f"({default:g}s); wait-time must be {default:g}")
+                raise ActionRefused(400, f"on Kubernetes the rebalance waits the topology's "
+                                         f"rebalanceWaitSecs ({default:g}s); wait-time must be {default:g}")
         namespace = (base.topology.get("metadata") or {}).get("namespace")
         try:
             target = KubernetesTarget(namespace=namespace)
@@ -142,7 +140,7 @@ class KubernetesActions:
                 if action == "rebalance":
                     return target.rebalance(name, num_workers, executors or {}, None)
                 if action == "kill":
-                    return target.kill(name, None)
+                    return target.kill(name, wait_secs)
             finally:
                 target.close()
         except VerbError as exc:
