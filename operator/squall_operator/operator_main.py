@@ -92,7 +92,8 @@ class OperatorUi:
     Topology resource, as `kubectl squall` does), started on a daemon thread that waits for
     ZooKeeper. `started` is set once it serves; `url` says where."""
 
-    def __init__(self, address: str, zookeeper: str, root: str, actions: bool) -> None:
+    def __init__(self, address: str, zookeeper: str, root: str, actions: bool,
+                 credentials: ZkCredentials | None = None) -> None:
         import threading
 
         host, _, port = address.rpartition(":")
@@ -100,6 +101,7 @@ class OperatorUi:
             raise SystemExit(f"squall operator: --ui-address must be HOST:PORT, got {address!r}")
         self.host, self.port = host or "0.0.0.0", int(port)
         self.zookeeper, self.root, self.actions = zookeeper, root, actions
+        self.credentials = credentials  # the operator's, when ZooKeeper has ACLs (zookeeper.auth)
         self.started = threading.Event()
         self.stop_event = threading.Event()
         self.url = ""
@@ -116,7 +118,8 @@ class OperatorUi:
         log = logging.getLogger("squall.ui")
         while not self.stop_event.is_set():
             try:
-                self._state = ClusterState.connect(self.zookeeper, root=self.root)
+                self._state = ClusterState.connect(self.zookeeper, root=self.root,
+                                                   credentials=self.credentials)
                 break
             except StateError as exc:
                 log.warning("UI: %s; retrying", exc)
@@ -269,7 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.health_address:
         serve_health(args.health_address, health, metrics)
     if args.ui_address:
-        OperatorUi(args.ui_address, config.zookeeper, config.zk_root, args.ui_actions)
+        OperatorUi(args.ui_address, config.zookeeper, config.zk_root, args.ui_actions,
+                   credentials=config.zk_credentials)
     context = handlers.OperatorContext(config=config, health=health, metrics=metrics)
     kopf.run(
         standalone=True,
