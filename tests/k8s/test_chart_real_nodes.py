@@ -1,93 +1,435 @@
-"""The chart as a user installs it, on real nodes: helm/squall with its default
-values except the worker image (the word count's, built from
-examples/wordcount/Dockerfile), a storage class served by a static local
-PersistentVolume for ZooKeeper, and operator.resolveClasses=false (the
-operator image does not carry the topologies' code). The operator, ZooKeeper
-and the workers run in containers from the images scripts/k8s-images built,
-non-root with read-only root filesystems; the operator reaches ZooKeeper by
-its Service name through CoreDNS and kube-proxy.
+"""The chart as a user installs it, on real nodes, and the operator's end-to-end scenarios there.
+
+helm/squall is installed once for the module with its default values except the chart-wide worker
+image (the word count's, built from examples/wordcount/Dockerfile), a storage class served by a
+static local PersistentVolume for ZooKeeper, and the operator pinned to node-1 (so that failing
+node-2 leaves ZooKeeper and the operator alone). The operator, ZooKeeper and every worker run in
+containers from the images scripts/k8s-images built, non-root with read-only root filesystems; the
+operator reaches ZooKeeper by its Service name through CoreDNS and kube-proxy.
+
+The tests run in file order on that release: the word count from the example file, deactivate /
+activate, invalid specs, rebalance 2 -> 3 workers with every message id acked, two topologies with
+two images side by side and an image roll with every id acked, the operator killed mid-rebalance, a
+failed node (kubelet, containerd and containers killed), and `kubectl delete` with the finalizer's
+wait. The message-id pipeline (tests/integration/topologies/engine_components.py) is not in any
+image: its module comes as a ConfigMap volume on PYTHONPATH, and its spout writes the acked ids to
+a hostPath folder the test reads (the nodes share this machine's file system).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from .conftest import kget, wait_for
 from .realnode import RealNodeCluster
 
-pytestmark = pytest.mark.k8s
+# the first test's setup starts the cluster and installs the release; each scenario waits for pods
+# to start in containers on a loaded 2-core machine
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
 
-REPO_CHART = os.path.join(os.path.dirname(__file__), "..", "..", "helm", "squall")
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "wordcount", "topology.yaml")
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "helm" / "squall"
+EXAMPLE = REPO / "examples" / "wordcount" / "topology.yaml"
+COMPONENTS = REPO / "tests" / "integration" / "topologies" / "engine_components.py"
+WORKER_IMAGE = "squall-worker:0.1.0"
+WORDCOUNT_IMAGE = "squall-wordcount:0.1.0"
+UID = 10001  # the images' user
 
 
-def test_chart_defaults_run_the_word_count_in_containers(real_cluster: RealNodeCluster, real_ns: str) -> None:
+class Release:
+    def __init__(self, c: RealNodeCluster, ns: str, tmp: Path) -> None:
+        self.c, self.ns, self.tmp = c, ns, tmp
+
+    def kubectl(self, *args: str, **kw: Any) -> Any:
+        return self.c.kubectl("-n", self.ns, *args, **kw)
+
+    def get(self, *args: str) -> Any:
+        return kget(self.c, "-n", self.ns, *args)
+
+    def status(self, name: str) -> dict[str, Any]:
+        return self.get("topology", name).get("status") or {}
+
+    def running(self, name: str, workers: int) -> dict[str, Any] | None:
+        st = self.status(name)
+        if st.get("phase") == "Running" and st.get("workers") == f"{workers}/{workers}":
+            return st
+        return None
+
+    def reasons(self, name: str) -> list[str]:
+        items = self.get("events", "--field-selector", f"involvedObject.name={name}")["items"]
+        return [e["reason"] for e in sorted(items, key=lambda e: e["metadata"]["creationTimestamp"])]
+
+    def workers(self, name: str, live: bool = False) -> list[dict[str, Any]]:
+        pods = self.get("pods", "-l", f"squall.io/topology={name}")["items"]
+        return [p for p in pods if not (live and p["metadata"].get("deletionTimestamp"))]
+
+    def apply(self, doc: dict[str, Any], check: bool = True) -> Any:
+        return self.kubectl("apply", "-f", "-", input=yaml.safe_dump(doc), check=check)
+
+    def delete_and_wait_gone(self, name: str, timeout: float = 150) -> None:
+        self.kubectl("delete", "topology", name, "--wait=false", "--ignore-not-found")
+        wait_for(lambda: self.kubectl("get", "topology", name, check=False).returncode != 0, timeout,
+                 interval=1, what=f"topology {name} to be removed")
+
+    def acked(self, name: str) -> int:
+        return int((self.status(name).get("components") or {}).get("ids", {}).get("acked", 0))
+
+    def out_dir(self, name: str) -> Path:
+        """A folder the id pipeline's spout writes to (hostPath: the nodes share this machine)."""
+        d = self.tmp / name
+        d.mkdir(mode=0o755)
+        os.chown(d, UID, UID)
+        return d
+
+    def id_pipeline(self, name: str, out: Path, count: int, workers: int = 2, rate: float = 150,
+                    image: str = WORKER_IMAGE) -> dict[str, Any]:
+        comps = "engine_components"
+        return {
+            "apiVersion": "squall.io/v1alpha1",
+            "kind": "Topology",
+            "metadata": {"name": name},
+            "spec": {
+                "numWorkers": workers,
+                "messageTimeoutSecs": 10,
+                "maxSpoutPending": 200,
+                "rebalanceWaitSecs": 2,
+                "killWaitSecs": 3,
+                "config": {"test.count": count, "test.rate": rate, "test.out": "/out"},
+                "worker": {
+                    "image": image,
+                    "env": [{"name": "PYTHONPATH", "value": "/components:/app"}],
+                    "volumes": [{"name": "components", "configMap": {"name": "e2e-components"}},
+                                {"name": "out", "hostPath": {"path": str(out), "type": "Directory"}}],
+                    "volumeMounts": [{"name": "components", "mountPath": "/components", "readOnly": True},
+                                     {"name": "out", "mountPath": "/out"}],
+                },
+                "spouts": [{"name": "ids", "class": f"{comps}:IdSpout", "parallelism": 1}],
+                "bolts": [
+                    {"name": "pass", "class": f"{comps}:PassBolt", "parallelism": 2,
+                     "inputs": [{"component": "ids", "grouping": "shuffle"}]},
+                    {"name": "sink", "class": f"{comps}:SinkBolt", "parallelism": 2,
+                     "inputs": [{"component": "pass", "grouping": "fields", "fields": ["id"]}]},
+                ],
+            },
+        }
+
+    def all_ids_acked(self, name: str, out: Path, n: int, timeout: float = 300) -> dict[str, Any]:
+        """Waits for the spout's `done` file, removes the topology (the spout writes its summary
+        when it closes) and checks that every id 0..n-1 was acked. Returns the summary."""
+        wait_for(lambda: list(out.glob("spout-*.done")), timeout, interval=1, what=f"every message id of {name} acked")
+        self.delete_and_wait_gone(name)
+        files = sorted(out.glob("spout-*.json"))
+        assert len(files) == 1, files
+        summary: dict[str, Any] = json.loads(files[0].read_text())
+        missing = set(range(n)) - set(summary["acked"])
+        assert not missing, f"{len(missing)} message ids never acked, e.g. {sorted(missing)[:10]}"
+        return summary
+
+
+def _cond(st: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next((x for x in st.get("conditions") or [] if x["type"] == type_), {})
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(x["type"] == "Ready" and x["status"] == "True" for x in pod["status"].get("conditions", []))
+
+
+@pytest.fixture(scope="module")
+def release(real_cluster: RealNodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
     c = real_cluster
-    sc = f"{real_ns}-local"
-    pvdir = c.nodes["node-1"].dir / f"pv-{real_ns}"
-    pvdir.mkdir(parents=True)
-    os.chown(pvdir, 1000, 1000)  # the zookeeper image's user
-    c.kubectl("apply", "-f", "-", input=json.dumps({
-        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": sc},
-        "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}))
-    c.kubectl("apply", "-f", "-", input=json.dumps({
-        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{real_ns}-zk"},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": sc,
-                 "local": {"path": str(pvdir)},
-                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                     {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-1"]}]}]}}}}))
-    c.helm("install", "squall", REPO_CHART, "-n", real_ns,
-           "--set", f"zookeeper.persistence.storageClass={sc}",
-           "--set", "worker.image.repository=squall-wordcount",
-           "--set", "operator.resolveClasses=false", timeout=180)
+    ns = "squall-real"
+    c.kubectl("create", "namespace", ns)
+    sc = f"{ns}-local"
+    r = Release(c, ns, Path("/nonexistent"))
+    try:
+        tmp = tmp_path_factory.mktemp("chart-real")
+        os.chmod(tmp, 0o755)
+        r.tmp = tmp
+        pvdir = c.nodes["node-1"].dir / f"pv-{ns}"
+        pvdir.mkdir(parents=True)
+        os.chown(pvdir, 1000, 1000)  # the zookeeper image's user
+        c.kubectl("apply", "-f", "-", input=json.dumps({
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": sc},
+            "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}))
+        c.kubectl("apply", "-f", "-", input=json.dumps({
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{ns}-zk"},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": sc,
+                     "local": {"path": str(pvdir)},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                         {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-1"]}]}]}}}}))
+        r.kubectl("create", "configmap", "e2e-components", f"--from-file={COMPONENTS}")
+        t0 = time.monotonic()
+        c.helm("install", "squall", str(CHART), "-n", ns,
+               "--set", f"zookeeper.persistence.storageClass={sc}",
+               "--set", "worker.image.repository=squall-wordcount",
+               "--set", "operator.nodeSelector.kubernetes\\.io/hostname=node-1", timeout=180)
 
-    def ready(selector: str) -> list[dict[str, object]]:
-        pods = kget(c, "pods", "-n", real_ns, "-l", selector)["items"]
-        return [p for p in pods if any(x["type"] == "Ready" and x["status"] == "True"
-                                       for x in p["status"].get("conditions", []))]
+        def ready(selector: str) -> list[dict[str, Any]]:
+            return [p for p in r.get("pods", "-l", selector)["items"] if _ready(p)]
 
-    wait_for(lambda: ready("app.kubernetes.io/component=zookeeper"), 180, what="ZooKeeper Ready (on its PV)")
-    wait_for(lambda: ready("app.kubernetes.io/component=operator"), 180, what="the operator Ready")
-    pvc = kget(c, "pvc", "-n", real_ns)["items"]
+        wait_for(lambda: ready("app.kubernetes.io/component=zookeeper"), 180, what="ZooKeeper Ready (on its PV)")
+        wait_for(lambda: ready("app.kubernetes.io/component=operator"), 180, what="the operator Ready")
+        print(f"release installed and Ready in {time.monotonic() - t0:.1f}s")
+        yield r
+    finally:
+        crd = c.kubectl("get", "crd", "topologies.squall.io", check=False).returncode == 0
+        print("---- operator log (tail) ----\n" + r.kubectl(
+            "logs", "deploy/squall-operator", "--tail=80", check=False).stdout[-8000:])
+        for t in r.get("topologies").get("items", []) if crd else []:
+            r.kubectl("delete", "topology", t["metadata"]["name"], "--wait=false", check=False)
+        deadline = time.monotonic() + 90
+        while crd and time.monotonic() < deadline and r.get("topologies").get("items"):
+            time.sleep(1)
+        c.helm("uninstall", "squall", "-n", ns, "--wait", "--timeout", "60s", check=False, timeout=90)
+        for t in r.get("topologies").get("items", []) if crd else []:  # finalizers would block the namespace
+            r.kubectl("patch", "topology", t["metadata"]["name"], "--type=merge",
+                      "-p", '{"metadata":{"finalizers":[]}}', check=False)
+        c.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        c.kubectl("delete", "pv", f"{ns}-zk", "--wait=false", check=False)
+        c.kubectl("delete", "storageclass", sc, "--wait=false", check=False)
+
+
+# --- the scenarios, in order -----------------------------------------------------------------------
+
+
+def test_chart_defaults_run_the_word_count_in_containers(release: Release) -> None:
+    r = release
+    pvc = r.get("pvc")["items"]
     assert [p["status"]["phase"] for p in pvc] == ["Bound"]
-
     # in real containers: its image's user, a read-only root filesystem
-    ident = c.kubectl("exec", "-n", real_ns, "deploy/squall-operator", "--", "sh", "-c",
-                      "id -u; touch /probe 2>&1 || true").stdout
-    assert ident.splitlines()[0] == "10001" and "Read-only file system" in ident, ident
+    ident = r.kubectl("exec", "deploy/squall-operator", "--", "sh", "-c", "id -u; touch /probe 2>&1 || true").stdout
+    assert ident.splitlines()[0] == str(UID) and "Read-only file system" in ident, ident
 
-    c.kubectl("apply", "-n", real_ns, "-f", EXAMPLE)
+    r.kubectl("apply", "-f", str(EXAMPLE))
 
     def running() -> str | None:
-        line = c.kubectl("get", "topo", "wordcount", "-n", real_ns, "--no-headers").stdout.split()
+        line = r.kubectl("get", "topo", "wordcount", "--no-headers").stdout.split()
         return " ".join(line) if line[1:3] == ["Running", "2/2"] else None
 
     wait_for(running, 240, interval=2, what="wordcount Running 2/2")
-    workers = kget(c, "pods", "-n", real_ns, "-l", "squall.io/topology=wordcount")["items"]
+    out = r.kubectl("get", "topo").stdout.splitlines()
+    assert out[0].split() == ["NAME", "STATUS", "WORKERS", "EXECUTORS", "UPTIME", "AGE"], out
+    workers = r.workers("wordcount")
     assert len(workers) == 2, [p["metadata"]["name"] for p in workers]
     assert sorted(p["spec"]["nodeName"] for p in workers) == ["node-1", "node-2"]
     for p in workers:
-        assert p["spec"]["containers"][0]["image"] == "squall-wordcount:0.1.0"
+        assert p["spec"]["containers"][0]["image"] == WORDCOUNT_IMAGE
         assert p["status"]["containerStatuses"][0]["containerID"].startswith("containerd://")
+    wait_for(lambda: (r.status("wordcount").get("components") or {}).get("sentences", {}).get("acked", 0) > 50,
+             90, interval=1, what="acked sentences in the status")
+    assert "Submitted" in r.reasons("wordcount")
 
     # the workers locked down in their containers (docs/reliability.md, "Pod lockdown"): the
     # image's user, a read-only root filesystem, no capability, a seccomp filter, no privilege
     # gain, no API token; and sealed: the Topology's CURVE pair from its own Secret
-    inside = c.kubectl("exec", "-n", real_ns, workers[0]["metadata"]["name"], "--", "sh", "-c",
+    inside = r.kubectl("exec", workers[0]["metadata"]["name"], "--", "sh", "-c",
                        "id -u; touch /probe 2>&1 || true; grep -E '^(CapEff|Seccomp|NoNewPrivs):' /proc/self/status;"
                        " ls /var/run/secrets/kubernetes.io/serviceaccount 2>&1 || true;"
                        ' test -n "$SQUALL_CURVE_SECRET_KEY" && echo sealed').stdout
     lines = [" ".join(x.split()) for x in inside.splitlines()]
-    assert lines[0] == "10001" and "Read-only file system" in inside, inside
+    assert lines[0] == str(UID) and "Read-only file system" in inside, inside
     assert {"CapEff: 0000000000000000", "Seccomp: 2", "NoNewPrivs: 1", "sealed"} <= set(lines), inside
     assert "No such file or directory" in inside, inside
-    assert kget(c, "networkpolicy", "wordcount-workers", "-n", real_ns)["spec"]["podSelector"]["matchLabels"] == {
+    assert r.get("networkpolicy", "wordcount-workers")["spec"]["podSelector"]["matchLabels"] == {
         "app.kubernetes.io/name": "squall-worker", "squall.io/topology": "wordcount"}
 
+
+def test_deactivate_and_activate(release: Release) -> None:
+    r = release
+
+    def emitted() -> int:
+        return int((r.status("wordcount").get("components") or {}).get("sentences", {}).get("emitted", 0))
+
+    pods_before = {p["metadata"]["uid"] for p in r.workers("wordcount")}
+    r.kubectl("patch", "topology", "wordcount", "--type", "merge", "-p", '{"spec":{"active":false}}')
+    wait_for(lambda: r.status("wordcount").get("phase") == "Inactive", 60, what="phase Inactive")
+    assert _cond(r.status("wordcount"), "Active")["status"] == "False"
+    time.sleep(6)  # the last heartbeats of the spout's emits reach the status
+    last = emitted()
+    time.sleep(6)
+    assert emitted() == last, "a deactivated spout kept emitting"
+    assert {p["metadata"]["uid"] for p in r.workers("wordcount")} == pods_before  # the workers stay up
+    r.kubectl("patch", "topology", "wordcount", "--type", "merge", "-p", '{"spec":{"active":true}}')
+    wait_for(lambda: r.status("wordcount").get("phase") == "Running", 60, what="phase Running again")
+    wait_for(lambda: emitted() > last, 60, interval=1, what="the spout to emit again")
+    assert {"Deactivated", "Activated"} <= set(r.reasons("wordcount"))
+
+
+def test_invalid_specs_are_refused_with_clear_status_and_events(release: Release) -> None:
+    r = release
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    # what the schema can express: the API server refuses it, naming the fields
+    bad = json.loads(json.dumps(doc))
+    bad["metadata"]["name"] = "bad-schema"
+    bad["spec"]["spouts"][0]["parallelism"] = 0
+    bad["spec"]["worker"] = {"imagePullPolicy": "Sometimes"}
+    res = r.apply(bad, check=False)
+    assert res.returncode != 0
+    assert "spec.spouts[0].parallelism" in res.stderr and "greater than or equal to 1" in res.stderr, res.stderr
+    assert "spec.worker.imagePullPolicy" in res.stderr and "Unsupported value" in res.stderr, res.stderr
+    # what needs the graph: phase Failed, the message in the status, an Event, no pods
+    bad = json.loads(json.dumps(doc))
+    bad["metadata"]["name"] = "bad-graph"
+    bad["spec"]["bolts"][1]["inputs"][0]["component"] = "splitt"
+    r.apply(bad)
+    # a class the image lacks: the first worker, in the image, reports the import error
+    missing = json.loads(json.dumps(doc))
+    missing["metadata"]["name"] = "bad-class"
+    missing["spec"]["numWorkers"] = 1
+    missing["spec"]["bolts"][0]["class"] = "wordcount:NoSuchBolt"
+    # an image no registry serves
+    no_image = json.loads(json.dumps(doc))
+    no_image["metadata"]["name"] = "no-image"
+    no_image["spec"]["numWorkers"] = 1
+    no_image["spec"]["worker"] = {"image": "registry.invalid/team-c/nope:1"}
+    applied = time.monotonic()
+    r.apply(missing)
+    r.apply(no_image)
+    st = wait_for(lambda: (s := r.status("bad-graph")).get("phase") == "Failed" and s, 60, what="bad-graph Failed")
+    assert "splitt" in st["message"] and _cond(st, "Valid")["status"] == "False", st
+    assert "InvalidSpec" in r.reasons("bad-graph") and not r.workers("bad-graph")
+    st = wait_for(lambda: (s := r.status("bad-class")).get("state") == "ComponentLoadFailed" and s, 180,
+                  interval=1, what="bad-class ComponentLoadFailed")
+    print(f"ComponentLoadFailed shown {time.monotonic() - applied:.1f}s after kubectl apply")
+    assert "NoSuchBolt" in st["message"] and _cond(st, "WorkersHealthy")["reason"] == "ComponentLoadFailed", st
+    assert "ComponentLoadFailed" in r.reasons("bad-class")
+    st = wait_for(lambda: (s := r.status("no-image")).get("state") in ("ErrImagePull", "ImagePullBackOff") and s,
+                  120, interval=1, what="no-image ErrImagePull")
+    print(f"{st['state']} shown {time.monotonic() - applied:.1f}s after kubectl apply")
+    assert "registry.invalid/team-c/nope:1" in st["message"] and _cond(st, "WorkersHealthy")["status"] == "False"
+    assert st["state"] in r.reasons("no-image")
+    table = r.kubectl("get", "topo").stdout
+    assert any(line.split()[:2] == ["bad-class", "ComponentLoadFailed"] for line in table.splitlines()), table
+    # the word count ran on, untouched
+    assert r.status("wordcount")["phase"] == "Running"
+    for name in ("bad-graph", "bad-class", "no-image"):
+        r.kubectl("delete", "topology", name, "--wait=false")
+    for name in ("bad-graph", "bad-class", "no-image"):
+        r.delete_and_wait_gone(name)
+
+
+def test_rebalance_2_to_3_workers_loses_no_message_id(release: Release) -> None:
+    r = release
+    n = 1500
+    out = r.out_dir("rebalance")
+    r.apply(r.id_pipeline("ids", out, n, workers=2))
+    wait_for(lambda: r.running("ids", 2), 240, interval=1, what="ids Running 2/2")
+    wait_for(lambda: r.acked("ids") >= 100, 90, interval=1, what="the first acks")
+    r.kubectl("patch", "topology", "ids", "--type", "merge", "-p", '{"spec":{"numWorkers":3}}')
+    seen = wait_for(lambda: (s := r.status("ids")).get("phase") == "Rebalancing" and s, 60, interval=0.5,
+                    what="phase Rebalancing")
+    assert _cond(seen, "Rebalancing")["reason"] == "Waiting" and _cond(seen, "Active")["status"] == "False"
+    st = wait_for(lambda: r.running("ids", 3), 240, interval=1, what="ids Running 3/3")
+    assert _cond(st, "Rebalancing")["reason"] == "Completed" and st["stormStatus"] == "ACTIVE"
+    assert {"RebalanceRequested", "RebalanceCompleted"} <= set(r.reasons("ids"))
+    assert {p["spec"]["nodeName"] for p in r.workers("ids", live=True)} == {"node-1", "node-2"}
+    r.all_ids_acked("ids", out, n)
+
+
+def test_two_images_side_by_side_and_an_image_roll_loses_no_message_id(release: Release) -> None:
+    """`ids` runs squall-worker beside the word count on squall-wordcount; changing its
+    spec.worker.image rolls its pods to the other image with every message id acked, and the word
+    count is untouched."""
+    r = release
+    n = 1500
+    out = r.out_dir("roll")
+    r.apply(r.id_pipeline("roll", out, n, workers=2))
+    wait_for(lambda: r.running("roll", 2), 240, interval=1, what="roll Running 2/2")
+
+    def images(name: str) -> set[str]:
+        return {p["spec"]["containers"][0]["image"] for p in r.workers(name, live=True)}
+
+    assert images("roll") == {WORKER_IMAGE} and images("wordcount") == {WORDCOUNT_IMAGE}
+    assert set(r.status("roll")["images"].values()) == {WORKER_IMAGE}
+    other = {p["metadata"]["uid"] for p in r.workers("wordcount")}
+    before = {p["metadata"]["uid"] for p in r.workers("roll")}
+    wait_for(lambda: r.acked("roll") >= 100, 90, interval=1, what="the first acks")
+    r.kubectl("patch", "topology", "roll", "--type", "merge", "-p",
+              json.dumps({"spec": {"worker": {"image": WORDCOUNT_IMAGE}}}))
+    seen = wait_for(lambda: (s := r.status("roll")).get("phase") == "Rolling" and s, 60, interval=0.5,
+                    what="phase Rolling")
+    assert _cond(seen, "Rolling")["reason"] in ("Draining", "Replacing")
+    # a slot at a time (maxUnavailable 1): a worker pod is Ready throughout the roll
+    ready_counts: list[int] = []
+
+    def rolled() -> dict[str, Any] | None:
+        ready_counts.append(sum(_ready(p) for p in r.workers("roll", live=True)))
+        s = r.running("roll", 2)
+        return s if s and set(s["images"].values()) == {WORDCOUNT_IMAGE} else None
+
+    st = wait_for(rolled, 300, interval=0.5, what=f"roll Running 2/2 on {WORDCOUNT_IMAGE}")
+    print(f"ready worker pods during the roll, sampled: {ready_counts}")
+    assert min(ready_counts) >= 1, ready_counts
+    assert _cond(st, "Rolling")["reason"] == "Completed" and st["stormStatus"] == "ACTIVE"
+    assert images("roll") == {WORDCOUNT_IMAGE}
+    assert not before & {p["metadata"]["uid"] for p in r.workers("roll")}, "a pod was not replaced"
+    assert {"RollStarted", "RollReplacing", "RollCompleted"} <= set(r.reasons("roll"))
+    assert {p["metadata"]["uid"] for p in r.workers("wordcount")} == other
+    assert r.status("wordcount")["phase"] == "Running"
+    r.all_ids_acked("roll", out, n)
+
+
+def test_operator_killed_mid_rebalance_finishes_it(release: Release) -> None:
+    r, c = release, release.c
+    out = r.out_dir("restart")
+    doc = r.id_pipeline("restart", out, 0, workers=2, rate=100)
+    doc["spec"]["rebalanceWaitSecs"] = 8
+    r.apply(doc)
+    wait_for(lambda: r.running("restart", 2), 240, interval=1, what="restart Running 2/2")
+    r.kubectl("patch", "topology", "restart", "--type", "merge", "-p", '{"spec":{"numWorkers":3}}')
+    wait_for(lambda: r.status("restart").get("phase") == "Rebalancing", 60, interval=0.5, what="phase Rebalancing")
+    (op,) = r.get("pods", "-l", "app.kubernetes.io/component=operator")["items"]
+    cid = op["status"]["containerStatuses"][0]["containerID"].removeprefix("containerd://")
+    # SIGKILL to the operator's container, through its node's containerd: the kubelet restarts it
+    c.ctr(op["spec"]["nodeName"], "tasks", "kill", "--signal", "SIGKILL", cid)
+    wait_for(lambda: r.get("pods", "-l", "app.kubernetes.io/component=operator")["items"][0]["status"]
+             ["containerStatuses"][0]["restartCount"] >= 1, 90, interval=1, what="the operator container restarted")
+    st = wait_for(lambda: r.running("restart", 3), 240, interval=1, what="the rebalance to finish after the restart")
+    assert _cond(st, "Rebalancing")["reason"] == "Completed" and st["stormStatus"] == "ACTIVE"
+    r.delete_and_wait_gone("restart")
+
+
+def test_failed_node_moves_its_workers_and_no_message_id_is_lost(release: Release) -> None:
+    """node-2's kubelet, containerd and containers are killed: nimbus moves its executors to
+    node-1, the dead node's pods stay Terminating, every id is acked; node-2 then comes back."""
+    r, c = release, release.c
+    n = 3000
+    out = r.out_dir("nodefail")
+    # 2 workers: node-1 then holds the word count's 2 and these 2 (the chart's 4 slots per node)
+    r.apply(r.id_pipeline("nodefail", out, n, workers=2, rate=100))
+    wait_for(lambda: r.running("nodefail", 2), 240, interval=1, what="nodefail Running 2/2")
+    assert any(p["spec"]["nodeName"] == "node-2" for p in r.workers("nodefail")), "expected a worker on node-2"
+    wait_for(lambda: r.acked("nodefail") >= 100, 90, interval=1, what="the first acks")
+    t0 = time.monotonic()
+    try:
+        c.fail_node("node-2")
+        wait_for(lambda: (s := r.running("nodefail", 2)) and all(k.startswith("node-1-") for k in s["slots"]),
+                 240, interval=1, what="nodefail Running 2/2 on node-1")
+        print(f"executors moved off the failed node and running again in {time.monotonic() - t0:.1f}s")
+        assert {p["spec"]["nodeName"] for p in r.workers("nodefail", live=True)} == {"node-1"}
+        node = kget(c, "node", "node-2")
+        assert any(x["type"] == "Ready" and x["status"] == "Unknown" for x in node["status"]["conditions"])
+        wait_for(lambda: list(out.glob("spout-*.done")), 300, interval=1, what="every message id acked")
+        wait_for(lambda: r.running("wordcount", 2), 120, interval=1, what="the word count running again")
+    finally:
+        c.restore_node("node-2")
+    wait_for(lambda: any(x["type"] == "Ready" and x["status"] == "True"
+                         for x in kget(c, "node", "node-2")["status"]["conditions"]), 120, what="node-2 back")
+    summary = r.all_ids_acked("nodefail", out, n, timeout=10)
+    print(f"spout summary: acks {summary['acks']}, failed {summary['failed']}, opens {summary['opens']}")
+
+
+def test_kubectl_delete_waits_for_the_finalizer(release: Release) -> None:
+    r = release
+    assert "squall.io/kill" in r.get("topology", "wordcount")["metadata"]["finalizers"]
     # kubectl delete waits for the operator's finalizer (Storm's kill), then the workers are gone
-    c.kubectl("delete", "topology", "wordcount", "-n", real_ns, "--timeout=120s", timeout=150)
-    wait_for(lambda: not kget(c, "pods", "-n", real_ns, "-l", "squall.io/topology=wordcount")["items"], 120,
-             what="the worker pods gone")
+    r.kubectl("delete", "topology", "wordcount", "--timeout=150s", timeout=180)
+    wait_for(lambda: not r.workers("wordcount"), 120, what="the worker pods gone")
