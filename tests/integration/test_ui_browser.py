@@ -160,8 +160,18 @@ def test_ui_in_headless_chromium(squall_run: tuple[str, list[str]], browser: Any
     click("#btn-deactivate")
     wait_for(lambda: text("#status") == "INACTIVE", 30, "INACTIVE after the Deactivate button")
     assert "deactivated" in text("#message")
-    time.sleep(3)  # the worker sees the change and its next heartbeats settle
-    stopped = figure("spout:sentences:emitted")
+    # the worker sees the change through its ZooKeeper watch and the heartbeats written before
+    # that still arrive (late on a loaded machine): wait until the figure holds still for 6 s
+    # (several page refreshes), then check it stays put
+    last = {"value": -2, "since": time.monotonic()}
+
+    def still_for(secs: float) -> int | None:
+        value = figure("spout:sentences:emitted")
+        if value != last["value"]:
+            last.update(value=value, since=time.monotonic())
+        return value if time.monotonic() - last["since"] >= secs else None
+
+    stopped = wait_for(lambda: still_for(6.0), 90, "the spout's emitted count to stop while INACTIVE")
     updated = driver.execute_script("return document.body.dataset.updated")
     wait_for(lambda: driver.execute_script("return document.body.dataset.updated") != updated, 10, "a refresh")
     time.sleep(4)  # two more refreshes
