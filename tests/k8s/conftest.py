@@ -216,3 +216,20 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rindex(")") + 2] != "Z"
+
+
+def assert_refused_alike(c: Cluster, ns: str, doc: dict[str, Any], path: str, what: str) -> None:
+    """One file, one meaning: the API server (`kubectl apply --dry-run=server`) and `squall
+    validate`'s parser both refuse `doc`, each naming `path`."""
+    import yaml
+
+    from squall.errors import TopologyError
+    from squall.validation import parse_topology
+
+    wrong = yaml.safe_dump(doc)
+    r = c.kubectl("apply", "--dry-run=server", "-n", ns, "-f", "-", input=wrong, check=False)
+    assert r.returncode != 0, f"the API server accepted {what}"
+    assert path in r.stderr, (path, r.stderr)
+    with pytest.raises(TopologyError) as info:
+        parse_topology(wrong)
+    assert path in {p.path for p in info.value.problems}, str(info.value)

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from squall.errors import TopologyError
 from squall.validation import parse_topology
 
 from .cluster import Cluster
-from .conftest import wait_for
+from .conftest import assert_refused_alike, wait_for
 
 pytestmark = pytest.mark.k8s
 
@@ -37,14 +36,7 @@ def test_the_api_server_and_validate_agree_on_stateful(k8s_cluster: Cluster, ns:
         for kind, index in (("spouts", 0), ("bolts", 1)):
             doc = copy.deepcopy(base)
             doc["spec"][kind][index]["stateful"] = "yes"
-            wrong = yaml.safe_dump(doc)
-            r = c.kubectl("apply", "--dry-run=server", "-n", ns, "-f", "-", input=wrong, check=False)
-            assert r.returncode != 0, f"the API server accepted {kind}[{index}].stateful: 'yes'"
-            path = f"spec.{kind}[{index}].stateful"
-            assert path in r.stderr, (path, r.stderr)
-            with pytest.raises(TopologyError) as info:
-                parse_topology(wrong)
-            assert path in {p.path for p in info.value.problems}, str(info.value)
+            assert_refused_alike(c, ns, doc, f"spec.{kind}[{index}].stateful", f"{kind}[{index}].stateful: 'yes'")
     finally:
         if created.returncode == 0:
             c.kubectl("delete", "-f", str(CRD), "--wait=true", check=False)
