@@ -8,7 +8,11 @@ from __future__ import annotations
 import collections
 import importlib
 import json
+import queue
+import re
+import subprocess
 import sys
+import threading
 from types import ModuleType
 import time
 from collections.abc import Callable
@@ -153,3 +157,56 @@ def import_example(folder: Path, *names: str) -> list[ModuleType]:
         return [importlib.import_module(name) for name in names]
     finally:
         sys.path.remove(str(folder))
+
+
+class SquallRun:
+    """`squall run ARGS...` from the repository as a child process; its output is read on a
+    thread into a bounded queue so a test can wait for a line while the run goes on."""
+
+    def __init__(self, *args: str) -> None:
+        repo = Path(__file__).resolve().parents[2]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "squall_operator", "run", *args], cwd=repo, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+        self.lines: queue.Queue[str] = queue.Queue(maxsize=100_000)
+        self.out: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def wait_line(self, pattern: str, timeout: float) -> re.Match[str] | None:
+        """The first output line matching `pattern` (None when the run ends or `timeout` passes)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=1)
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    return None
+                continue
+            self.out.append(line)
+            if m := re.search(pattern, line):
+                return m
+        return None
+
+    def text(self) -> str:
+        """Everything the run printed so far."""
+        while not self.lines.empty():
+            self.out.append(self.lines.get())
+        return "".join(self.out)
+
+    def stop(self, sig: int | None = None, timeout: float = 90) -> None:
+        """Signal the run (or kill it) if it is still going, and reap it."""
+        if self.proc.poll() is None:
+            if sig is None:
+                self.proc.kill()
+            else:
+                self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

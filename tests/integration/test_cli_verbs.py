@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers import (  # the integration tests' helpers (same directory)
+    SquallRun,
     assigned_slots,
     id_pipeline,
     latest_beat_time,
@@ -106,40 +107,16 @@ def test_verbs_steer_a_local_cluster(make_cluster: Callable[..., LocalCluster], 
 def test_squall_kill_ends_squall_run(tmp_path: Path) -> None:
     """`squall run` prints where its cluster is; a `squall kill` from another shell ends the run
     cleanly (final table, exit 0), as a Ctrl-C would."""
-    import queue
     import re
-    import threading
 
-    repo = Path(__file__).resolve().parents[2]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "squall_operator", "run", "examples/wordcount/topology.yaml",
-         "--duration", "240", "--no-progress"],
-        cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
-    lines: queue.Queue[str] = queue.Queue(maxsize=100_000)
-    out: list[str] = []
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-
-    threading.Thread(target=read, daemon=True).start()
+    run = SquallRun("examples/wordcount/topology.yaml", "--duration", "240", "--no-progress")
     try:
-        deadline = time.monotonic() + 120
-        where = None
-        while where is None and time.monotonic() < deadline:
-            try:
-                line = lines.get(timeout=1)
-            except queue.Empty:
-                assert proc.poll() is None, "".join(out)
-                continue
-            out.append(line)
-            if m := re.search(r"--zookeeper (\S+)", line):
-                where = m.group(1)
-                # its ZooKeeper nodes carry a digest ACL: the line names the credentials file too
-                auth = re.search(r"SQUALL_ZK_AUTH_FILE=(\S+)", line)
-        assert where, "squall run did not print its --zookeeper:\n" + "".join(out)
-        assert auth, "squall run did not print its SQUALL_ZK_AUTH_FILE:\n" + "".join(out)
+        m = run.wait_line(r"--zookeeper (\S+)", 120)
+        assert m, "squall run did not print its --zookeeper:\n" + run.text()
+        where = m.group(1)
+        # its ZooKeeper nodes carry a digest ACL: the line names the credentials file too
+        auth = re.search(r"SQUALL_ZK_AUTH_FILE=(\S+)", m.string)
+        assert auth, "squall run did not print its SQUALL_ZK_AUTH_FILE:\n" + run.text()
         env = {**os.environ, "SQUALL_ZK_AUTH_FILE": auth.group(1)}
 
         def running() -> bool:
@@ -148,13 +125,9 @@ def test_squall_kill_ends_squall_run(tmp_path: Path) -> None:
         wait_for(running, 120, "wordcount to be listed ACTIVE")
         killed = squall("kill", "wordcount", "-w", "1", "--zookeeper", where, env=env)
         assert killed.returncode == 0, killed.stderr
-        code = proc.wait(90)
+        code = run.proc.wait(90)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    while not lines.empty():
-        out.append(lines.get())
-    text = "".join(out)
+        run.stop()
+    text = run.text()
     assert code == 0, text
     assert "Traceback" not in text and "KILLED" in text, text

@@ -8,20 +8,17 @@ Screenshots of both pages go to the test's tmp dir, and to docs/ when SQUALL_UI_
 from __future__ import annotations
 
 import os
-import queue
-import re
 import shutil
-import subprocess
-import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from squall.zkserver import java_available
+
+from helpers import SquallRun, wait_for  # the integration tests' helpers (same directory)
 
 pytestmark = pytest.mark.integration
 
@@ -38,54 +35,17 @@ def _missing() -> str | None:
     return None
 
 
-def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.25)
-
-
 @pytest.fixture
 def squall_run() -> Iterator[tuple[str, list[str]]]:
     """`squall run` of the word count with the UI (actions on, any free port): its URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "squall_operator", "run", "examples/wordcount/topology.yaml",
-         "--duration", "300", "--no-progress", "--ui-actions", "--ui-port", "0", "--kill-wait", "2"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
-    lines: queue.Queue[str] = queue.Queue(maxsize=100_000)
-    out: list[str] = []
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-
-    threading.Thread(target=read, daemon=True).start()
+    run = SquallRun("examples/wordcount/topology.yaml", "--duration", "300", "--no-progress", "--ui-actions",
+                    "--ui-port", "0", "--kill-wait", "2")
     try:
-        url = None
-        deadline = time.monotonic() + 120
-        while url is None and time.monotonic() < deadline and proc.poll() is None:
-            try:
-                line = lines.get(timeout=1)
-            except queue.Empty:
-                continue
-            out.append(line)
-            if m := re.search(r"UI: (http://127\.0\.0\.1:\d+/)", line):
-                url = m.group(1)
-        assert url, "squall run did not print its UI address:\n" + "".join(out)
-        yield url, out
+        m = run.wait_line(r"UI: (http://127\.0\.0\.1:\d+/)", 120)
+        assert m, "squall run did not print its UI address:\n" + run.text()
+        yield m.group(1), run.out
     finally:
-        if proc.poll() is None:
-            proc.send_signal(2)  # Ctrl-C: Storm's kill, then exit
-            try:
-                proc.wait(90)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        run.stop(2)  # Ctrl-C: Storm's kill, then exit
 
 
 @pytest.fixture
