@@ -15,6 +15,7 @@ workers get the credentials in a 0600 file in the cluster's work directory, name
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import logging
 import os
 import shutil
@@ -107,6 +108,9 @@ class LocalCluster:
         self.search_paths = [str(Path(p).resolve()) for p in search_paths]
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="squall-local-"))
+        if worker_session_timeout is not None:  # workers reconnect within their session timeout
+            grace = max(timeouts.reconnect_grace, worker_session_timeout + 2.0)
+            timeouts = dataclasses.replace(timeouts, reconnect_grace=grace)
         self.timeouts = timeouts
         self.monitor_freq_secs = monitor_freq_secs
         self.host = host

@@ -23,7 +23,10 @@ Both bounds are inclusive. An executor with neither a heartbeat nor a start time
 Staleness counts only from `observed_since`: the time since which nimbus could watch the
 heartbeats without a gap (its start, or its reconnection to ZooKeeper after an outage). Nimbus
 declares nothing dead for time it could not observe: after an outage every worker gets a whole
-task timeout (and a launching one a whole launch timeout) to show a new heartbeat.
+task timeout (and a launching one a whole launch timeout) to show a new heartbeat, plus
+`reconnect_grace` after a ZooKeeper outage: nimbus's client is often back before the workers'
+(each backs off between attempts, and one whose session expired needs a new session before it
+can write), so a worker that heartbeats every second may still need several seconds to be seen.
 
 Storm's defaults (30 s task timeout, 120 s launch) make recovery take 30-60 s. The local cluster
 uses `LOCAL_TIMEOUTS`: workers heartbeat every second and a Python worker starts in a couple of
@@ -55,6 +58,9 @@ class MonitorTimeouts:
     task_timeout: float
     # seconds after its (re)start an executor that never heartbeat is dead
     launch_timeout: float
+    # extra seconds a worker gets to heartbeat again after a ZooKeeper outage: its session
+    # timeout (the worker's default is 10 s) plus its client's longest back-off (2 s)
+    reconnect_grace: float = 12.0
 
 
 STORM_TIMEOUTS = MonitorTimeouts(task_timeout=30.0, launch_timeout=120.0)
@@ -100,18 +106,21 @@ def alive_executors(
     launch_timeout: float,
     *,
     observed_since: float | None = None,
+    grace: float = 0.0,
 ) -> frozenset[ExecutorId]:
     """The executors among `executors` that are alive at `now` (see the module doc).
 
     `heartbeat_times` and `start_times` are nimbus times (`executor_heartbeat_times`, the
-    assignment's start times); `observed_since` is when nimbus's view last became continuous.
+    assignment's start times); `observed_since` is when nimbus's view last became continuous;
+    `grace` is added to the task timeout of an executor whose last heartbeat nimbus saw before
+    then (a worker reconnecting after an outage).
     """
     alive: set[ExecutorId] = set()
     since = float("-inf") if observed_since is None else observed_since
     for executor in executors:
         beat = heartbeat_times.get(executor)
         start = start_times.get(executor)
-        if beat is not None and now - max(beat, since) <= task_timeout:
+        if beat is not None and now - max(beat, since) <= task_timeout + (grace if beat < since else 0.0):
             alive.add(executor)
         elif (
             start is not None

@@ -105,6 +105,8 @@ class Nimbus:
         # last reconnection to ZooKeeper (monitor.alive_executors does not count staleness it
         # could not observe)
         self.observed_since = clock()
+        # extra heartbeat window after a ZooKeeper outage (none after nimbus's own start)
+        self.reconnect_grace = 0.0
         self.zookeeper_away = False  # warned about an outage, once per outage
         # the level of that one line (`squall run` reports outages itself and lowers it)
         self.outage_log_level = logging.WARNING
@@ -113,6 +115,7 @@ class Nimbus:
 
     def _zookeeper_back(self, new_session: bool) -> None:
         self.observed_since = self.clock()
+        self.reconnect_grace = self.timeouts.reconnect_grace
         self.wake.set()
 
     def zookeeper_unreachable(self, exc: BaseException) -> None:
@@ -280,6 +283,7 @@ class Nimbus:
                     self.timeouts.task_timeout,
                     self.timeouts.launch_timeout,
                     observed_since=self.observed_since,
+                    grace=self.reconnect_grace,
                 )
                 requests.append(
                     scheduler.SchedulingRequest(

@@ -140,6 +140,18 @@ def test_nothing_dies_for_staleness_nimbus_could_not_observe() -> None:
     assert alive_executors([E1], beats, starts, 135.001, 5.0, 20.0, observed_since=130.0) == frozenset()
 
 
+def test_after_an_outage_a_reconnecting_worker_gets_the_grace_on_top() -> None:
+    # ZooKeeper back at 130 for nimbus; the worker's client backs off or needs a new session
+    beats, starts = {E1: 100.0}, {E1: 50.0}
+    assert alive_executors([E1], beats, starts, 135.001, 5.0, 20.0, observed_since=130.0, grace=6.0) == {E1}
+    assert alive_executors([E1], beats, starts, 141.0, 5.0, 20.0, observed_since=130.0, grace=6.0) == {E1}
+    assert alive_executors([E1], beats, starts, 141.001, 5.0, 20.0, observed_since=130.0, grace=6.0) == frozenset()
+    # a heartbeat seen after the outage gets the plain task timeout again
+    beats = {E1: 132.0}
+    assert alive_executors([E1], beats, starts, 137.0, 5.0, 20.0, observed_since=130.0, grace=6.0) == {E1}
+    assert alive_executors([E1], beats, starts, 137.001, 5.0, 20.0, observed_since=130.0, grace=6.0) == frozenset()
+
+
 def test_a_launching_executor_gets_a_whole_launch_window_after_an_outage() -> None:
     starts = {E1: 100.0}
     assert alive_executors([E1], {}, starts, 140.0, 5.0, 20.0) == frozenset()
