@@ -111,11 +111,14 @@ class OperatorUi:
         threading.Thread(target=self._run, name="squall-ui", daemon=True).start()
 
     def _run(self) -> None:
+        from kazoo.exceptions import NoAuthError
+
         from squall.state import ClusterState, StateError
-        from squall_operator.ui import KubernetesActions, UiServer, create_app
+        from squall_operator.ui import KubernetesActions, UiServer, create_app, refused_app, refused_message
         from squall_operator.ui.data import UiData
 
         log = logging.getLogger("squall.ui")
+        refused: str | None = None
         while not self.stop_event.is_set():
             try:
                 self._state = ClusterState.connect(self.zookeeper, root=self.root,
@@ -124,12 +127,19 @@ class OperatorUi:
             except StateError as exc:
                 log.warning("UI: %s; retrying", exc)
                 self.stop_event.wait(5)
+            except NoAuthError:  # ZooKeeper's ACLs (zookeeper.auth) and not the credentials
+                refused = refused_message(f"{self.zookeeper}{self.root}")
+                log.error("UI: %s", refused)
+                break
         if self.stop_event.is_set():
             return
-        self._data = UiData(self._state)
-        self._data.start()
-        app = create_app(self._data, KubernetesActions(self._state), actions_enabled=self.actions,
-                         title="Squall")
+        if refused is not None:  # serve the reason rather than nothing
+            app = refused_app(refused)
+        else:
+            self._data = UiData(self._state)
+            self._data.start()
+            app = create_app(self._data, KubernetesActions(self._state), actions_enabled=self.actions,
+                             title="Squall")
         try:
             self._server = UiServer(app, self.host, self.port).start()
         except OSError as exc:

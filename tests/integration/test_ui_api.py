@@ -171,3 +171,85 @@ def test_operator_ui_reads_zookeeper_and_is_read_only_by_default(make_cluster: C
         assert code == 200 and "Read-only" in html and 'id="btn-deactivate"' not in html
     finally:
         ui.stop()
+
+
+def test_operator_ui_reads_an_acl_zookeeper_with_the_operators_credentials(
+        make_cluster: Callable[..., LocalCluster], tmp_path: Path) -> None:
+    """The chart's zookeeper.auth: every node of Squall's carries a digest ACL. The operator's
+    UI authenticates with the operator's credentials and shows all it shows without ACLs: the
+    topology, its figures moving, its workers (from their heartbeats), the errors with their
+    time and task, the config. A UI without the credentials answers 503 naming the refusal
+    (not a bare 500), and never serves a half-read page."""
+    from squall.state import ZkCredentials
+    from squall_operator.operator_main import OperatorUi
+
+    creds = ZkCredentials.generate()
+    cluster = make_cluster(nodes=1, slots=2, zk_credentials=creds)
+    flaky = {"name": "flaky", "class": "engine_components:FlakyBolt", "parallelism": 1,
+             "inputs": [{"component": "ids", "grouping": "fields", "fields": ["id"]}]}
+    topo = id_pipeline("guarded", tmp_path / "out", 0, rate=100, workers=1, middle=flaky,
+                       extra={"test.mod": 5, "test.mode": "raise"})
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    ui = OperatorUi("127.0.0.1:0", str(cluster.zk_connect), cluster.root, actions=False, credentials=creds)
+    stranger = OperatorUi("127.0.0.1:0", str(cluster.zk_connect), cluster.root, actions=False)
+    try:
+        assert ui.started.wait(60), "the operator's UI did not start"
+        code, s = call(ui.url + "api/v1/topology/summary")
+        assert code == 200 and [t["name"] for t in s["topologies"]] == ["guarded"], s
+        code, summary = call(ui.url + "api/v1/cluster/summary")
+        assert code == 200 and summary["topologies"] == 1 and summary["supervisors"] == 1, summary
+        api = ui.url + "api/v1/topology/guarded"
+        wait_for(lambda: call(api)[1]["spouts"][0]["emitted"] > 0, 60, "the spout's figures", cluster)
+        first = call(api)[1]["spouts"][0]["emitted"]
+        wait_for(lambda: call(api)[1]["spouts"][0]["emitted"] > first, 60, "the figures to move", cluster)
+        got = wait_for(lambda: (t := call(api)[1])["errors"] and t, 60, "the flaky bolt's errors", cluster)
+        err = got["errors"][0]
+        assert err["component"] == "flaky" and "flaky bolt rejects id" in err["error"], err
+        assert isinstance(err["task"], int) and abs(err["time"] - time.time()) < 120 and err["port"], err
+        flaky_row = next(b for b in got["bolts"] if b["boltId"] == "flaky")
+        assert "flaky bolt rejects id" in flaky_row["lastError"] and flaky_row["errorTime"], flaky_row
+        assert len(got["workers"]) == 1 and "ids" in got["workers"][0]["components"], got["workers"]
+        assert got["configuration"]["test.mode"] == "raise"
+        code, html = call(ui.url + "topology/guarded")
+        assert code == 200 and "guarded" in html
+
+        assert stranger.started.wait(60), "the UI without credentials did not start"
+        for path in ("api/v1/topology/summary", "api/v1/cluster/summary", "api/v1/topology/guarded"):
+            code, got = call(stranger.url + path)
+            assert code == 503 and "refused" in got["error"] and "credentials" in got["error"], (path, code, got)
+        code, html = call(stranger.url)
+        assert code == 503 and "refused" in html, (code, html)
+    finally:
+        stranger.stop()
+        ui.stop()
+
+
+def test_ui_answers_503_when_acls_refuse_a_read(zookeeper: Any) -> None:
+    """Nodes made before zookeeper.auth was turned on stay open, the new ones carry the ACL: a
+    UI without the credentials connects and lists, then a read is refused. Every view answers
+    503 naming the refusal, not a bare 500."""
+    import uuid
+
+    from squall.models.cluster import StormBase
+    from squall.state import ClusterState, ZkCredentials
+
+    root = f"/squall-ui-acl-{uuid.uuid4().hex}"
+    creds = ZkCredentials.generate()
+    with ClusterState.connect(zookeeper.connect_string, root=root) as open_state, \
+            ClusterState.connect(zookeeper.connect_string, root=root, credentials=creds) as owner:
+        owner.set_storm("t", StormBase(name="t", status=TopologyStatus.ACTIVE, launch_time_secs=1.0,
+                                       num_workers=1, component_executors={"s": 1}, topology={}))
+        data = UiData(open_state, interval=0.2)
+        server = UiServer(create_app(data, None)).start()
+        data.start()
+        try:
+            for path in ("api/v1/topology/summary", "api/v1/topology/t"):
+                code, got = call(server.url + path)
+                assert code == 503 and "refused" in got["error"] and root in got["error"], (path, code, got)
+            code, html = call(server.url)
+            assert code == 503 and "credentials" in html, (code, html)
+        finally:
+            server.stop()
+            data.stop()
+            owner.client.delete(root, recursive=True)

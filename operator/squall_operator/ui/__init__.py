@@ -29,6 +29,7 @@ server-rendered pages with one short script need no front-end build.
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import math
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import uvicorn
+from kazoo.exceptions import NoAuthError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -62,6 +64,8 @@ __all__ = [
     "NimbusActions",
     "UiServer",
     "create_app",
+    "refused_app",
+    "refused_message",
 ]
 
 log = logging.getLogger("squall.ui")
@@ -149,6 +153,27 @@ class KubernetesActions:
         raise ActionRefused(400, f"unknown action {action!r}")
 
 
+def refused_message(where: str) -> str:
+    """What the UI answers when ZooKeeper's ACLs refuse it (the chart's zookeeper.auth)."""
+    return (f"ZooKeeper refused the UI access to {where}: the UI needs the operator's ZooKeeper "
+            "credentials (zookeeper.auth: $SQUALL_ZK_AUTH or --zk-auth-file)")
+
+
+def _refused(request: Request, message: str) -> Response:
+    if request.url.path.startswith("/api/"):
+        return _error(503, message)
+    return HTMLResponse(f"<h1>503 Service Unavailable</h1><p>{html.escape(message)}</p>", status_code=503)
+
+
+def refused_app(message: str) -> Starlette:
+    """Every path 503 with `message`: the UI of an operator whose ZooKeeper refuses it."""
+
+    def handler(request: Request) -> Response:
+        return _refused(request, message)
+
+    return Starlette(routes=[Route("/{path:path}", handler, methods=["GET", "POST"])])
+
+
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message, "errorMessage": message}, status_code=status)
 
@@ -185,6 +210,7 @@ def _rebalance_options(body: Any) -> tuple[int | None, dict[str, int]]:
 
 def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool = False,
                title: str = "Squall") -> Starlette:
+    """The UI over `data`; a read that ZooKeeper's ACLs refuse answers 503 saying so."""
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     enabled = actions_enabled and actions is not None
 
@@ -255,7 +281,11 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
         Route("/api/v1/topology/{id}/{op:str}/{wait}", action, methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    return Starlette(routes=routes)
+
+    async def no_auth(request: Request, exc: Exception) -> Response:
+        return _refused(request, refused_message(data.state.root))
+
+    return Starlette(routes=routes, exception_handlers={NoAuthError: no_auth})
 
 
 class UiServer:

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kazoo.exceptions import NoAuthError
+
 from squall.models import Topology
 from squall.models.cluster import (
     Assignment,
@@ -148,6 +150,11 @@ class UiData:
                 else:
                     self.zookeeper_ok = False
             except CONNECTION_ERRORS:
+                self.zookeeper_ok = False
+            except NoAuthError:  # the views answer 503 saying so (create_app)
+                if self.zookeeper_ok:
+                    log.error("UI: ZooKeeper refused access to %s: the UI needs the operator's "
+                              "ZooKeeper credentials", self.state.root)
                 self.zookeeper_ok = False
             except Exception:
                 log.exception("UI sampling failed; retrying")
