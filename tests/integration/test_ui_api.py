@@ -207,6 +207,9 @@ def test_operator_ui_reads_an_acl_zookeeper_with_the_operators_credentials(
         err = got["errors"][0]
         assert err["component"] == "flaky" and "flaky bolt rejects id" in err["error"], err
         assert isinstance(err["task"], int) and abs(err["time"] - time.time()) < 120 and err["port"], err
+        # the executor running that task, as Storm names it ("[first-last]")
+        first_task, last_task = map(int, err["executor"].strip("[]").split("-"))
+        assert first_task <= err["task"] <= last_task, err
         flaky_row = next(b for b in got["bolts"] if b["boltId"] == "flaky")
         assert "flaky bolt rejects id" in flaky_row["lastError"] and flaky_row["errorTime"], flaky_row
         assert len(got["workers"]) == 1 and "ids" in got["workers"][0]["components"], got["workers"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from squall_operator.ui.data import _figures, pretty_secs
+from squall_operator.ui.data import _figures, executor_of, pretty_secs
 
 pytestmark = pytest.mark.unit
 
@@ -28,3 +28,12 @@ def test_window_figures_are_differences() -> None:
     assert _figures(now, None, "s")["emitted"] == 250  # all time
     assert _figures(now, then, "missing") == {"emitted": 0, "transferred": 0, "executed": 0, "acked": 0,
                                               "failed": 0, "latencyMs": 0.0}
+
+
+def test_executor_of_a_task_is_storms_executor_name() -> None:
+    keys = ["1-1", "2-3", "4-7"]
+    assert executor_of(1, keys) == "[1-1]"
+    assert executor_of(3, keys) == "[2-3]"
+    assert executor_of(5, keys) == "[4-7]"
+    assert executor_of(8, keys) is None
+    assert executor_of(1, []) is None

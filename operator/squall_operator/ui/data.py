@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,7 @@ from squall.plan import ACKER
 from squall.state import CONNECTION_ERRORS, ClusterState, StateError
 from squall_operator.run import Totals
 
-__all__ = ["WINDOWS", "UiData", "pretty_secs"]
+__all__ = ["WINDOWS", "UiData", "executor_of", "pretty_secs"]
 
 log = logging.getLogger("squall.ui")
 
@@ -63,6 +63,16 @@ def pretty_secs(secs: float) -> str:
         parts.append(f"{m}m")
     parts.append(f"{s}s")
     return " ".join(parts)
+
+
+def executor_of(task: int, executor_keys: Iterable[str]) -> str | None:
+    """Storm's name of the executor running `task` ("[3-4]": its first and last task), from
+    the assignment's executor keys ("3-4"); None when no executor has it."""
+    for key in executor_keys:
+        start, end = parse_executor_key(key)
+        if start <= task <= end:
+            return f"[{start}-{end}]"
+    return None
 
 
 Counts = dict[str, dict[str, float]]  # component -> counter -> value
@@ -265,7 +275,8 @@ class UiData:
         topology = Topology.model_validate(base.topology)
         spec = topology.spec
         out = self._basics(name, base, assignment)
-        errors = self._errors(name, [c.name for c in spec.components])
+        errors = self._errors(name, [c.name for c in spec.components],
+                              assignment.executor_slots if assignment is not None else {})
         last_error: dict[str, dict[str, Any]] = {}
         for e in errors:  # newest first
             last_error.setdefault(e["component"], e)
@@ -351,7 +362,7 @@ class UiData:
             })
         return out
 
-    def _errors(self, name: str, components: list[str]) -> list[dict[str, Any]]:
+    def _errors(self, name: str, components: list[str], executors: Iterable[str]) -> list[dict[str, Any]]:
         found: list[ErrorInfo] = []
         for comp in components:
             try:
@@ -359,9 +370,11 @@ class UiData:
             except StateError:
                 continue
         found.sort(key=lambda e: e.time_secs, reverse=True)
+        keys = list(executors)
         return [{
             "component": e.component,
             "task": e.task,
+            "executor": executor_of(e.task, keys),
             "time": e.time_secs,
             "timePretty": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.time_secs)),
             "host": e.host,

@@ -51,9 +51,9 @@
     if (wb) wb.innerHTML = t.workers.map((w) => "<tr><td>" + esc(w.node + "-" + w.port) + "</td><td>" + esc(w.host) + "</td><td>" + esc(w.port) +
       "</td><td>" + esc(w.uptime) + "</td><td>" + esc(w.heartbeatAgeSecs) + "</td><td>" + esc(w.components.join(", ")) + "</td><td>" + esc(w.executors.join(" ")) + "</td></tr>").join("");
     const eb = document.querySelector("#errors tbody");
-    if (eb) eb.innerHTML = t.errors.length ? t.errors.map((e) => "<tr><td>" + esc(e.timePretty) + "</td><td>" + esc(e.component) + "</td><td>" + esc(e.task) +
+    if (eb) eb.innerHTML = t.errors.length ? t.errors.map((e) => "<tr><td>" + esc(e.timePretty) + "</td><td>" + esc(e.component) + "</td><td>" + esc(e.executor || "") + "</td><td>" + esc(e.task) +
       "</td><td>" + esc(e.host + ":" + e.port) + "</td><td class=\"err\" title=\"" + esc(e.errorFull) + "\">" + esc(e.error) + "</td></tr>").join("")
-      : "<tr class=\"empty\"><td colspan=\"5\">No errors.</td></tr>";
+      : "<tr class=\"empty\"><td colspan=\"6\">No errors.</td></tr>";
     const act = document.getElementById("btn-activate"), deact = document.getElementById("btn-deactivate");
     if (act) act.disabled = t.status !== "INACTIVE";
     if (deact) deact.disabled = t.status !== "ACTIVE";
