@@ -35,9 +35,11 @@ import bisect
 import dataclasses
 import logging
 import math
+import operator
 import re
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from itertools import chain
 from typing import Any, Generic, TypeVar
 
 from squall.components import TICK_STREAM, OutputCollector, TopologyContext, Tuple, WindowedBolt
@@ -159,7 +161,8 @@ class Window(Generic[T]):
         return self._new
 
     def get_expired(self) -> list[T]:
-        """The tuples that left the windows since the previous one (already acked)."""
+        """The tuples that left the windows since the previous one (acked after this
+        window's `execute`)."""
         return self._expired
 
     def get_start_timestamp(self) -> float | None:
@@ -418,13 +421,20 @@ class _WindowCollector:
 
     def emit(self, values: Sequence[Any], stream: str = "default", anchors: Any = None) -> list[int]:
         if anchors is None:
-            anchors = self._runner.anchors
+            runner = self._runner
+            if runner.rooted is not None and runner.anchors:
+                return runner.emit_window(values, stream, None)
+            anchors = runner.anchors
         return self._collector.emit(values, stream, anchors)
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default",
                     anchors: Any = None) -> None:
         if anchors is None:
-            anchors = self._runner.anchors
+            runner = self._runner
+            if runner.rooted is not None and runner.anchors:
+                runner.emit_window(values, stream, task)
+                return
+            anchors = runner.anchors
         self._collector.emit_direct(task, values, stream, anchors)
 
     def ack(self, tup: Tuple) -> None:
@@ -435,6 +445,57 @@ class _WindowCollector:
 
     def report_error(self, exc: BaseException) -> None:
         self._collector.report_error(exc)
+
+
+_anchors_of = operator.attrgetter("anchors")
+
+
+class _WindowAnchoring:
+    """Anchoring to a whole window, folded per root (with the worker's collector).
+
+    Storm anchors a window's output to each of its tuples: one fresh edge id per tuple, written
+    into the tuple's ack value, so a tuple's ack carries the edges of every window output
+    anchored to it. Here each output copy gets one fresh edge id for every root of the window
+    (`BoltCollector.emit_rooted`), and what the window's outputs owe a root (the XOR of those
+    ids) is kept per root in `owed` and paid with the next ack of one of the root's tuples
+    leaving the windows (`BoltCollector.ack_window`), in the same acker message. A tree still
+    completes exactly when every tuple of it left the windows and every output anchored to
+    them was acked: its tuples keep their own edges open until they leave, each output keeps
+    its edge open until it is acked and the debt until it is paid, and a root that owes has a
+    tuple in the windows (the one that put it in the window) whose ack pays it. The window's
+    tuples are not written to, and its roots are gathered in C (`dict.fromkeys` over their
+    anchors), once per window.
+    """
+
+    __slots__ = ("collector", "owed", "roots", "owing")
+
+    def __init__(self, collector: Any) -> None:
+        self.collector = collector
+        self.owed: dict[int, int] = {}  # root -> XOR of edge ids its tuples' acks still owe
+        self.roots: dict[int, None] | None = None  # the current window's roots, once gathered
+        self.owing = 0  # XOR of the edge ids of the current window's output copies
+
+    def emit(self, window: list[Tuple], values: Sequence[Any], stream: str, task: int | None) -> list[int]:
+        roots = self.roots
+        if roots is None:
+            roots = self.roots = dict.fromkeys(chain.from_iterable(filter(None, map(_anchors_of, window))))
+        targets: list[int]
+        targets, owed = self.collector.emit_rooted(values, stream, roots, task)
+        self.owing ^= owed
+        return targets
+
+    def close_window(self) -> None:
+        """After a window's `execute`: what its outputs owe, onto each of its roots."""
+        roots, owing = self.roots, self.owing
+        self.roots, self.owing = None, 0
+        if owing and roots:
+            owed = self.owed
+            get = owed.get
+            for r in roots:
+                owed[r] = get(r, 0) ^ owing
+
+    def ack(self, tuples: list[Tuple]) -> None:
+        self.collector.ack_window(tuples, self.owed)
 
 
 class WindowedBoltExecutor:
@@ -448,7 +509,12 @@ class WindowedBoltExecutor:
         self.manager: WindowManager[Tuple] = WindowManager(config, clock)
         self.watermarks = WatermarkGenerator(inputs, config.lag) if config.event_time else None
         self._next_watermark = clock() + config.watermark_interval
+        # the tuples of the window being executed (emits are anchored to them by default)
         self.anchors: list[Tuple] = []
+        # with the worker's collector (`emit_rooted` / `ack_window`): window emits are anchored
+        # per root (see _WindowAnchoring); None with any other collector (the stateful harness
+        # records acks itself): then per tuple, through the collector's own `emit` and `ack`
+        self.rooted: _WindowAnchoring | None = None
         self.late = 0
         self._warned = False
         if not config.event_time and not config.sliding.count:
@@ -456,7 +522,14 @@ class WindowedBoltExecutor:
 
     def prepare(self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector) -> None:
         self.collector = collector
+        if hasattr(collector, "emit_rooted") and hasattr(collector, "ack_window"):
+            self.rooted = _WindowAnchoring(collector)
         self.bolt.prepare(conf, context, _WindowCollector(self, collector))
+
+    def emit_window(self, values: Sequence[Any], stream: str, task: int | None) -> list[int]:
+        """An emit from `execute(window)` anchored to the window (the default), per root."""
+        assert self.rooted is not None
+        return self.rooted.emit(self.anchors, values, stream, task)
 
     def _execute_timed(self, tup: Tuple) -> None:
         """`execute` for processing-time windows slid by duration, the common case: a tuple only
@@ -523,8 +596,11 @@ class WindowedBoltExecutor:
                     self._activate(self.manager.watermark(ts))
 
     def _activate(self, windows: list[Window[Tuple]]) -> None:
-        for tup in self.manager.take_evicted():
-            self.collector.ack(tup)
+        """Execute the windows that fired, then ack what left the windows. Acking after, not
+        before: when a late timer fires several windows at once, a tuple of the first may have
+        been evicted by the next, and the first window's emits are anchored to it; acked before
+        them, its tree would complete before their outputs were processed (or never)."""
+        rooted = self.rooted
         for window in windows:
             self.anchors = window.get()
             try:
@@ -532,7 +608,16 @@ class WindowedBoltExecutor:
             except Exception as exc:  # the bolt's bug: reported; its tuples still expire and ack
                 self.collector.report_error(exc)
             finally:
+                if rooted is not None:
+                    rooted.close_window()
                 self.anchors = []
+        evicted = self.manager.take_evicted()
+        if evicted:
+            if rooted is not None:
+                rooted.ack(evicted)
+            else:
+                for tup in evicted:
+                    self.collector.ack(tup)
 
     def cleanup(self) -> None:
         self.bolt.cleanup()

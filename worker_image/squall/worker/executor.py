@@ -764,6 +764,52 @@ class BoltCollector:
             anchors = ex.auto_anchor
         ex.put_tuple(task, self._anchored(task, stream, list(values), anchors))
 
+    # -- a windowed bolt's window (squall.windowing drives these) ---------------------------
+    def emit_rooted(self, values: Sequence[Any], stream: str, roots: dict[int, Any],
+                    task: int | None = None) -> tuple[list[int], int]:
+        """Emit anchored to a whole window: `roots` holds the root ids of the window's tuples.
+        Each copy sent carries one fresh edge id for all those roots, one entry per root, so no
+        two edges of one tree meet in it (nothing cancels). The window's tuples keep their own
+        entries open until they leave; the caller owes each root the XOR of the edge ids
+        (returned beside the targets) and pays it with the window's acks (`ack_window`). This is
+        Storm's per-anchor bookkeeping folded per root: one edge per root per copy instead of
+        one per tuple of the window, and no write to the tuples."""
+        ex = self.ex
+        if task is None:
+            targets = ex.route(self.task, stream, values)
+        else:
+            ex.check_direct(self.task, stream, task)
+            targets = [task]
+        if type(values) is not list:
+            values = list(values)
+        owed = 0
+        for t in targets:
+            if roots:
+                e = _getrandbits(62) | 1  # never 0: a zero entry would not keep its tree open
+                owed ^= e
+                ex.put_tuple(t, [t, self.task, stream, values, dict.fromkeys(roots, e)])
+            else:
+                ex.put_tuple(t, [t, self.task, stream, values, None])
+        return targets, owed
+
+    def ack_window(self, tuples: list[Tuple], owed: dict[int, int]) -> None:
+        """Ack the tuples that left a windowed bolt's last window, paying with them what its
+        window emits owe their roots (`emit_rooted`): one XOR per root into this turn's acks."""
+        ex = self.ex
+        acks = ex.out.acks
+        for tup in tuples:
+            a = tup.anchors
+            if a:
+                v = tup.ack_val
+                for r, edge in a.items():
+                    x = edge ^ v
+                    if owed:
+                        d = owed.pop(r, None)
+                        if d is not None:
+                            x ^= d
+                    acks[r] = acks.get(r, 0) ^ x
+        ex.stats.acked += len(tuples)
+
     def ack(self, tup: Tuple) -> None:
         ex = self.ex
         a = tup.anchors

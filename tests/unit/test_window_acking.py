@@ -1,0 +1,206 @@
+"""A windowed bolt's acking, checked against the real XOR acker ledger on an injected clock.
+
+Storm's contract: a tuple is acked when it leaves its last window, and the bolt's emits from
+`execute(window)` are anchored to the window's tuples, so a spout tree completes only once every
+one of its tuples left the windows *and* every window output anchored to them was acked
+downstream. These tests run `WindowedBoltExecutor` over the real collector of a real, unstarted
+`Executor` (one route, task 1 -> task 9, one acker) and apply what it sends to a real
+`AckerLedger`; the windows fire from `on_timer` as the executor's loop calls it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from squall import WindowedBolt, wire
+from squall.acker import AckerLedger
+from squall.components import Tuple
+from squall.windowing import WindowConfig, WindowedBoltExecutor
+from squall.worker.executor import BoltCollector, Executor
+
+pytestmark = pytest.mark.unit
+
+SPOUT, BOLT, NEXT, ACKER = 7, 1, 9, 100
+
+
+class Clock:
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class EmitEach(WindowedBolt):
+    """Emits `per_window` tuples per window, anchored to the window (the default)."""
+
+    per_window = 1
+
+    def execute(self, window: Any) -> None:
+        for i in range(self.per_window):
+            self.collector.emit([len(window), i])
+
+
+class Delegating:
+    """A collector wrapper without the window fast path (as the stateful harness wraps it)."""
+
+    def __init__(self, delegate: BoltCollector) -> None:
+        self.emit = delegate.emit
+        self.emit_direct = delegate.emit_direct
+        self.ack = delegate.ack
+        self.fail = delegate.fail
+        self.report_error = delegate.report_error
+
+
+def executor() -> Any:
+    ex = Executor(None, (BOLT, BOLT), "bolt")  # type: ignore[arg-type]
+    ex.routes = {BOLT: {"default": [lambda values: [NEXT]]}, NEXT: {}}
+    ex.direct = {BOLT: {"default": frozenset({NEXT})}}
+    ex.task_dest = {NEXT: "next-executor"}
+    ex.acker_tasks = (ACKER,)
+    ex.n_ackers = 1
+    return ex
+
+
+def flush(ex: Any, ledger: AckerLedger) -> set[int]:
+    """What `Executor.flush` sends the acker, applied; the roots that completed (all must be
+    successes: nothing here fails)."""
+    items = [[wire.ACK, ACKER, r, v, 0] for r, v in ex.out.acks.items()] + ex.out.control
+    ex.out.acks.clear()
+    ex.out.control = []
+    done: list[list[int]] = []
+    ledger.apply(items, done)
+    assert all(d[3] == 1 for d in done), done
+    return {d[2] for d in done}
+
+
+def outputs(ex: Any) -> list[Tuple]:
+    items = ex.bufs.pop("next-executor", [])
+    return [Tuple(values, src, "bolt", stream, {}, anchors) for _dest, src, stream, values, anchors in items]
+
+
+class Run:
+    """Sentences of `words` tuples each (one spout tree per sentence) into a windowed bolt."""
+
+    def __init__(self, length: str, sliding: str, *, per_window: int = 1, fast: bool = True,
+                 seed: int = 0) -> None:
+        self.rng = random.Random(seed)
+        self.clock = Clock(100.0)
+        self.ledger = AckerLedger(30, now=0.0)
+        self.ex = executor()
+        bolt = EmitEach()
+        bolt.per_window = per_window
+        cfg = WindowConfig.from_spec({"windowLength": length, "slidingInterval": sliding})
+        self.w = WindowedBoltExecutor(bolt, cfg, [("split", "default")], self.clock)
+        collector = BoltCollector(self.ex, BOLT)
+        self.w.prepare({}, None, collector if fast else Delegating(collector))  # type: ignore[arg-type]
+        self.left: dict[int, int] = {}  # root -> its tuples not yet out of the windows
+        self.completed: set[int] = set()
+        self.children: list[Tuple] = []
+
+    def sentence(self, words: int) -> int:
+        root = self.rng.getrandbits(62)
+        edges = [self.rng.getrandbits(62) for _ in range(words)]
+        x = 0
+        for e in edges:
+            x ^= e
+        self.ledger.apply([[wire.INIT, ACKER, root, x, SPOUT]], [])
+        for e in edges:
+            self.w.execute(Tuple(["w"], SPOUT, "split", "default", {"word": 0}, {root: e}))
+        self.left[root] = words
+        return root
+
+    def timer(self, now: float) -> None:
+        self.clock.now = now
+        due = self.w.seconds_to_next()
+        if due is not None and due <= 0:
+            self.w.on_timer()
+        self.children += outputs(self.ex)
+        self.completed |= flush(self.ex, self.ledger)
+
+    def ack_children(self, check: Callable[[set[int]], None] | None = None) -> None:
+        downstream = BoltCollector(executor(), NEXT)
+        self.rng.shuffle(self.children)
+        for child in self.children:
+            downstream.ack(child)
+            self.completed |= flush(downstream.ex, self.ledger)
+        self.children = []
+
+
+def test_trees_complete_only_after_their_tuples_left_and_the_outputs_were_acked() -> None:
+    """A 2 s window sliding every 1 s; sentences arrive through 3 s. No tree completes while its
+    tuples are in a window or an output anchored to them is unacked; all complete at the end."""
+    r = Run("2s", "1s")
+    roots = []
+    for step in range(30):
+        r.clock.now = 100.0 + step * 0.1
+        roots.append(r.sentence(1 + step % 4))
+    for now in (101.0, 102.0, 103.0):
+        r.timer(now)
+        assert r.completed == set(), "a tree completed while its tuples were still in a window"
+    # every tuple has left its last window (at 104 the last ones leave); outputs not acked yet
+    r.timer(104.0)
+    r.timer(105.0)
+    assert r.completed == set(), "a tree completed before the window outputs anchored to it were acked"
+    r.ack_children()
+    assert r.completed == set(roots)
+    assert len(r.ledger) == 0
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_late_timer_firing_several_windows_at_once_completes_every_tree(fast: bool) -> None:
+    """The executor was busy for 2.5 s: one `on_timer` fires the windows ending at 101 and 102
+    (103's is empty) together. The sentence that arrived at 100.0 is in the first only and the
+    second evicts it: it must still be acked after the first window's output was anchored to it,
+    or its tree never completes (it times out and is replayed)."""
+    r = Run("2s", "1s", fast=fast)
+    roots = []
+    for step in range(10):
+        r.clock.now = 100.0 + step * 0.1
+        roots.append(r.sentence(3))
+    r.timer(103.5)  # the windows ending at 101, 102 and 103 are due in one call
+    assert [ch.values[0] for ch in r.children] == [30, 27]
+    assert r.completed == set(), "a tree completed before the output of a window holding it was acked"
+    r.ack_children()
+    r.timer(104.0)
+    r.timer(105.0)
+    assert r.completed == set(roots), f"{len(set(roots) - r.completed)} trees never complete"
+    assert len(r.ledger) == 0
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("seed", range(4))
+def test_random_sentences_and_several_outputs_per_window_complete_exactly(fast: bool, seed: int) -> None:
+    """Sentences at random times, 1-3 outputs per window acked at random moments: a tree
+    completes exactly when its last tuple left the windows and every output anchored to it was
+    acked, never before."""
+    rng = random.Random(seed)
+    r = Run("1s", "500ms", per_window=rng.randint(1, 3), fast=fast, seed=seed)
+    arrived: dict[int, float] = {}
+    now = 100.0
+    while now < 104.0:
+        now += rng.uniform(0.01, 0.3)
+        r.clock.now = now
+        if now < 103.0:
+            arrived[r.sentence(rng.randint(1, 5))] = now
+        if rng.random() < 0.5:
+            r.timer(now)
+        if rng.random() < 0.3:
+            # an output is pending for every tree with a tuple in a window that fired, so no
+            # tree may complete while outputs wait
+            waiting = {a for ch in r.children for a in (ch.anchors or {})}
+            assert not (r.completed & waiting)
+            r.ack_children()
+        for root, t in arrived.items():
+            if root in r.completed:
+                # its tuples left the 1 s windows: not before the clock passed their arrival + 1 s
+                assert now >= t + 1.0, f"tree completed {now - t:.2f}s after it arrived"
+    for end in (104.5, 105.0, 105.5, 106.0):
+        r.timer(end)
+    r.ack_children()
+    assert r.completed == set(arrived)
+    assert len(r.ledger) == 0
