@@ -1,10 +1,12 @@
 """Rows/s through SparkBatchBolt against batch size and batch interval.
 
     .venv/bin/python bench/spark_bench.py [--master local[2]] [--quick] [--sizes 1000,20000] [--no-paced]
+        [--stages] [--input auto|parquet|arrow] [--conf spark.key=value ...]
 
 The bolt runs in this process with a collector that only counts (no topology, no network), so
 the figures are the bolt's own cost: Python -> DataFrame (an Arrow table), the transform,
-collect (as Arrow), emit, ack.
+collect (as Arrow), emit, ack. `--stages` prints, after each enrich run, where its time went
+(wall, Python CPU and the JVM's CPU per 1000 rows, per part of the work).
 Two transforms: `identity` (select the input) and `enrich` (a broadcast join with a 100-row
 reference table plus a computed column), the clickstream's kind of work.
 
@@ -18,15 +20,18 @@ end: on a shared machine compare runs taken in one sitting, as ratios.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "worker_image"))
 
+import squall.spark  # noqa: E402
 from squall.components import Tuple  # noqa: E402
 from squall.spark import SparkBatchBolt, get_spark, stop_spark  # noqa: E402
 
@@ -65,16 +70,78 @@ class CountingCollector:
         raise exc
 
 
+class Stages:
+    """Wall, Python CPU and JVM CPU seconds spent in each named part of the bolt's work."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, list[float]] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        t0, c0, j0 = time.perf_counter(), time.process_time(), jvm_cpu()
+        try:
+            yield
+        finally:
+            tot = self.totals.setdefault(name, [0.0, 0.0, 0.0])
+            tot[0] += time.perf_counter() - t0
+            tot[1] += time.process_time() - c0
+            tot[2] += jvm_cpu() - j0
+
+    def get(self, name: str) -> list[float]:
+        return self.totals.get(name, [0.0, 0.0, 0.0])
+
+
+STAGES = Stages()
+
+
+def _timed_values(column: Any) -> list[Any]:
+    with STAGES("values"):
+        return _arrow_to_values(column)
+
+
+_arrow_to_values = squall.spark.arrow_to_values
+squall.spark.arrow_to_values = _timed_values  # counted as its own stage (bench only)
+
+
 class Identity(SparkBatchBolt):
+    """The bolt, with each part of a flush timed (STAGES)."""
+
     outputs = {"default": FIELDS, "errors": ["reason", "values"]}
     schema = SCHEMA
+
+    def flush(self) -> None:
+        with STAGES("flush"):
+            super().flush()
+
+    def dataframe(self, *args: Any, **kw: Any) -> Any:
+        with STAGES("dataframe"):
+            return super().dataframe(*args, **kw)
+
+    def arrow_dataframe(self, *args: Any, **kw: Any) -> Any:
+        with STAGES("arrow_dataframe"):
+            return super().arrow_dataframe(*args, **kw)
+
+    def handle_result(self, *args: Any, **kw: Any) -> None:
+        with STAGES("handle_result"):
+            super().handle_result(*args, **kw)
+
+    def collect_columns(self, df: Any) -> Any:
+        with STAGES("collect_columns"):
+            return super().collect_columns(df)
+
+    def transform(self, df: Any, spark: Any) -> Any:
+        with STAGES("transform"):
+            return self.plan(df, spark)
+
+    def plan(self, df: Any, spark: Any) -> Any:
+        return df
 
 
 class Enrich(Identity):
     outputs = {"default": [*FIELDS, "category", "score"], "errors": ["reason", "values"]}
     ref: Any = None
 
-    def transform(self, df: Any, spark: Any) -> Any:
+    def plan(self, df: Any, spark: Any) -> Any:
         from pyspark.sql import functions as F
 
         if Enrich.ref is None:
@@ -88,10 +155,13 @@ def make_tuples(n: int) -> list[Tuple]:
             for i in range(n)]
 
 
+INPUT = ["auto"]  # spark.batch.input for the bolts (--input)
+
+
 def make_bolt(cls: type, size: int, interval: float) -> tuple[SparkBatchBolt, CountingCollector]:
     bolt, coll = cls(), CountingCollector()
     bolt.prepare({"spark.batch.size": size, "spark.batch.interval.secs": interval,
-                  "topology.tick.tuple.freq.secs": 0.05}, Ctx(), coll)
+                  "topology.tick.tuple.freq.secs": 0.05, "spark.batch.input": INPUT[0]}, Ctx(), coll)
     return bolt, coll
 
 
@@ -113,14 +183,40 @@ CPU: dict[str, float] = {}  # class name -> CPU ms (Python + JVM) per 1000 rows,
 def saturated(cls: type, size: int, n: int) -> float:
     bolt, coll = make_bolt(cls, size, 3600)
     tuples = make_tuples(n)
+    STAGES.totals.clear()
     t0, c0, j0 = time.perf_counter(), time.process_time(), jvm_cpu()
-    for t in tuples:
-        bolt.execute(t)
-    bolt.flush()
+    with STAGES("all"):
+        for t in tuples:
+            bolt.execute(t)
+        bolt.flush()
     dt = time.perf_counter() - t0
     CPU[cls.__name__] = (time.process_time() - c0 + jvm_cpu() - j0) / n * 1e6
     assert coll.acked == n and coll.emitted == n, (coll.acked, coll.emitted)
     return n / dt
+
+
+# the parts of the bolt's work: (name, stages added, stages subtracted)
+PARTS = [
+    ("take: execute() per tuple, checking types", ["all"], ["flush"]),
+    ("to Arrow: the batch's columns", ["dataframe"], ["arrow_dataframe"]),
+    ("into Spark: Parquet file, DataFrame", ["arrow_dataframe"], []),
+    ("transform (planning in Python)", ["transform"], []),
+    ("Spark job, result as Arrow (toArrow)", ["collect_columns"], ["values"]),
+    ("Arrow -> tuple values", ["values"], []),
+    ("emit", ["handle_result"], ["collect_columns"]),
+    ("ack, the rest of flush", ["flush"], ["dataframe", "transform", "handle_result"]),
+]
+
+
+def print_stages(n: int) -> None:
+    """Where the last saturated run's time went, per 1000 rows."""
+    print(f"\n| part ({n} rows) | wall ms / 1000 rows | Python CPU ms | JVM CPU ms |")
+    print("| --- | ---: | ---: | ---: |")
+    for name, plus, minus in PARTS:
+        fig = [sum(STAGES.get(p)[k] for p in plus) - sum(STAGES.get(m)[k] for m in minus) for k in range(3)]
+        print(f"| {name} | {fig[0] / n * 1e6:.1f} | {fig[1] / n * 1e6:.1f} | {fig[2] / n * 1e6:.1f} |")
+    tot = STAGES.get("all")
+    print(f"| all | {tot[0] / n * 1e6:.1f} | {tot[1] / n * 1e6:.1f} | {tot[2] / n * 1e6:.1f} |", flush=True)
 
 
 def paced(cls: type, interval: float, rate: float, secs: float) -> tuple[float, float, float]:
@@ -155,11 +251,19 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer points, for a smoke run")
     ap.add_argument("--sizes", help="batch sizes of part 1, comma-separated (default 50 ... 100000)")
     ap.add_argument("--no-paced", action="store_true", help="skip part 2")
+    ap.add_argument("--stages", action="store_true", help="where each enrich run's time went, per part")
+    ap.add_argument("--input", choices=["auto", "parquet", "arrow"], default="auto",
+                    help="spark.batch.input: how batches get into Spark (auto: Parquet with a local master)")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting for the session (repeatable), e.g. spark.sql.adaptive.enabled=false")
     args = ap.parse_args()
     print("load average at start: %.1f %.1f %.1f" % os.getloadavg())
     t_start = time.perf_counter()
     t = time.perf_counter()
-    spark = get_spark({"spark.master": args.master, "spark.conf.spark.sql.shuffle.partitions": 2})
+    conf: dict[str, Any] = {"spark.master": args.master, "spark.conf.spark.sql.shuffle.partitions": 2}
+    conf.update({f"spark.conf.{k}": v for k, v in (c.split("=", 1) for c in args.conf)})
+    INPUT[0] = args.input
+    spark = get_spark(conf)
     spark.sparkContext.setLogLevel("ERROR")
     global JVM_PID
     try:
@@ -189,6 +293,8 @@ def main() -> None:
         cpu_id = CPU["Identity"]
         print(f"| {size} | {r_id:,.0f} | {r_en:,.0f} | {size / r_en * 1000:,.0f} | {cpu_id:,.0f} | {CPU['Enrich']:,.0f} |",
               flush=True)
+        if args.stages:
+            print_stages(n)
 
     if args.no_paced:
         stop_spark()

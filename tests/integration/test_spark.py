@@ -219,6 +219,39 @@ def test_rows_that_do_not_fit_go_to_the_error_stream(spark: Any) -> None:
     assert [e[1] for e in coll.emitted[1:]] == [["b", 2], ["c", 4]] and not coll.failed
 
 
+def test_batches_go_in_as_parquet_files_removed_after_the_flush(spark: Any, tmp_path: Path) -> None:
+    """With a local master a batch reaches Spark as a Parquet file in the batch directory; the
+    file is there while Spark runs and gone after the flush, whether the batch succeeded or
+    failed; createDataFrame (`spark.batch.input: arrow`) gives the same result."""
+    seen: list[list[str]] = []
+
+    class Watched(Doubler):
+        def transform(self, df: Any, spark: Any) -> Any:
+            seen.append(sorted(p.name for p in tmp_path.iterdir()))
+            if any(t.values[0] == "boom" for t in self.batch_in_flight):
+                raise RuntimeError("boom")
+            return super().transform(df, spark)
+
+        def flush(self) -> None:
+            self.batch_in_flight = list(self.batch)
+            super().flush()
+
+    results = {}
+    for mode in ("auto", "arrow"):
+        bolt, coll = make_bolt(Watched, {"spark.batch.size": 2, "spark.batch.dir": str(tmp_path), "spark.batch.input": mode})
+        for t in [tup(FIELDS, ["a", 1]), tup(FIELDS, ["b", 2]), tup(FIELDS, ["boom", 3]), tup(FIELDS, ["c", 4])]:
+            bolt.execute(t)
+        assert bolt.batch_input == ("parquet" if mode == "auto" else "arrow")
+        assert len(coll.acked) == 2 and len(coll.failed) == 2 and len(coll.errors) == 1
+        assert list(tmp_path.iterdir()) == []  # removed after the good batch and after the failed one
+        results[mode] = [e[1] for e in coll.emitted]
+    assert results["auto"] == results["arrow"] == [["a", 2], ["b", 4]]
+    assert [len(names) for names in seen] == [1, 1, 0, 0]  # one file per batch while Spark ran
+    assert seen[0][0].startswith("c-1-") and seen[0][0].endswith(".parquet")
+    with pytest.raises(ValueError, match="spark.batch.input must be auto, parquet or arrow"):
+        make_bolt(Doubler, {"spark.batch.input": "csv"})
+
+
 class Passthrough(sq.SparkBatchBolt):
     TYPED = {"id": "string", "ts": "timestamp", "day": "date", "price": "decimal(10,3)", "blob": "binary",
              "ok": "boolean", "ratio": "double", "n": "bigint", "tags": "array<string>",

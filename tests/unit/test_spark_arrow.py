@@ -90,3 +90,66 @@ def test_a_timestamp_out_of_range_is_a_schema_error() -> None:
     for bad in (1e20, -1e20, 2**70):
         with pytest.raises(sq.SchemaError, match="field 'ts': timestamp .* is out of range"):
             schema.convert(["ts"], [bad])
+
+
+def tuple_of(fields: list[str], values: list[Any]) -> Any:
+    from squall.components import Tuple
+
+    return Tuple(values, 1, "src", "default", {f: i for i, f in enumerate(fields)}, None)
+
+
+FAST_FIELDS = ["id", "ts", "n", "ratio", "ok", "small", "price", "free"]
+FAST_SCHEMA = {"id": "string", "ts": "timestamp", "n": "bigint", "ratio": "double", "ok": "boolean",
+               "small": "smallint", "price": "decimal(10,3)"}  # "free" is inferred
+
+
+def batch_both_ways(batch: list[list[Any]]) -> tuple[Any, Any, list[Any]]:
+    """The batch through take + to_arrow(rows, sigs) (columns converted whole where the types
+    allow) and through convert + to_arrow(rows) (value by value): the tables, and the signatures.
+    A first row (not in the batch) fixes the inferred type of "free"."""
+    columnar, by_value = sq.BatchSchema(FAST_SCHEMA, required=["id"]), sq.BatchSchema(FAST_SCHEMA, required=["id"])
+    first = ["z", 0, 0, 0.0, False, 0, None, 0]
+    assert columnar.take(tuple_of(FAST_FIELDS, first))[1] is None  # "free" had no type yet: value by value
+    by_value.convert(FAST_FIELDS, first)
+    taken = [columnar.take(tuple_of(FAST_FIELDS, v)) for v in batch]
+    rows = [by_value.convert(FAST_FIELDS, v) for v in batch]
+    return columnar.to_arrow([r for r, _ in taken], [s for _, s in taken])[0], by_value.to_arrow(rows)[0], [s for _, s in taken]
+
+
+def test_columns_converted_whole_equal_the_value_by_value_conversion() -> None:
+    berlin = zoneinfo.ZoneInfo("Europe/Berlin")
+    naive = dt.datetime(2024, 3, 31, 1, 30, 0, 250)
+    fast = [["a", 1_700_000_000, 2**62, 0.5, True, -7, None, 3],
+            ["b", 1_700_000_001, None, 1.5, False, 2**15 - 1, None, 4],
+            ["c", None, -(2**63), None, None, None, None, None]]
+    datetimes = [["d", dt.datetime(2024, 3, 31, 3, 30, tzinfo=berlin), 1, 1.0, True, 1, None, 5],
+                 ["e", naive, 2, 2.0, False, 2, None, 6], ["f", None, 3, 3.0, True, 3, None, 7]]
+    mixed_kinds = [["g", 1_700_000_000, 1, 1.0, True, 1, None, 1],
+                   ["h", dt.datetime(2024, 1, 1, tzinfo=UTC), 2, 2.0, False, 2, None, 2]]
+    slow = [["i", "2024-01-01T00:00:00+01:00", 1, 1.0, True, 1, None, 1],  # ISO text: value by value
+            ["j", 1_700_000_000, "12", 3, "true", 1, None, 2], ["k", 1_700_000_000.25, 1, 1.0, True, 1, None, 3],
+            ["l", 1_700_000_000, 1, 1.0, True, 1, decimal.Decimal("1.5"), 4]]  # a decimal: value by value
+    for batch in (fast, datetimes, mixed_kinds, slow, fast + slow + datetimes):
+        columnar, by_value, sigs = batch_both_ways(batch)
+        assert columnar.equals(by_value), (columnar, by_value)
+        assert all((s is not None) == (row not in slow) for s, row in zip(sigs, batch))
+
+
+def test_take_rejects_what_convert_rejects() -> None:
+    schema = sq.BatchSchema(FAST_SCHEMA, required=["id"])
+    schema.take(tuple_of(FAST_FIELDS, ["a", 1, 1, 1.0, True, 1, None, 1]))  # binds, infers "free"
+    bad = {
+        "field 'n': 9223372036854775808 is out of range for bigint": ["a", 1, 2**63, 1.0, True, 1, None, 1],
+        "field 'small': 32768 is out of range for smallint": ["a", 1, 1, 1.0, True, 2**15, None, 1],
+        "field 'n': expected bigint, got a boolean": ["a", 1, True, 1.0, True, 1, None, 1],
+        "field 'ts': timestamp 100000000000000000000 is out of range": ["a", 10**20, 1, 1.0, True, 1, None, 1],
+        "field 'id' is required and is null": [None, 1, 1, 1.0, True, 1, None, 1],
+        "field 'ok': expected boolean, got int": ["a", 1, 1, 1.0, 1, 1, None, 1],
+        "7 values for 8 fields": ["a", 1, 1, 1.0, True, 1, None],
+    }
+    for reason, values in bad.items():
+        with pytest.raises(sq.SchemaError) as err:
+            schema.take(tuple_of(FAST_FIELDS, values))
+        assert reason in str(err.value), (reason, err.value)
+        with pytest.raises(sq.SchemaError, match=reason.replace("(", r"\(").replace(")", r"\)")):
+            schema.convert(FAST_FIELDS, values)

@@ -2,7 +2,8 @@
 
 - `SparkBatchBolt` collects input tuples into micro-batches (by count and by time), turns each
   batch into a DataFrame whose columns are the input's declared fields (an Apache Arrow table
-  handed to the JVM whole, not row by row), applies a transform
+  built a column at a time, read by Spark as a Parquet file with a local master, else handed
+  to createDataFrame whole; never row by row), applies a transform
   (`transform(df, spark)` or the config key `spark.transform: module:function`), emits the result
   rows (collected as Arrow) as tuples anchored to the batch's inputs and acks the inputs only
   after Spark succeeded. Values keep their types: datetime, date, Decimal and bytes go in and
@@ -32,13 +33,17 @@ import importlib.util
 import json
 import logging
 import math
+import os
 import re
+import shutil
 import sys
+import tempfile
 import threading
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from squall.components import DEFAULT_STREAM, Bolt, Spout, Tuple
@@ -125,6 +130,20 @@ def get_spark(conf: Mapping[str, Any] | None = None) -> SparkSession:
         atexit.register(stop_spark)
         log.info("SparkSession ready in %.1fs (master %s)", time.monotonic() - t0, _session.sparkContext.master)
         return _session
+
+
+_batch_dir: str | None = None
+
+
+def batch_dir() -> str:
+    """This process's directory for batch files (SparkBatchBolt's way into Spark), created on
+    first use under the system's temp directory and removed when the process exits."""
+    global _batch_dir
+    with _session_lock:
+        if _batch_dir is None or not os.path.isdir(_batch_dir):
+            _batch_dir = tempfile.mkdtemp(prefix="squall-spark-batches-")
+            atexit.register(shutil.rmtree, _batch_dir, True)
+        return _batch_dir
 
 
 def stop_spark() -> None:
@@ -294,8 +313,18 @@ def _to_decimal(precision: int, scale: int) -> Callable[[Any], decimal.Decimal]:
     return conv
 
 
+# Epoch seconds a `timestamp` field converts a column at a time (years 1900 to 9998): whole
+# seconds in this range convert exactly (seconds * 10^6 microseconds); others go value by value.
+_TS_FAST_RANGE = (-2_208_988_800, 253_370_764_800)
+
+
 class FieldType:
-    """One field's Spark type and the converter of a tuple value to it."""
+    """One field's Spark type and the converter of a tuple value to it.
+
+    `fast`: the value types that are already what the converter makes of them (or, for a
+    timestamp's epoch seconds and datetimes, that a whole column converts at once); `int_range`:
+    the range an int of those must lie in. Rows whose values all have fast types are converted a
+    column at a time at the flush (BatchSchema.take / to_arrow)."""
 
     def __init__(self, name: str) -> None:
         from pyspark.sql import types as T
@@ -303,6 +332,8 @@ class FieldType:
         self.name = name.strip().lower()
         n = _ALIASES.get(self.name, self.name)
         self.convert: Callable[[Any], Any]
+        self.fast: frozenset[type] = frozenset()
+        self.int_range: tuple[int, int] | None = None
         simple: dict[str, tuple[DataType, Callable[[Any], Any]]] = {
             "string": (T.StringType(), _to_string),
             "tinyint": (T.ByteType(), _to_int("tinyint")),
@@ -318,6 +349,16 @@ class FieldType:
         }
         if n in simple:
             self.data_type, self.convert = simple[n]
+            if n in _INT_RANGES:
+                self.fast, self.int_range = frozenset({int}), _INT_RANGES[n]
+            elif n in ("double", "float"):
+                self.fast = frozenset({float})
+            elif n == "string":
+                self.fast = frozenset({str})
+            elif n == "boolean":
+                self.fast = frozenset({bool})
+            elif n == "timestamp":
+                self.fast, self.int_range = frozenset({int, _dt.datetime}), _TS_FAST_RANGE
             return
         m = _DECIMAL.match(n)
         if m:
@@ -373,6 +414,7 @@ class BatchSchema:
         self.fields: list[str] | None = None
         self.types: dict[str, FieldType] = dict(self.declared)
         self._seen_fields: object = None  # the last field mapping found equal to `fields`
+        self._signatures: dict[tuple[type, ...], _Signature] = {}
 
     def bind(self, fields: Sequence[str]) -> None:
         self.fields = list(fields)
@@ -383,12 +425,71 @@ class BatchSchema:
     def convert_tuple(self, tup: Tuple) -> tuple[Any, ...]:
         """`convert` for an input tuple. Tuples of one stream share their field mapping, so
         the fields are compared once per mapping, not once per tuple."""
-        fields = tup._fields
+        self._check_fields(tup._fields)
+        return self._convert(self.fields, tup.values)  # type: ignore[arg-type]
+
+    def take(self, tup: Tuple) -> tuple[Sequence[Any], _Signature | None]:
+        """An input tuple's row for the batch, checked as `convert_tuple` checks it (SchemaError
+        with the reason). When the types of its values allow (see FieldType.fast), the row is the
+        tuple's own values, converted later a column at a time by `to_arrow`, and the returned
+        signature says so; otherwise it is the converted row, and the signature None."""
+        self._check_fields(tup._fields)
+        values = tup.values
+        key = tuple(map(type, values))
+        sig = self._signatures.get(key)
+        if sig is None:
+            sig = self._signature(key)
+        if sig.fast:
+            for i, lo, hi in sig.checks:
+                if not lo <= values[i] <= hi:
+                    break
+            else:
+                return values, sig
+        return self._convert(self.fields, values), None  # type: ignore[arg-type]
+
+    def _check_fields(self, fields: Any) -> None:
         if fields is self._seen_fields:
-            return self._convert(self.fields, tup.values)  # type: ignore[arg-type]
-        row = self.convert(list(fields), tup.values)
+            return
+        names = list(fields)
+        if self.fields is None:
+            self.bind(names)
+        if names != self.fields:
+            raise SchemaError(f"fields {names} do not match the batch's fields {self.fields}")
         self._seen_fields = fields
-        return row
+
+    def _signature(self, key: tuple[type, ...]) -> _Signature:
+        """Whether rows whose values have these types convert a column at a time. Remembered
+        once every field has a type (an inferred type is fixed by the first value seen)."""
+        assert self.fields is not None
+        slow = _Signature(key, False, ())
+        if len(key) != len(self.fields):
+            return slow
+        checks = []
+        for i, (f, vt) in enumerate(zip(self.fields, key)):
+            t = self.types.get(f)
+            if t is None:
+                return slow  # not remembered: the type is inferred later
+            if vt is type(None):
+                if f in self.required:
+                    return self._remember(slow)
+            elif vt not in t.fast:
+                return self._remember(slow)
+            elif vt is int and t.int_range is not None:
+                checks.append((i, *t.int_range))
+        return self._remember(_Signature(key, True, tuple(checks)))
+
+    def _remember(self, sig: _Signature) -> _Signature:
+        if len(self._signatures) < 256:  # bounded: distinct type combinations are few
+            self._signatures[sig.key] = sig
+        return sig
+
+    def converted(self, rows: Sequence[Sequence[Any]], sigs: Sequence[_Signature | None] | None) -> list[tuple[Any, ...]]:
+        """Rows from `take` all converted, as `convert` makes them."""
+        if sigs is None:
+            return [tuple(r) for r in rows]
+        fields = self.fields
+        assert fields is not None
+        return [tuple(r) if s is None else self._convert(fields, r) for r, s in zip(rows, sigs)]
 
     def convert(self, fields: Sequence[str], values: Sequence[Any]) -> tuple[Any, ...]:
         """The row for one tuple, or SchemaError with the reason."""
@@ -432,25 +533,75 @@ class BatchSchema:
             cols.append(T.StructField(ROW_COLUMN, T.IntegerType(), False))
         return T.StructType(cols)
 
-    def to_arrow(self, rows: Sequence[tuple[Any, ...]]) -> tuple[pa.Table, StructType]:
+    def to_arrow(self, rows: Sequence[Sequence[Any]],
+                 sigs: Sequence[_Signature | None] | None = None) -> tuple[pa.Table, StructType]:
         """The batch as one Arrow table (a column per field, then the row index), and its Spark
-        schema. Raises pyarrow's ArrowException (or TypeError) for a value Arrow does not take as
-        its column's type (a struct given as a tuple in one row and a dict in another, say) as
-        a SchemaError naming the field: the caller falls back to rows."""
+        schema. `rows` are converted rows, or with `sigs` what `take` returned (when every row
+        has a signature, the columns are converted whole: one pass per column, no per-value
+        Python objects for a timestamp's epoch seconds). Raises pyarrow's ArrowException (or
+        TypeError) for a value Arrow does not take as its column's type (a struct given as a
+        tuple in one row and a dict in another, say) as a SchemaError naming the field: the
+        caller falls back to rows."""
         import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
 
         struct = self.struct()
         schema = to_arrow_schema(struct, timezone="UTC")
-        columns: list[Any] = list(zip(*rows)) if rows else [() for _ in range(len(struct.fields) - 1)]
+        n = len(rows)
+        kinds: list[set[type]] | None = None
+        if sigs is not None and n:
+            distinct = set(sigs)
+            if None in distinct:
+                rows, sigs = self.converted(rows, sigs), None
+            else:  # the value types of each column, over the batch
+                kinds = [set() for _ in range(len(struct.fields) - 1)]
+                for sig in distinct:
+                    assert sig is not None
+                    for k, vt in zip(kinds, sig.key):
+                        k.add(vt)
         arrays = []
-        for col, field in zip(columns, schema):
+        for i, field in enumerate(list(schema)[:-1]):
             try:
-                arrays.append(pa.array(col, type=field.type))
+                if kinds is None:
+                    col: Any = [r[i] for r in rows] if n else []
+                    arrays.append(pa.array(col, type=field.type))
+                else:
+                    arrays.append(self._column(list(map(itemgetter(i), rows)), kinds[i], field.type, struct.fields[i].name))
             except (pa.ArrowException, TypeError, ValueError) as exc:
                 raise SchemaError(f"field {field.name!r}: {exc}") from exc
-        arrays.append(pa.array(range(len(rows)), type=pa.int32()))
+        arrays.append(pa.array(range(n), type=pa.int32()))
         return pa.Table.from_arrays(arrays, schema=schema), struct
+
+    def _column(self, values: list[Any], kinds: set[type], arrow_type: Any, name: str) -> pa.Array:
+        """One column of rows that `take` passed as they were: Arrow converts it whole where its
+        values' type allows, else each value is converted as `convert` does."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        kinds = kinds - {type(None)}
+        if not kinds:
+            return pa.nulls(len(values), type=arrow_type)
+        if pa.types.is_timestamp(arrow_type):
+            if kinds == {int}:  # epoch seconds, range-checked by take
+                return pc.multiply(pa.array(values, type=pa.int64()), 1_000_000).cast(arrow_type)
+            if kinds == {_dt.datetime}:  # naive ones are local time, as _to_timestamp reads them
+                utc = _dt.timezone.utc
+                return pa.array([v if v is None or v.tzinfo is not None else v.astimezone(utc) for v in values],
+                                type=arrow_type)
+        elif len(kinds) == 1:  # str, int (range-checked), float or bool: the values as they are
+            return pa.array(values, type=arrow_type)
+        convert = self.types[name].convert
+        return pa.array([None if v is None else convert(v) for v in values], type=arrow_type)
+
+
+class _Signature:
+    """The value types of a batch row (`key`) and whether such rows convert a column at a time
+    (`fast`), given the int range `checks` (index, low, high) pass."""
+
+    __slots__ = ("key", "fast", "checks")
+
+    def __init__(self, key: tuple[type, ...], fast: bool, checks: tuple[tuple[int, int, int], ...]) -> None:
+        self.key, self.fast, self.checks = key, fast, checks
 
 
 def to_wire(value: Any) -> Any:
@@ -512,7 +663,7 @@ def arrow_to_values(column: pa.ChunkedArray | pa.Array) -> list[Any]:
         # epoch plus a timedelta is the same instant, exactly, at a fraction of the cost
         epoch = _EPOCH_UTC if t.tz is not None else _EPOCH_NAIVE
         delta = _dt.timedelta
-        return [None if us is None else epoch + delta(microseconds=us) for us in column.cast(pa.int64()).to_pylist()]
+        return [None if us is None else epoch + delta(0, 0, us) for us in column.cast(pa.int64()).to_pylist()]
     values: list[Any] = column.to_pylist()
     if _has_map(t):
         return [_maps_to_dicts(v, t) for v in values]
@@ -558,7 +709,13 @@ class SparkBatchBolt(Bolt):
         self.output_fields = _conf_list(conf.get("spark.output.fields")) or self._declared_fields(DEFAULT_STREAM)
         self.error_stream = str(conf.get("spark.errors.stream", ERROR_STREAM))
         self.batch: list[Tuple] = []
-        self.rows: list[tuple[Any, ...]] = []
+        self.rows: list[Sequence[Any]] = []  # BatchSchema.take's rows and their signatures
+        self.sigs: list[_Signature | None] = []
+        self.batch_input = str(conf.get("spark.batch.input", "auto"))
+        if self.batch_input not in ("auto", "parquet", "arrow"):
+            raise ValueError(f"spark.batch.input must be auto, parquet or arrow, not {self.batch_input!r}")
+        self.batch_dir = conf.get("spark.batch.dir")
+        self._files: list[str] = []
         self.batch_started = 0.0
         self.batches = 0
         self.batches_failed = 0
@@ -600,7 +757,7 @@ class SparkBatchBolt(Bolt):
                 self.flush()
             return
         try:
-            row = self.input_schema.convert_tuple(tup)
+            row, sig = self.input_schema.take(tup)
         except SchemaError as exc:
             self.reject(tup, str(exc))
             return
@@ -609,6 +766,7 @@ class SparkBatchBolt(Bolt):
             self.batch_started = now
         self.batch.append(tup)
         self.rows.append(row)
+        self.sigs.append(sig)
         if len(self.batch) >= self.batch_size or now - self.batch_started >= self.batch_interval:
             self.flush()
 
@@ -623,15 +781,18 @@ class SparkBatchBolt(Bolt):
 
     def flush(self) -> None:
         """Run the current batch through Spark; ack its inputs after success, fail them on error."""
-        batch, rows = self.batch, self.rows
-        self.batch, self.rows = [], []
+        batch, rows, sigs = self.batch, self.rows, self.sigs
+        self.batch, self.rows, self.sigs = [], [], []
         if not batch:
             return
         self.batches += 1
         try:
             spark = get_spark(self.conf)
-            df = self.dataframe(rows, spark)
-            self.handle_result(self.transform(df, spark), batch, spark)
+            try:
+                df = self.dataframe(rows, spark, sigs)
+                self.handle_result(self.transform(df, spark), batch, spark)
+            finally:
+                self._remove_files()
         except Exception as exc:
             self.batches_failed += 1
             self.collector.report_error(
@@ -642,24 +803,56 @@ class SparkBatchBolt(Bolt):
         for t in batch:
             self.collector.ack(t)
 
-    def dataframe(self, rows: list[tuple[Any, ...]], spark: SparkSession) -> DataFrame:
-        """A batch's converted rows as a DataFrame: one Arrow table handed to the JVM, or, for
-        values Arrow does not take as their column's type, Spark's row-by-row conversion."""
+    def dataframe(self, rows: Sequence[Sequence[Any]], spark: SparkSession,
+                  sigs: Sequence[_Signature | None] | None = None) -> DataFrame:
+        """A batch's rows (converted, or as `BatchSchema.take` gave them with `sigs`) as a
+        DataFrame: one Arrow table, which the JVM reads as a Parquet file (a local master) or
+        takes through createDataFrame; for values Arrow does not take as their column's type,
+        Spark's row-by-row conversion. The DataFrame is valid until the flush ends (its file is
+        removed then): a transform must not keep it for later batches."""
         if HAVE_ARROW:
             import pyarrow as pa
 
             try:
-                table, struct = self.input_schema.to_arrow(rows)
+                table, struct = self.input_schema.to_arrow(rows, sigs)
             except (pa.ArrowException, TypeError, ValueError) as exc:
                 self._warn_once("rows", f"{self.context.component_id}: a batch does not convert to Arrow ({exc});"
                                         " it goes to Spark row by row (slower)")
             else:
-                return spark.createDataFrame(table, schema=struct)
+                return self.arrow_dataframe(table, struct, spark)
         else:
             self._warn_once("no-arrow", "pyarrow is not installed: batches go to Spark row by row (slower);"
                                         " install squall's spark extra")
+        rows = self.input_schema.converted(rows, sigs)
         return spark.createDataFrame([(*row, i) for i, row in enumerate(rows)], schema=self.input_schema.struct(),
                                      verifySchema=False)
+
+    def arrow_dataframe(self, table: pa.Table, struct: StructType, spark: SparkSession) -> DataFrame:
+        """An Arrow table as a DataFrame. With a local master (or `spark.batch.input: parquet`)
+        it is written as an uncompressed Parquet file under the worker's batch directory and
+        read by Spark's vectorized Parquet reader: about half the JVM CPU per row of
+        createDataFrame(table), which parallelizes an RDD of Arrow batches and converts them to
+        rows (docs/performance.md, "Spark"). Otherwise (executors elsewhere, which cannot read a
+        local file) createDataFrame."""
+        if self.batch_input == "auto":
+            self.batch_input = "parquet" if str(spark.sparkContext.master).startswith("local") else "arrow"
+        if self.batch_input == "arrow":
+            return spark.createDataFrame(table, schema=struct)
+        import pyarrow.parquet as pq
+
+        directory = str(self.batch_dir) if self.batch_dir else batch_dir()
+        path = os.path.join(directory, f"{self.context.component_id}-{self.context.task_id}-{uuid.uuid4().hex}.parquet")
+        self._files.append(path)
+        pq.write_table(table, path, compression="none")
+        return spark.read.schema(struct).parquet(path)
+
+    def _remove_files(self) -> None:
+        files, self._files = self._files, []
+        for path in files:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
 
     def collect_columns(self, df: DataFrame) -> list[list[Any]]:
         """A result's columns as lists of tuple values: collected as Arrow, or as Rows where
