@@ -30,6 +30,7 @@ from squall_operator.kube_nimbus import (
     LeaseElector,
     OperatorConfig,
     kill_wait_from_annotations,
+    rebalance_wait_from_annotations,
 )
 from squall_operator.metrics import NimbusMetrics
 
@@ -129,6 +130,7 @@ def reconcile(meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, namespace: 
     _nimbus(memo).register(
         namespace or "default", name, uid, int(meta.get("generation") or 1), dict(spec),
         dict(meta.get("labels") or {}), dict(status or {}),
+        rebalance_wait=rebalance_wait_from_annotations(meta.get("annotations")),
     )
 
 

@@ -504,16 +504,28 @@ class Resource:
     # the kill's wait asked for with the resource's deletion (`kubectl squall kill -w`), else
     # the running topology's killWaitSecs
     kill_wait: float | None = None
+    # (generation, seconds): the wait of the rebalance that generation asks for
+    # (`kubectl squall rebalance -w`), else the running topology's rebalanceWaitSecs
+    rebalance_wait: tuple[int, float] | None = None
 
 
 # `kubectl squall kill NAME -w SECONDS` sets it on the Topology before deleting it
 KILL_WAIT_ANNOTATION = "squall.io/kill-wait-secs"
+# `kubectl squall rebalance NAME -w SECONDS` sets both in the patch that changes the spec: the
+# wait holds for the generation that patch makes only, so a later edit of numWorkers or a
+# parallelism without -w waits rebalanceWaitSecs again
+REBALANCE_WAIT_ANNOTATION = "squall.io/rebalance-wait-secs"
+REBALANCE_WAIT_GENERATION_ANNOTATION = "squall.io/rebalance-wait-generation"
 
 
 def kill_wait_from_annotations(annotations: Mapping[str, str] | None) -> float | None:
     """The kill wait a deleted resource asks for (`KILL_WAIT_ANNOTATION`); None when absent or
     not a number of seconds >= 0."""
-    text = (annotations or {}).get(KILL_WAIT_ANNOTATION)
+    return _secs((annotations or {}).get(KILL_WAIT_ANNOTATION))
+
+
+def _secs(text: str | None) -> float | None:
+    """`text` as a number of seconds >= 0, else None."""
     try:
         value = float(text) if text is not None else None
     except ValueError:
@@ -521,6 +533,17 @@ def kill_wait_from_annotations(annotations: Mapping[str, str] | None) -> float |
     if value is None or not math.isfinite(value) or value < 0:
         return None
     return value
+
+
+def rebalance_wait_from_annotations(annotations: Mapping[str, str] | None) -> tuple[int, float] | None:
+    """(generation, seconds) of the rebalance wait a resource asks for
+    (`REBALANCE_WAIT_ANNOTATION` for `REBALANCE_WAIT_GENERATION_ANNOTATION`); None when either
+    is absent or malformed."""
+    wait = _secs((annotations or {}).get(REBALANCE_WAIT_ANNOTATION))
+    generation = (annotations or {}).get(REBALANCE_WAIT_GENERATION_ANNOTATION) or ""
+    if wait is None or not generation.isdigit():
+        return None
+    return int(generation), wait
 
 
 def topology_resource(res: Resource) -> dict[str, Any]:
@@ -614,8 +637,10 @@ class KubeNimbus(Nimbus):
     # -- what the kopf handlers call ---------------------------------------------------------------
     def register(self, namespace: str, name: str, uid: str, generation: int,
                  spec: Mapping[str, Any], labels: Mapping[str, str] | None = None,
-                 status: Mapping[str, Any] | None = None, deleting: bool = False) -> Resource:
-        """Record the resource as the API server has it now and wake the reconcile loop."""
+                 status: Mapping[str, Any] | None = None, deleting: bool = False,
+                 rebalance_wait: tuple[int, float] | None = None) -> Resource:
+        """Record the resource as the API server has it now and wake the reconcile loop;
+        `rebalance_wait`: see `rebalance_wait_from_annotations`."""
         with self.lock:
             res = self.resources.get(uid)
             if res is None:
@@ -626,6 +651,7 @@ class KubeNimbus(Nimbus):
             res.spec = dict(spec)
             res.labels = dict(labels or {})
             res.deleting = res.deleting or deleting
+            res.rebalance_wait = rebalance_wait
             if status and not res.status:
                 res.status = dict(status)
             saved = res.status.get("roll")
@@ -911,8 +937,10 @@ class KubeNimbus(Nimbus):
         if changed or workers is not None:
             if res.rejected_generation == res.generation:
                 return
+            asked = res.rebalance_wait[1] if res.rebalance_wait and res.rebalance_wait[0] == res.generation else None
+            wait = running.spec.rebalance_wait if asked is None else asked
             try:
-                self.rebalance(topo, workers, changed or None)
+                self.rebalance(topo, workers, changed or None, wait)
             except NimbusError as exc:
                 res.rejected_generation = res.generation
                 res.observed_generation = res.generation
@@ -923,7 +951,7 @@ class KubeNimbus(Nimbus):
                       for c, n in sorted(changed.items())]
             self.post(res, "Normal", "RebalanceRequested",
                       f"rebalance ({', '.join(parts)}): spouts deactivated, reassigning in "
-                      f"{running.spec.rebalance_wait:g}s")
+                      f"{wait:g}s ({'rebalanceWaitSecs' if asked is None else REBALANCE_WAIT_ANNOTATION})")
             res.observed_generation = res.generation
             return
         if spec.active and base.status is TopologyStatus.INACTIVE and res.roll is None:

@@ -10,7 +10,8 @@ Two targets, both behind `Target`:
   kubeconfig, context and namespace resolved as kubectl does. activate / deactivate patch
   `spec.active`, rebalance patches `spec.numWorkers` and the components' `parallelism` (the
   operator does the rest), kill deletes the resource (the operator's finalizer runs Storm's
-  kill).
+  kill). A rebalance's or a kill's `-w` rides on the resource as an annotation the operator
+  reads (`REBALANCE_WAIT_ANNOTATION`, `KILL_WAIT_ANNOTATION`).
 
 Exit codes: 0 done; 1 refused or failed (no such topology, a transition the topology's state
 does not allow, more executors than tasks, an unreachable ZooKeeper or API server, no answer
@@ -61,16 +62,21 @@ class TopologyRow:
     num_tasks: int
     num_workers: int
     uptime_secs: int
+    namespace: str | None = None  # Kubernetes: the Topology's namespace
 
 
-def format_list(rows: Sequence[TopologyRow]) -> str:
-    """`storm list`'s table, or its "No topologies running." line."""
+def format_list(rows: Sequence[TopologyRow], *, namespaces: bool = False) -> str:
+    """`storm list`'s table, or its "No topologies running." line; `namespaces`: a first
+    column with each row's namespace (as `kubectl get -A`)."""
     if not rows:
         return "No topologies running."
-    header = ("Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs")
+    header: tuple[str, ...] = ("Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs")
     cells = [header] + [
         (r.name, r.status, str(r.num_tasks), str(r.num_workers), str(r.uptime_secs)) for r in rows
     ]
+    if namespaces:
+        cells = [("Namespace", *cells[0])] + [(r.namespace or "", *c) for r, c in zip(rows, cells[1:], strict=True)]
+        header = cells[0]
     widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
     lines = ["   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
     lines.insert(1, "-" * len(lines[0]))
@@ -234,6 +240,28 @@ class ZooKeeperTarget:
 GROUP, VERSION, PLURAL = "squall.io", "v1alpha1", "topologies"
 # read by the operator's kill (squall_operator.kube_nimbus.KILL_WAIT_ANNOTATION)
 KILL_WAIT_ANNOTATION = "squall.io/kill-wait-secs"
+# read by the operator's rebalance (kube_nimbus.REBALANCE_WAIT_ANNOTATION): the wait, and the
+# generation of the spec it applies to
+REBALANCE_WAIT_ANNOTATION = "squall.io/rebalance-wait-secs"
+REBALANCE_WAIT_GENERATION_ANNOTATION = "squall.io/rebalance-wait-generation"
+
+
+def _pointer(key: str) -> str:
+    """`key` as one JSON-pointer token (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _rows(got: Mapping[str, Any]) -> list[TopologyRow]:
+    """`squall list`'s rows from a list of Topology resources."""
+    rows = []
+    for item in got.get("items", []):
+        status = item.get("status") or {}
+        rows.append(TopologyRow(
+            item["metadata"]["name"],
+            str(status.get("stormStatus") or status.get("phase") or "Pending"),
+            int(status.get("tasks") or 0), int(status.get("workers") or 0),
+            int(status.get("uptimeSecs") or 0), item["metadata"].get("namespace")))
+    return rows
 
 
 class KubernetesTarget:
@@ -311,15 +339,12 @@ class KubernetesTarget:
     def list(self) -> list[TopologyRow]:
         got = self._call("", self.api.list_namespaced_custom_object, GROUP, VERSION,
                          self.namespace, PLURAL)
-        rows = []
-        for item in got.get("items", []):
-            status = item.get("status") or {}
-            rows.append(TopologyRow(
-                item["metadata"]["name"],
-                str(status.get("stormStatus") or status.get("phase") or "Pending"),
-                int(status.get("tasks") or 0), int(status.get("workers") or 0),
-                int(status.get("uptimeSecs") or 0)))
-        return rows
+        return _rows(got)
+
+    def list_all(self) -> Sequence[TopologyRow]:
+        """The Topology resources of every namespace (`--all-namespaces`), by namespace then name."""
+        got = self._call("", self.api.list_cluster_custom_object, GROUP, VERSION, PLURAL)
+        return sorted(_rows(got), key=lambda r: (r.namespace or "", r.name))
 
     def activate(self, name: str) -> str:
         self._get(name)
@@ -333,9 +358,8 @@ class KubernetesTarget:
 
     def rebalance(self, name: str, num_workers: int | None, executors: Mapping[str, int],
                   wait_secs: float | None) -> str:
-        if wait_secs is not None:
-            raise VerbError("-w is not supported with Kubernetes: the operator waits the "
-                            "topology's spec.rebalanceWaitSecs", EXIT_USAGE)
+        if num_workers is None and not executors:
+            raise VerbError("rebalance: give -n WORKERS and/or -e COMPONENT=PARALLELISM", EXIT_USAGE)
         obj = self._get(name)
         spec = obj.get("spec") or {}
         comps = {c.get("name"): (kind, i, c) for kind in ("spouts", "bolts")
@@ -348,23 +372,44 @@ class KubernetesTarget:
         _check_executors(name, tasks, executors)
         # a JSON patch that tests the names it changes: a resource edited meanwhile is refused,
         # not patched in the wrong place
+        meta = obj["metadata"]
         ops: list[dict[str, Any]] = []
-        rv = obj["metadata"].get("resourceVersion")
+        rv = meta.get("resourceVersion")
         if rv:
             ops.append({"op": "test", "path": "/metadata/resourceVersion", "value": rv})
+        changes = 0
         if num_workers is not None:
+            changes += spec.get("numWorkers") != num_workers
             ops.append({"op": "replace" if "numWorkers" in spec else "add",
                         "path": "/spec/numWorkers", "value": num_workers})
         for cname, n in executors.items():
             kind, i, c = comps[cname]
+            changes += int(c.get("parallelism") or 1) != n
             ops.append({"op": "replace" if "parallelism" in c else "add",
                         "path": f"/spec/{kind}/{i}/parallelism", "value": n})
-        if len(ops) <= (1 if rv else 0):
-            raise VerbError("rebalance: give -n WORKERS and/or -e COMPONENT=PARALLELISM", EXIT_USAGE)
-        self._patch(name, ops)
         parts = ([f"numWorkers -> {num_workers}"] if num_workers is not None else []) + [
             f"{c} parallelism -> {n}" for c, n in sorted(executors.items())]
-        return f"topology {name} is rebalancing ({', '.join(parts)})"
+        if not changes:
+            return f"topology {name} already runs {', '.join(parts).replace(' ->', '')}: nothing to rebalance"
+        # the wait rides on the same patch, for the generation it makes (the API server adds
+        # one to metadata.generation for a spec change; the resourceVersion test above makes
+        # sure no other change comes between): the operator honours it for that generation only
+        annotations = meta.get("annotations") or {}
+        wanted: dict[str, str] = {}
+        if wait_secs is not None:
+            wanted = {REBALANCE_WAIT_ANNOTATION: f"{wait_secs:g}",
+                      REBALANCE_WAIT_GENERATION_ANNOTATION: str(int(meta.get("generation") or 1) + 1)}
+        if wanted and not meta.get("annotations"):
+            ops.append({"op": "add", "path": "/metadata/annotations", "value": wanted})
+        else:
+            ops += [{"op": "add", "path": f"/metadata/annotations/{_pointer(k)}", "value": v}
+                    for k, v in wanted.items()]
+            ops += [{"op": "remove", "path": f"/metadata/annotations/{_pointer(k)}"}
+                    for k in (REBALANCE_WAIT_ANNOTATION, REBALANCE_WAIT_GENERATION_ANNOTATION)
+                    if k in annotations and k not in wanted]
+        self._patch(name, ops)
+        after = "rebalanceWaitSecs" if wait_secs is None else f"{wait_secs:g}s"
+        return f"topology {name} is rebalancing ({', '.join(parts)}; reassigned after {after})"
 
     def kill(self, name: str, wait_secs: float | None) -> str:
         self._get(name)

@@ -86,13 +86,29 @@ def add_verbs(app: typer.Typer, *, kubectl: bool = False) -> None:
             finally:
                 t.close()
 
+    def listed(t: Target, all_namespaces: bool) -> str:
+        if not all_namespaces:
+            return format_list(t.list())
+        if not isinstance(t, KubernetesTarget):
+            raise VerbError("--all-namespaces goes with --kubernetes (a local cluster has no "
+                            "namespaces)", EXIT_USAGE)
+        return format_list(t.list_all(), namespaces=True)
+
     @app.command("list")
     def list_(zookeeper: ZooKeeperOpt = None, kubernetes: KubernetesOpt = False,
               namespace: NamespaceOpt = None, kubeconfig: KubeconfigOpt = None,
-              context: ContextOpt = None, timeout: TimeoutOpt = 30.0) -> None:
+              context: ContextOpt = None, timeout: TimeoutOpt = 30.0,
+              all_namespaces: Annotated[bool, typer.Option(
+                  "--all-namespaces", "-A",
+                  help="Kubernetes: the topologies of every namespace, with a Namespace column "
+                       "(as kubectl; --namespace is then ignored)")] = False) -> None:
         """List the running topologies (Storm's `storm list`)."""
+        if all_namespaces and not (kubectl or kubernetes):
+            with _verb_errors():
+                raise VerbError("--all-namespaces goes with --kubernetes (a local cluster has no "
+                                "namespaces)", EXIT_USAGE)
         run(zookeeper, kubernetes, namespace, kubeconfig, context, timeout,
-            lambda t: format_list(t.list()))
+            lambda t: listed(t, all_namespaces))
 
     @app.command()
     def activate(name: NameArg, zookeeper: ZooKeeperOpt = None, kubernetes: KubernetesOpt = False,

@@ -1,7 +1,9 @@
 """The verbs on a real API server: `kubectl squall ...` found by kubectl as a plugin and
 `squall ... --kubernetes` patch or delete the Topology resource as `kubectl patch/delete` would
-(the operator's reaction to those is test_operator_e2e's), refuse a rebalance beyond the tasks
-without patching, and report an unknown topology or an unreachable API server in one line."""
+(the operator's reaction to those is test_operator_e2e's), list every namespace's topologies
+with -A, carry a rebalance's and a kill's -w as annotations, refuse a rebalance beyond the
+tasks without patching, and report an unknown topology or an unreachable API server in one
+line."""
 
 from __future__ import annotations
 
@@ -65,6 +67,25 @@ def test_verbs_patch_and_delete_the_topology(k8s_cluster: Cluster, ns: str, tmp_
         listed = kubectl_squall(c, ns, "list")
         assert listed.returncode == 0, listed.stderr
         assert listed.stdout.splitlines()[2].split()[0] == "steered", listed.stdout
+        assert listed.stdout.splitlines()[0].split()[0] == "Topology_name", listed.stdout
+
+        # --all-namespaces / -A: every namespace's topologies, with a Namespace column, as kubectl
+        other_ns = f"{ns}-b"[:63]
+        c.kubectl("create", "namespace", other_ns)
+        try:
+            other = {**TOPOLOGY, "metadata": {"name": "elsewhere"}}
+            c.kubectl("apply", "-n", other_ns, "-f", "-", input=yaml.safe_dump(other))
+            for listed in (kubectl_squall(c, ns, "list", "-A"),
+                           run(c, str(VENV_BIN / "squall"), "list", "--kubernetes", "--all-namespaces")):
+                assert listed.returncode == 0, listed.stderr
+                lines = listed.stdout.splitlines()
+                assert lines[0].split()[:2] == ["Namespace", "Topology_name"], listed.stdout
+                rows = {tuple(line.split()[:2]) for line in lines[2:]}
+                assert {(ns, "steered"), (other_ns, "elsewhere")} <= rows, listed.stdout
+            # without it: the one namespace
+            assert "elsewhere" not in kubectl_squall(c, ns, "list").stdout
+        finally:
+            c.kubectl("delete", "namespace", other_ns, "--wait=false", check=False)
 
         done = kubectl_squall(c, ns, "deactivate", "steered")
         assert done.returncode == 0, done.stderr
@@ -98,8 +119,26 @@ def test_verbs_patch_and_delete_the_topology(k8s_cluster: Cluster, ns: str, tmp_
         one_line_error(run(c, str(VENV_BIN / "kubectl-squall"), "list", "--kubeconfig", str(bad)), 1,
                        "cannot reach the Kubernetes API server at https://127.0.0.1:1")
 
-        one_line_error(kubectl_squall(c, ns, "rebalance", "steered", "-n", "2", "-w", "5"), 2,
-                       "rebalanceWaitSecs")
+        # rebalance -w: the wait rides on the patch that changes the spec, as annotations naming
+        # the generation that patch made (the operator honours it for that generation only)
+        done = kubectl_squall(c, ns, "rebalance", "steered", "-n", "2", "-w", "5")
+        assert done.returncode == 0 and "reassigned after 5s" in done.stdout, done.stderr
+        got = kget(c, "topology", "steered", "-n", ns)
+        assert got["spec"]["numWorkers"] == 2
+        assert got["metadata"]["annotations"]["squall.io/rebalance-wait-secs"] == "5"
+        assert got["metadata"]["annotations"]["squall.io/rebalance-wait-generation"] == str(
+            got["metadata"]["generation"])
+        # the same numbers again: nothing changes, no generation to annotate
+        same = kubectl_squall(c, ns, "rebalance", "steered", "-n", "2", "-w", "1")
+        assert same.returncode == 0 and "nothing to rebalance" in same.stdout, same.stderr
+        assert kget(c, "topology", "steered", "-n", ns)["metadata"] == got["metadata"]
+        # without -w: the rebalanceWaitSecs of the spec, the stale annotations go
+        done = kubectl_squall(c, ns, "rebalance", "steered", "-n", "3")
+        assert done.returncode == 0 and "after rebalanceWaitSecs" in done.stdout, done.stderr
+        got = kget(c, "topology", "steered", "-n", ns)
+        assert got["spec"]["numWorkers"] == 3
+        assert not {"squall.io/rebalance-wait-secs", "squall.io/rebalance-wait-generation"} & set(
+            got["metadata"].get("annotations") or {}), got["metadata"]
         # kill -w: the wait rides on the deleted resource for the operator's kill to read
         done = kubectl_squall(c, ns, "kill", "steered", "-w", "1.5")
         assert done.returncode == 0 and "after 1.5s" in done.stdout, done.stderr
@@ -119,8 +158,9 @@ def test_operator_ui_actions_patch_and_delete_the_topology(k8s_cluster: Cluster,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """The operator UI's buttons (`KubernetesActions`): the topology as nimbus stored it in a
     real ZooKeeper names its namespace; the actions patch or delete that resource on the real
-    API server, and refuse (with the status the API answers) a wait the operator cannot honour,
-    a rebalance beyond the tasks and an unknown topology, without patching."""
+    API server (a rebalance's wait-time as the annotations `rebalance -w` writes), and refuse
+    (with the status the API answers) a rebalance beyond the tasks and an unknown topology,
+    without patching."""
     from squall.state import ClusterState
     from squall.validation import parse_topology
     from squall.zkserver import EmbeddedZooKeeper, java_available
@@ -142,7 +182,6 @@ def test_operator_ui_actions_patch_and_delete_the_topology(k8s_cluster: Cluster,
             actions = KubernetesActions(state)
             gen = kget(c, "topology", "steered", "-n", ns)["metadata"]["generation"]
             for kwargs, status in (
-                ({"action": "rebalance", "num_workers": 2, "wait_secs": 0.5}, 400),
                 ({"action": "rebalance", "executors": {"count": 5}}, 400),
                 ({"action": "rebalance", "executors": {"nosuch": 1}}, 400),
             ):
@@ -156,9 +195,13 @@ def test_operator_ui_actions_patch_and_delete_the_topology(k8s_cluster: Cluster,
 
             assert "deactivated" in actions.act("steered", "deactivate")
             assert kget(c, "topology", "steered", "-n", ns)["spec"]["active"] is False
-            actions.act("steered", "rebalance", num_workers=2, executors={"count": 3})
-            spec = kget(c, "topology", "steered", "-n", ns)["spec"]
-            assert spec["numWorkers"] == 2 and spec["bolts"][0]["parallelism"] == 3
+            actions.act("steered", "rebalance", num_workers=2, executors={"count": 3}, wait_secs=0.5)
+            got = kget(c, "topology", "steered", "-n", ns)
+            assert got["spec"]["numWorkers"] == 2 and got["spec"]["bolts"][0]["parallelism"] == 3
+            # the UI's wait-time rides on the patch as `kubectl squall rebalance -w` does
+            assert got["metadata"]["annotations"]["squall.io/rebalance-wait-secs"] == "0.5"
+            assert got["metadata"]["annotations"]["squall.io/rebalance-wait-generation"] == str(
+                got["metadata"]["generation"])
             actions.act("steered", "kill")
             wait_for(lambda: c.kubectl("get", "topology", "steered", "-n", ns, check=False).returncode != 0,
                      30, what="the Topology to be deleted")

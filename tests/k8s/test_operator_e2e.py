@@ -371,6 +371,55 @@ def test_deactivate_and_activate(squall: Cluster) -> None:
     assert {"Deactivated", "Activated"} <= set(reasons(c, "wordcount"))
 
 
+def test_kubectl_squall_rebalance_w_waits_as_asked(squall: Cluster) -> None:
+    """`kubectl squall rebalance -w 6`: Storm's rebalance with the asked wait instead of the
+    spec's rebalanceWaitSecs (the message timeout, 30 s): the spouts are deactivated for the
+    wait, then the executors are reassigned and the activation restored."""
+    import sys
+
+    c = squall
+    env = c.env()
+    env["PATH"] = f"{c.bin}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+
+    def kubectl_squall(*args: str) -> Any:
+        import subprocess
+
+        return subprocess.run([str(c.bin / "kubectl"), "squall", *args, "--namespace", NS], env=env,
+                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+    asked = time.time()
+    done = kubectl_squall("rebalance", "wordcount", "-e", "count=4", "-w", "6")
+    assert done.returncode == 0 and "after 6s" in done.stdout, (done.stdout, done.stderr)
+    seen = wait_for(lambda: (s := status(c, "wordcount")).get("phase") == "Rebalancing" and s, 30,
+                    what="phase Rebalancing")
+    assert cond(seen, "Active")["status"] == "False"
+    with zk_state(c) as zk:
+        base = zk.get_storm("wordcount")
+    # stored in ZooKeeper when the operator asked nimbus: due 6 s after, not 30
+    assert base is not None and base.status.value == "REBALANCING" and base.delayed_due_secs is not None
+    assert 5 <= base.delayed_due_secs - asked < 20, base.delayed_due_secs - asked
+    st = wait_for(lambda: (s := status(c, "wordcount")).get("phase") == "Running"
+                  and cond(s, "Rebalancing").get("reason") == "Completed" and s, 90, what="the rebalance to complete")
+    assert st["stormStatus"] == "ACTIVE" and cond(st, "Active")["status"] == "True"
+    requested = [e["message"] for e in events(c, "wordcount") if e["reason"] == "RebalanceRequested"]
+    assert any("in 6s (squall.io/rebalance-wait-secs)" in m for m in requested), requested
+    with zk_state(c) as zk:
+        base = zk.get_storm("wordcount")
+        assert base is not None and base.component_executors.get("count") == 4
+    # back to the executors the later tests expect, without waiting the spec's 30 s
+    done = kubectl_squall("rebalance", "wordcount", "-e", "count=2", "-w", "0")
+    assert done.returncode == 0, done.stderr
+
+    def count_executors() -> int | None:
+        with zk_state(c) as zk:
+            base = zk.get_storm("wordcount")
+        return None if base is None else base.component_executors.get("count")
+
+    wait_for(lambda: count_executors() == 2, 60, what="count back to 2 executors")
+    wait_for(lambda: (s := status(c, "wordcount")).get("phase") == "Running"
+             and cond(s, "Rebalancing").get("reason") == "Completed", 90, what="the second rebalance to complete")
+
+
 def test_invalid_specs_are_rejected_with_readable_messages(squall: Cluster) -> None:
     c = squall
     doc = yaml.safe_load(WORDCOUNT.read_text())

@@ -856,3 +856,48 @@ def test_kill_honours_the_wait_asked_by_kubectl_squall_kill_w() -> None:
     nimbus.round()
     assert "wc" not in state.storms and not api.pods
     assert nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC, kill_wait=1.0) is True
+
+
+def test_rebalance_honours_the_wait_asked_by_kubectl_squall_rebalance_w() -> None:
+    """`kubectl squall rebalance wc -n 3 -w 1` patches the spec and annotates the generation
+    that patch makes with squall.io/rebalance-wait-secs: the spouts are deactivated and the
+    reassignment comes after 1 s instead of rebalanceWaitSecs (5). The wait holds for that
+    generation only: a later edit without -w waits rebalanceWaitSecs again."""
+    ann = {"squall.io/rebalance-wait-secs": "1.5", "squall.io/rebalance-wait-generation": "2"}
+    assert kube_nimbus.rebalance_wait_from_annotations(ann) == (2, 1.5)
+    for bad in ({}, None, {"squall.io/rebalance-wait-secs": "1"},
+                {**ann, "squall.io/rebalance-wait-secs": "soon"}, {**ann, "squall.io/rebalance-wait-secs": "-1"},
+                {**ann, "squall.io/rebalance-wait-generation": "two"}):
+        assert kube_nimbus.rebalance_wait_from_annotations(bad) is None
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    api.ready_all()
+    _beat_all(state, clock, "wc")
+    nimbus.round()
+    asked = kube_nimbus.rebalance_wait_from_annotations({**ann, "squall.io/rebalance-wait-secs": "1"})
+    nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "numWorkers": 3}, rebalance_wait=asked)
+    nimbus.round()
+    assert state.storms["wc"].status is TopologyStatus.REBALANCING
+    assert _cond(_status(api), "Active")["status"] == "False"
+    assert any(r == "RebalanceRequested" and "in 1s" in m for _, r, m in api.events), api.events
+    clock.now += 1.2
+    _beat_all(state, clock, "wc")
+    nimbus.round()
+    base = state.storms["wc"]
+    assert base.status is TopologyStatus.ACTIVE and base.num_workers == 3
+    api.ready_all()
+    clock.now += 1
+    nimbus.round()
+    # generation 3 changes numWorkers without -w: the annotation of generation 2 does not apply
+    nimbus.register("ns", "wc", "uid-1", 3, {**SPEC, "numWorkers": 2}, rebalance_wait=asked)
+    nimbus.round()
+    assert state.storms["wc"].status is TopologyStatus.REBALANCING
+    clock.now += 1.2
+    _beat_all(state, clock, "wc")
+    nimbus.round()
+    assert state.storms["wc"].status is TopologyStatus.REBALANCING  # waits rebalanceWaitSecs (5)
+    clock.now += 4
+    _beat_all(state, clock, "wc")
+    nimbus.round()
+    assert state.storms["wc"].status is TopologyStatus.ACTIVE and state.storms["wc"].num_workers == 2

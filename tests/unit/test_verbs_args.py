@@ -74,3 +74,29 @@ def test_kill_wait_annotation_is_the_one_the_operator_reads() -> None:
     from squall_operator import kube_nimbus, verbs
 
     assert verbs.KILL_WAIT_ANNOTATION == kube_nimbus.KILL_WAIT_ANNOTATION
+
+
+def test_rebalance_wait_annotations_are_the_ones_the_operator_reads() -> None:
+    from squall_operator import kube_nimbus, verbs
+
+    assert verbs.REBALANCE_WAIT_ANNOTATION == kube_nimbus.REBALANCE_WAIT_ANNOTATION
+    assert verbs.REBALANCE_WAIT_GENERATION_ANNOTATION == kube_nimbus.REBALANCE_WAIT_GENERATION_ANNOTATION
+
+
+def test_format_list_of_every_namespace_has_a_namespace_column() -> None:
+    text = format_list([TopologyRow("wordcount", "ACTIVE", 28, 3, 1234, "team-a"),
+                        TopologyRow("ids", "INACTIVE", 5, 1, 7, "b")], namespaces=True)
+    lines = text.splitlines()
+    assert lines[0].split() == ["Namespace", "Topology_name", "Status", "Num_tasks", "Num_workers",
+                                "Uptime_secs"]
+    assert lines[2].split() == ["team-a", "wordcount", "ACTIVE", "28", "3", "1234"]
+    assert lines[3].split() == ["b", "ids", "INACTIVE", "5", "1", "7"]
+    assert lines[2].index("wordcount") == lines[3].index("ids") == lines[0].index("Topology_name")
+
+
+def test_all_namespaces_on_a_local_cluster_is_refused() -> None:
+    for flag in ("--all-namespaces", "-A"):
+        result = CliRunner().invoke(app, ["list", "--zookeeper", "zk:2181", flag])
+        assert result.exit_code == 2, result.output
+        assert "--all-namespaces goes with --kubernetes" in result.output and "Traceback" not in result.output
+    assert "--all-namespaces" in CliRunner().invoke(kubectl_app, ["list", "--help"]).output

@@ -128,11 +128,6 @@ class KubernetesActions:
         base = self.state.get_storm(name)
         if base is None:
             raise ActionRefused(404, f"no topology named {name!r}")
-        if wait_secs is not None and action == "rebalance":
-            default = Topology.model_validate(base.topology).spec.rebalance_wait
-            if abs(wait_secs - default) > 1e-9:
-                raise ActionRefused(400, f"on Kubernetes the rebalance waits the topology's "
-                                         f"rebalanceWaitSecs ({default:g}s); wait-time must be {default:g}")
         namespace = (base.topology.get("metadata") or {}).get("namespace")
         try:
             target = KubernetesTarget(namespace=namespace)
@@ -142,7 +137,7 @@ class KubernetesActions:
                 if action == "deactivate":
                     return target.deactivate(name)
                 if action == "rebalance":
-                    return target.rebalance(name, num_workers, executors or {}, None)
+                    return target.rebalance(name, num_workers, executors or {}, wait_secs)
                 if action == "kill":
                     return target.kill(name, wait_secs)
             finally:
