@@ -256,3 +256,29 @@ def test_ui_answers_503_when_acls_refuse_a_read(zookeeper: Any) -> None:
             server.stop()
             data.stop()
             owner.client.delete(root, recursive=True)
+
+
+def test_kubernetes_rebalance_without_options_is_refused_in_the_uis_words(zookeeper: Any) -> None:
+    """The operator UI's rebalance with a wait-time only: the Topology's spec would not change,
+    so the operator would do nothing. 400 saying what to give, before any API call (no
+    kubeconfig here), not the CLI's "-n WORKERS" line."""
+    import uuid
+
+    from squall.state import ClusterState
+    from squall.validation import parse_topology
+    from squall_operator.nimbus import initial_storm_base
+    from squall_operator.ui import ActionRefused, KubernetesActions
+
+    doc = {"apiVersion": "squall.io/v1alpha1", "kind": "Topology",
+           "metadata": {"name": "steered", "namespace": "team"},
+           "spec": {"numWorkers": 1, "spouts": [{"name": "s", "class": "m:S"}]}}
+    root = f"/squall-ui-k8s-{uuid.uuid4().hex}"
+    with ClusterState.connect(zookeeper.connect_string, root=root) as state:
+        try:
+            state.set_storm("steered", initial_storm_base(parse_topology(doc), 0.0))
+            for wait in (None, 5.0):
+                with pytest.raises(ActionRefused) as refused:
+                    KubernetesActions(state).act("steered", "rebalance", wait_secs=wait)
+                assert refused.value.status == 400 and "rebalanceOptions" in str(refused.value), refused.value
+        finally:
+            state.client.delete(root, recursive=True)

@@ -128,6 +128,11 @@ class KubernetesActions:
         base = self.state.get_storm(name)
         if base is None:
             raise ActionRefused(404, f"no topology named {name!r}")
+        if action == "rebalance" and num_workers is None and not executors:
+            # Storm UI's rebalance of the same numbers reassigns; here the spec is the truth
+            # and a spec that does not change asks the operator for nothing
+            raise ActionRefused(400, "on Kubernetes a rebalance changes the Topology's numWorkers "
+                                     "or a parallelism: give rebalanceOptions.numWorkers or .executors")
         namespace = (base.topology.get("metadata") or {}).get("namespace")
         try:
             target = KubernetesTarget(namespace=namespace)
