@@ -11,7 +11,8 @@ The tests run in file order on that release: the word count from the example fil
 activate, invalid specs, rebalance 2 -> 3 workers with every message id acked, two topologies with
 two images side by side and an image roll with every id acked, the operator killed mid-rebalance, a
 failed node (kubelet, containerd and containers killed), and `kubectl delete` with the finalizer's
-wait. The message-id pipeline (tests/integration/topologies/engine_components.py) is not in any
+wait. Also: ZooKeeper's digest ACLs (on by default) refuse a client without the chart's
+credentials. The message-id pipeline (tests/integration/topologies/engine_components.py) is not in any
 image: its module comes as a ConfigMap volume on PYTHONPATH, and its spout writes the acked ids to
 a hostPath folder the test reads (the nodes share this machine's file system).
 """
@@ -242,6 +243,77 @@ def test_chart_defaults_run_the_word_count_in_containers(release: Release) -> No
         "app.kubernetes.io/name": "squall-worker", "squall.io/topology": "wordcount"}
 
 
+def test_zookeeper_acl_is_on_by_default_and_kept_across_upgrade(release: Release) -> None:
+    """zookeeper.auth is on by default: the chart made a Secret with digest credentials, the
+    operator and the workers got them from Secrets, and the ZooKeeper in its container refuses a
+    client without them (anonymous or with a wrong password) every read and write of the word
+    count's nodes. `helm upgrade` keeps the Secret, so the running topology is undisturbed."""
+    import base64
+
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoAuthError
+
+    from squall.state import ClusterState, ZkCredentials
+
+    r = release
+    secret = r.get("secret", "squall-zk-auth")
+    creds = ZkCredentials.parse(base64.b64decode(secret["data"]["credentials"]).decode(), "the chart's Secret")
+    (op,) = r.get("pods", "-l", "app.kubernetes.io/component=operator")["items"]
+    assert {"name": "SQUALL_ZK_AUTH", "valueFrom": {"secretKeyRef": {"name": "squall-zk-auth", "key": "credentials"}}} \
+        in op["spec"]["containers"][0]["env"]
+    topo_secret = r.get("secret", "wordcount-zk-auth")
+    assert topo_secret["data"]["credentials"] == secret["data"]["credentials"]
+    assert topo_secret["metadata"]["ownerReferences"][0]["uid"] == r.get("topology", "wordcount")["metadata"]["uid"]
+    for p in r.workers("wordcount"):
+        assert {"name": "SQUALL_ZK_AUTH",
+                "valueFrom": {"secretKeyRef": {"name": "wordcount-zk-auth", "key": "credentials"}}} \
+            in p["spec"]["containers"][0]["env"]
+
+    (zk_pod,) = r.get("pods", "-l", "app.kubernetes.io/component=zookeeper")["items"]
+    hosts = f"{zk_pod['status']['podIP']}:2181"  # the machine reaches pod addresses (realnode.py)
+    with ClusterState.connect(hosts, root="/squall", credentials=creds) as owner:
+        beats = owner.get_worker_heartbeats("wordcount")
+        assert len(beats) == 2, beats
+        beat = f"/squall/workerbeats/wordcount/{next(iter(beats)).key()}"
+        acl, _ = owner.client.get_acls(beat)
+        assert [(a.id.scheme, a.id.id.split(":")[0], a.perms) for a in acl] == [("digest", creds.user, 31)], acl
+        before = owner.client.get("/squall/assignments/wordcount")[0]
+    strangers = {"anonymous": KazooClient(hosts=hosts),
+                 "wrong password": KazooClient(hosts=hosts, auth_data=[("digest", f"{creds.user}:not-the-password")])}
+    try:
+        for who, zk in strangers.items():
+            zk.start(timeout=30)
+            for path in ("/squall", "/squall/assignments/wordcount", "/squall/storms/wordcount", beat):
+                with pytest.raises(NoAuthError):
+                    zk.get(path)
+                    print(f"{who} read {path}")
+            for path in ("/squall/workerbeats/wordcount", "/squall/assignments"):
+                with pytest.raises(NoAuthError):
+                    zk.get_children(path)
+                    print(f"{who} listed {path}")
+            with pytest.raises(NoAuthError):
+                zk.set(beat, b"{}")
+            with pytest.raises(NoAuthError):
+                zk.set("/squall/assignments/wordcount", b"{}")
+            with pytest.raises(NoAuthError):
+                zk.create("/squall/assignments/intruder", b"{}")
+            with pytest.raises(NoAuthError):
+                zk.delete(beat)
+    finally:
+        for zk in strangers.values():
+            zk.stop()
+            zk.close()
+
+    # helm upgrade (same chart and values): the Secret's credentials stay, nothing restarts
+    pods = {p["metadata"]["uid"] for p in r.get("pods")["items"]}
+    r.c.helm("upgrade", "squall", str(CHART), "-n", r.ns, "--reuse-values", timeout=180)
+    assert r.get("secret", "squall-zk-auth")["data"]["credentials"] == secret["data"]["credentials"]
+    assert {p["metadata"]["uid"] for p in r.get("pods")["items"]} == pods
+    with ClusterState.connect(hosts, root="/squall", credentials=creds) as owner:
+        assert owner.client.get("/squall/assignments/wordcount")[0] == before
+        assert len(owner.get_worker_heartbeats("wordcount")) == 2
+    assert r.running("wordcount", 2)
+
 def test_deactivate_and_activate(release: Release) -> None:
     r = release
 
@@ -375,6 +447,7 @@ def test_two_images_side_by_side_and_an_image_roll_loses_no_message_id(release: 
     assert {p["metadata"]["uid"] for p in r.workers("wordcount")} == other
     assert r.status("wordcount")["phase"] == "Running"
     r.all_ids_acked("roll", out, n)
+
 
 
 def test_operator_killed_mid_rebalance_finishes_it(release: Release) -> None:

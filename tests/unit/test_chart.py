@@ -107,7 +107,7 @@ def test_default_render() -> None:
     docs = render()
     kinds = sorted({d["kind"] for d in docs})
     assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Role", "RoleBinding",
-                     "Service", "ServiceAccount", "StatefulSet"]
+                     "Secret", "Service", "ServiceAccount", "StatefulSet"]
     (deploy,) = by_kind(docs, "Deployment")
     pod = deploy["spec"]["template"]["spec"]
     (c,) = pod["containers"]
@@ -141,19 +141,21 @@ def test_rbac_is_least_privilege() -> None:
     leader = rules[("Role", "rel-squall-leader")]
     assert leader == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
                        "verbs": ["get", "create", "update"]}]
-    # secrets and network policies: only made (each Topology's CURVE pair and policy), never read
+    # secrets and network policies: only made (each Topology's CURVE pair and policy) and, for the
+    # secrets, updated (each topology's ZooKeeper credentials, zookeeper.auth, on by default);
+    # never read: the operator's own credentials come as env from the kubelet
     for rule in operator:
         if {"secrets", "networkpolicies"} & set(rule["resources"]):
-            assert rule["verbs"] == ["create"], rule
+            assert rule["verbs"] == (["create", "update"] if "secrets" in rule["resources"] else ["create"]), rule
     assert sum("secrets" in rule["resources"] for rules_ in rules.values() for rule in rules_) == 1
-    # with zookeeper.auth: also updating each topology's ZooKeeper credentials; the operator can
-    # read no Secret (its own credentials come as env from the kubelet)
-    docs = render("--set", "zookeeper.auth.enabled=true")
+    # without zookeeper.auth: CURVE's pairs are only created
+    docs = render("--set", "zookeeper.auth.enabled=false")
     secret_rules = [rule for d in docs if d["kind"] in ("Role", "ClusterRole") for rule in d["rules"]
                     if "secrets" in rule["resources"]]
-    assert secret_rules == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "update"]}]
+    assert secret_rules == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]
     # neither CURVE nor ZooKeeper credentials, nor policies: nothing about secrets anywhere
-    docs = render("--set", "worker.curve=false", "--set", "worker.networkPolicy=false")
+    docs = render("--set", "worker.curve=false", "--set", "worker.networkPolicy=false",
+                  "--set", "zookeeper.auth.enabled=false")
     rules_off = [d["rules"] for d in docs if d["kind"] in ("Role", "ClusterRole")]
     assert "secrets" not in json.dumps(rules_off) and "networkpolicies" not in json.dumps(rules_off)
 
@@ -279,8 +281,7 @@ def test_ui_service_off_by_default_and_actions_need_asking() -> None:
 
 @needs_helm
 def test_zookeeper_credentials_secret() -> None:
-    assert not by_kind(render(), "Secret")  # off by default (for now)
-    docs = render("--set", "zookeeper.auth.enabled=true")
+    docs = render()  # on by default
     (secret,) = by_kind(docs, "Secret")
     assert secret["metadata"]["name"] == "rel-squall-zk-auth"
     import base64
