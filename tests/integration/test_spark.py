@@ -220,9 +220,10 @@ def test_rows_that_do_not_fit_go_to_the_error_stream(spark: Any) -> None:
 
 
 def test_batches_go_in_as_parquet_files_removed_after_the_flush(spark: Any, tmp_path: Path) -> None:
-    """With a local master a batch reaches Spark as a Parquet file in the batch directory; the
-    file is there while Spark runs and gone after the flush, whether the batch succeeded or
-    failed; createDataFrame (`spark.batch.input: arrow`) gives the same result."""
+    """With a local master a batch of spark.batch.parquet.min.rows or more reaches Spark as a
+    Parquet file in the batch directory; the file is there while Spark runs and gone after the
+    flush, whether the batch succeeded or failed; createDataFrame (`spark.batch.input: arrow`,
+    or a smaller batch) gives the same result."""
     seen: list[list[str]] = []
 
     class Watched(Doubler):
@@ -237,16 +238,17 @@ def test_batches_go_in_as_parquet_files_removed_after_the_flush(spark: Any, tmp_
             super().flush()
 
     results = {}
-    for mode in ("auto", "arrow"):
-        bolt, coll = make_bolt(Watched, {"spark.batch.size": 2, "spark.batch.dir": str(tmp_path), "spark.batch.input": mode})
+    for mode, min_rows in (("auto", 2), ("arrow", 2), ("auto", 3)):
+        bolt, coll = make_bolt(Watched, {"spark.batch.size": 2, "spark.batch.dir": str(tmp_path), "spark.batch.input": mode,
+                                         "spark.batch.parquet.min.rows": min_rows})
         for t in [tup(FIELDS, ["a", 1]), tup(FIELDS, ["b", 2]), tup(FIELDS, ["boom", 3]), tup(FIELDS, ["c", 4])]:
             bolt.execute(t)
-        assert bolt.batch_input == ("parquet" if mode == "auto" else "arrow")
+        assert bolt.last_input == ("parquet" if (mode, min_rows) == ("auto", 2) else "arrow")
         assert len(coll.acked) == 2 and len(coll.failed) == 2 and len(coll.errors) == 1
         assert list(tmp_path.iterdir()) == []  # removed after the good batch and after the failed one
-        results[mode] = [e[1] for e in coll.emitted]
-    assert results["auto"] == results["arrow"] == [["a", 2], ["b", 4]]
-    assert [len(names) for names in seen] == [1, 1, 0, 0]  # one file per batch while Spark ran
+        results[mode, min_rows] = [e[1] for e in coll.emitted]
+    assert results["auto", 2] == results["arrow", 2] == results["auto", 3] == [["a", 2], ["b", 4]]
+    assert [len(names) for names in seen] == [1, 1, 0, 0, 0, 0]  # one file per batch while Spark ran
     assert seen[0][0].startswith("c-1-") and seen[0][0].endswith(".parquet")
     with pytest.raises(ValueError, match="spark.batch.input must be auto, parquet or arrow"):
         make_bolt(Doubler, {"spark.batch.input": "csv"})
@@ -260,9 +262,11 @@ class Passthrough(sq.SparkBatchBolt):
     schema = TYPED
 
 
-def test_batch_bolt_keeps_types_exact_through_arrow(spark: Any) -> None:
+@pytest.mark.parametrize("way_in", ["arrow", "parquet"])
+def test_batch_bolt_keeps_types_exact_through_arrow(spark: Any, way_in: str) -> None:
     """Values go to Spark and back as themselves (the wire carries datetime, date, Decimal and
-    bytes), timestamps as the same instant whatever the session's time zone."""
+    bytes), timestamps as the same instant whatever the session's time zone; through
+    createDataFrame and through a Parquet file alike."""
     utc = dt.timezone.utc
     naive = dt.datetime(2024, 3, 31, 1, 30, 0, 250)  # local time, as Spark reads a naive one
     inputs = [
@@ -281,11 +285,12 @@ def test_batch_bolt_keeps_types_exact_through_arrow(spark: Any) -> None:
     old_tz = spark.conf.get("spark.sql.session.timeZone")
     spark.conf.set("spark.sql.session.timeZone", "America/New_York")
     try:
-        bolt, coll = make_bolt(Passthrough, {"spark.batch.size": 3})
+        bolt, coll = make_bolt(Passthrough, {"spark.batch.size": 3, "spark.batch.input": way_in})
         for values in inputs:
             bolt.execute(tup(list(Passthrough.TYPED), values))
     finally:
         spark.conf.set("spark.sql.session.timeZone", old_tz)
+    assert bolt.last_input == way_in
     assert not coll.errors and not coll.failed and len(coll.acked) == 3
     got = [values for _, values, _ in coll.emitted]
     assert got == expected

@@ -65,6 +65,9 @@ log = logging.getLogger("squall.spark")
 # Defaults, chosen from the benchmark in docs/performance.md ("Spark").
 DEFAULT_BATCH_SIZE = 2000
 DEFAULT_BATCH_INTERVAL_SECS = 0.5
+# from this many rows a batch goes into Spark as a Parquet file (local master): below it,
+# createDataFrame's smaller fixed cost per batch wins (docs/performance.md, "Spark")
+PARQUET_MIN_ROWS = 5000
 DEFAULT_MASTER = "local[*]"
 ERROR_STREAM = "errors"
 ERROR_FIELDS = ["reason", "values"]
@@ -73,12 +76,14 @@ ROW_COLUMN = "_squall_row"  # the input row's index in its batch, for per-row an
 BATCH_COLUMN = "_batch_id"
 
 # Spark settings applied unless the topology config sets them (spark.conf.<key>): micro-batches
-# are small, so few shuffle partitions; no UI port per worker; Arrow for a transform's own
-# toPandas / createDataFrame(pandas) too (the bolts use Arrow whatever this says).
+# are small, so few shuffle partitions and no adaptive execution (re-planning each query
+# stage cost 0.05-0.1 s of JVM CPU per batch, docs/performance.md "Spark"); no UI port per
+# worker; Arrow for a transform's own toPandas / createDataFrame(pandas) too (the bolts use
+# Arrow whatever this says).
 SESSION_DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "4",
-    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.adaptive.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
 }
@@ -714,7 +719,10 @@ class SparkBatchBolt(Bolt):
         self.batch_input = str(conf.get("spark.batch.input", "auto"))
         if self.batch_input not in ("auto", "parquet", "arrow"):
             raise ValueError(f"spark.batch.input must be auto, parquet or arrow, not {self.batch_input!r}")
+        self.parquet_min_rows = int(conf.get("spark.batch.parquet.min.rows", PARQUET_MIN_ROWS))
         self.batch_dir = conf.get("spark.batch.dir")
+        self._local_master: bool | None = None
+        self.last_input = ""  # the way the last batch went into Spark: parquet, arrow or rows
         self._files: list[str] = []
         self.batch_started = 0.0
         self.batches = 0
@@ -824,19 +832,25 @@ class SparkBatchBolt(Bolt):
             self._warn_once("no-arrow", "pyarrow is not installed: batches go to Spark row by row (slower);"
                                         " install squall's spark extra")
         rows = self.input_schema.converted(rows, sigs)
+        self.last_input = "rows"
         return spark.createDataFrame([(*row, i) for i, row in enumerate(rows)], schema=self.input_schema.struct(),
                                      verifySchema=False)
 
     def arrow_dataframe(self, table: pa.Table, struct: StructType, spark: SparkSession) -> DataFrame:
-        """An Arrow table as a DataFrame. With a local master (or `spark.batch.input: parquet`)
-        it is written as an uncompressed Parquet file under the worker's batch directory and
-        read by Spark's vectorized Parquet reader: about half the JVM CPU per row of
-        createDataFrame(table), which parallelizes an RDD of Arrow batches and converts them to
-        rows (docs/performance.md, "Spark"). Otherwise (executors elsewhere, which cannot read a
-        local file) createDataFrame."""
-        if self.batch_input == "auto":
-            self.batch_input = "parquet" if str(spark.sparkContext.master).startswith("local") else "arrow"
-        if self.batch_input == "arrow":
+        """An Arrow table as a DataFrame. A batch of `spark.batch.parquet.min.rows` rows or more
+        with a local master (or any batch with `spark.batch.input: parquet`) is written as an
+        uncompressed Parquet file under the worker's batch directory and read by Spark's
+        vectorized Parquet reader: about half the JVM CPU per row of createDataFrame(table),
+        which parallelizes an RDD of Arrow batches and converts them to rows, for a larger fixed
+        cost per batch (docs/performance.md, "Spark"). Otherwise (a small batch, or executors
+        elsewhere, which cannot read a local file) createDataFrame."""
+        route = self.batch_input
+        if route == "auto":
+            if self._local_master is None:
+                self._local_master = str(spark.sparkContext.master).startswith("local")
+            route = "parquet" if self._local_master and table.num_rows >= self.parquet_min_rows else "arrow"
+        self.last_input = route
+        if route == "arrow":
             return spark.createDataFrame(table, schema=struct)
         import pyarrow.parquet as pq
 
