@@ -1,12 +1,13 @@
 """Rows/s through SparkBatchBolt against batch size and batch interval.
 
     .venv/bin/python bench/spark_bench.py [--master local[2]] [--quick] [--sizes 1000,20000] [--no-paced]
-        [--stages] [--input auto|parquet|arrow] [--conf spark.key=value ...]
+        [--stages] [--input auto|parquet|arrow] [--conf spark.key=value ...] [--alternate 1000,5000]
 
 The bolt runs in this process with a collector that only counts (no topology, no network), so
 the figures are the bolt's own cost: Python -> DataFrame (an Arrow table), the transform,
 collect (as Arrow), emit, ack. `--stages` prints, after each enrich run, where its time went
-(wall, Python CPU and the JVM's CPU per 1000 rows, per part of the work).
+(wall, Python CPU and the JVM's CPU per 1000 rows, per part of the work). `--alternate SIZES`
+only compares the ways into Spark and adaptive execution on and off, flush by flush in turn.
 Two transforms: `identity` (select the input) and `enrich` (a broadcast join with a 100-row
 reference table plus a computed column), the clickstream's kind of work.
 
@@ -199,7 +200,7 @@ def saturated(cls: type, size: int, n: int) -> float:
 PARTS = [
     ("take: execute() per tuple, checking types", ["all"], ["flush"]),
     ("to Arrow: the batch's columns", ["dataframe"], ["arrow_dataframe"]),
-    ("into Spark: Parquet file, DataFrame", ["arrow_dataframe"], []),
+    ("into Spark: Parquet file or createDataFrame", ["arrow_dataframe"], []),
     ("transform (planning in Python)", ["transform"], []),
     ("Spark job, result as Arrow (toArrow)", ["collect_columns"], ["values"]),
     ("Arrow -> tuple values", ["values"], []),
@@ -217,6 +218,41 @@ def print_stages(n: int) -> None:
         print(f"| {name} | {fig[0] / n * 1e6:.1f} | {fig[1] / n * 1e6:.1f} | {fig[2] / n * 1e6:.1f} |")
     tot = STAGES.get("all")
     print(f"| all | {tot[0] / n * 1e6:.1f} | {tot[1] / n * 1e6:.1f} | {tot[2] / n * 1e6:.1f} |", flush=True)
+
+
+def one_flush(cls: type, n: int) -> float:
+    """CPU seconds (Python + JVM) of one flush of n rows, triggered by the batch's last tuple."""
+    bolt, coll = make_bolt(cls, n, 3600)
+    tuples = make_tuples(n)
+    for t in tuples[:-1]:
+        bolt.execute(t)
+    c0, j0 = time.process_time(), jvm_cpu()
+    bolt.execute(tuples[-1])
+    assert coll.acked == n
+    return time.process_time() - c0 + jvm_cpu() - j0
+
+
+def alternate(spark: Any, sizes: list[int], rounds: int = 5) -> None:
+    """The fixed cost per batch: enrich flushes with each setting in turn, batch by batch, so a
+    load change on a shared machine hits every setting alike; the median CPU per flush."""
+    settings = {
+        "createDataFrame, adaptive on": ("arrow", "true"),
+        "createDataFrame, adaptive off": ("arrow", "false"),
+        "Parquet, adaptive on": ("parquet", "true"),
+        "Parquet, adaptive off": ("parquet", "false"),
+    }
+    got: dict[tuple[str, int], list[float]] = {}
+    for _ in range(rounds):
+        for size in sizes:
+            for name, (way_in, adaptive) in settings.items():
+                INPUT[0] = way_in
+                spark.conf.set("spark.sql.adaptive.enabled", adaptive)
+                got.setdefault((name, size), []).append(one_flush(Enrich, size))
+    print(f"\nPython + JVM CPU s per enrich flush, median of {rounds}, settings alternated")
+    print("| setting | " + " | ".join(f"{size} rows" for size in sizes) + " |")
+    print("| --- |" + " ---: |" * len(sizes))
+    for name in settings:
+        print(f"| {name} | " + " | ".join(f"{statistics.median(got[name, size]):.3f}" for size in sizes) + " |")
 
 
 def paced(cls: type, interval: float, rate: float, secs: float) -> tuple[float, float, float]:
@@ -251,9 +287,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer points, for a smoke run")
     ap.add_argument("--sizes", help="batch sizes of part 1, comma-separated (default 50 ... 100000)")
     ap.add_argument("--no-paced", action="store_true", help="skip part 2")
+    ap.add_argument("--alternate", metavar="SIZES",
+                    help="only compare the ways in and adaptive execution at these batch sizes, alternated")
     ap.add_argument("--stages", action="store_true", help="where each enrich run's time went, per part")
     ap.add_argument("--input", choices=["auto", "parquet", "arrow"], default="auto",
-                    help="spark.batch.input: how batches get into Spark (auto: Parquet with a local master)")
+                    help="spark.batch.input: how batches get into Spark (auto: Parquet for batches of 5000+ rows with a local master)")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark setting for the session (repeatable), e.g. spark.sql.adaptive.enabled=false")
     args = ap.parse_args()
@@ -278,6 +316,11 @@ def main() -> None:
         for _ in range(3):
             saturated(cls, 5000, 10000)
 
+    if args.alternate:
+        alternate(spark, [int(x) for x in args.alternate.split(",")])
+        stop_spark()
+        print(f"\ntotal {time.perf_counter() - t_start:.0f}s; load average at end: %.1f %.1f %.1f" % os.getloadavg())
+        return
     if args.sizes:
         sizes = [int(x) for x in args.sizes.split(",")]
     else:
