@@ -32,6 +32,7 @@ Windows, with `L` the length and `S` the sliding interval (tumbling: `S = L`):
 from __future__ import annotations
 
 import bisect
+from array import array
 import dataclasses
 import logging
 import math
@@ -425,6 +426,8 @@ class _WindowCollector:
             if runner.rooted is not None and runner.anchors:
                 return runner.emit_window(values, stream, None)
             anchors = runner.anchors
+        elif anchors:
+            self._runner.explicit = True
         return self._collector.emit(values, stream, anchors)
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default",
@@ -435,6 +438,8 @@ class _WindowCollector:
                 runner.emit_window(values, stream, task)
                 return
             anchors = runner.anchors
+        elif anchors:
+            self._runner.explicit = True
         self._collector.emit_direct(task, values, stream, anchors)
 
     def ack(self, tup: Tuple) -> None:
@@ -467,18 +472,32 @@ class _WindowAnchoring:
     anchors), once per window.
     """
 
-    __slots__ = ("collector", "owed", "roots", "owing")
+    __slots__ = ("collector", "owed", "roots", "owing", "rts", "rid", "redge")
 
-    def __init__(self, collector: Any) -> None:
+    def __init__(self, collector: Any, mirror: bool) -> None:
         self.collector = collector
         self.owed: dict[int, int] = {}  # root -> XOR of edge ids its tuples' acks still owe
         self.roots: dict[int, None] | None = None  # the current window's roots, once gathered
         self.owing = 0  # XOR of the edge ids of the current window's output copies
+        # processing-time duration windows: the windows' (timestamp, root, edge) of every anchor
+        # of every tuple, copied in C arrays as the tuple arrives (its memory is hot then), so
+        # the window burst reads none of the tuples it anchors to or acks (cold by then); same
+        # timestamps as the manager's, so the same bisections pick the same tuples
+        self.rts = array("d") if mirror else None
+        self.rid = array("q")
+        self.redge = array("q")
 
-    def emit(self, window: list[Tuple], values: Sequence[Any], stream: str, task: int | None) -> list[int]:
+    def emit(self, window: Window[Tuple], values: Sequence[Any], stream: str, task: int | None) -> list[int]:
         roots = self.roots
         if roots is None:
-            roots = self.roots = dict.fromkeys(chain.from_iterable(filter(None, map(_anchors_of, window))))
+            rts = self.rts
+            if rts is not None:
+                assert window.start is not None
+                i = bisect.bisect_right(rts, window.start)
+                roots = dict.fromkeys(self.rid[i:bisect.bisect_right(rts, window.end)])
+            else:
+                roots = dict.fromkeys(chain.from_iterable(filter(None, map(_anchors_of, window.get()))))
+            self.roots = roots
         targets: list[int]
         targets, owed = self.collector.emit_rooted(values, stream, roots, task)
         self.owing ^= owed
@@ -494,8 +513,29 @@ class _WindowAnchoring:
             for r in roots:
                 owed[r] = get(r, 0) ^ owing
 
-    def ack(self, tuples: list[Tuple]) -> None:
-        self.collector.ack_window(tuples, self.owed)
+    def ack(self, tuples: list[Tuple], first_kept: float | None, by_tuple: bool) -> None:
+        """Ack `tuples`, which left the windows; `first_kept` is the timestamp of the oldest
+        tuple still in them (None: none is). `by_tuple`: a tuple's own ack value may be set (the
+        bolt anchored to some explicitly), so read the tuples."""
+        rts = self.rts
+        if rts is None:
+            self.collector.ack_window(tuples, self.owed)
+            return
+        n = len(rts) if first_kept is None else bisect.bisect_left(rts, first_kept)
+        if by_tuple:
+            self.collector.ack_window(tuples, self.owed)
+        else:
+            self.collector.ack_roots(self.rid, self.redge, n, self.owed, len(tuples))
+        del rts[:n]
+        del self.rid[:n]
+        del self.redge[:n]
+
+    def unmirror(self) -> None:
+        """Anchors that do not fit the arrays (ids outside 64 bits, which no Squall spout or
+        collector makes): read the tuples from now on."""
+        self.rts = None
+        self.rid = array("q")
+        self.redge = array("q")
 
 
 class WindowedBoltExecutor:
@@ -511,6 +551,9 @@ class WindowedBoltExecutor:
         self._next_watermark = clock() + config.watermark_interval
         # the tuples of the window being executed (emits are anchored to them by default)
         self.anchors: list[Tuple] = []
+        self.window: Window[Tuple] | None = None
+        # the bolt gave anchors of its own to an emit: the tuples' ack values may be set
+        self.explicit = False
         # with the worker's collector (`emit_rooted` / `ack_window`): window emits are anchored
         # per root (see _WindowAnchoring); None with any other collector (the stateful harness
         # records acks itself): then per tuple, through the collector's own `emit` and `ack`
@@ -522,14 +565,18 @@ class WindowedBoltExecutor:
 
     def prepare(self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector) -> None:
         self.collector = collector
-        if hasattr(collector, "emit_rooted") and hasattr(collector, "ack_window"):
-            self.rooted = _WindowAnchoring(collector)
+        if all(hasattr(collector, m) for m in ("emit_rooted", "ack_window", "ack_roots")):
+            config = self.config
+            mirror = not config.event_time and not config.sliding.count and not config.length.count
+            self.rooted = _WindowAnchoring(collector, mirror)
+            if mirror:
+                setattr(self, "execute", self._execute_mirrored)  # noqa: B010 - the hot path
         self.bolt.prepare(conf, context, _WindowCollector(self, collector))
 
     def emit_window(self, values: Sequence[Any], stream: str, task: int | None) -> list[int]:
         """An emit from `execute(window)` anchored to the window (the default), per root."""
-        assert self.rooted is not None
-        return self.rooted.emit(self.anchors, values, stream, task)
+        assert self.rooted is not None and self.window is not None
+        return self.rooted.emit(self.window, values, stream, task)
 
     def _execute_timed(self, tup: Tuple) -> None:
         """`execute` for processing-time windows slid by duration, the common case: a tuple only
@@ -544,6 +591,34 @@ class WindowedBoltExecutor:
             now = stamps[-1]  # a clock stepped back: keep arrival order
         stamps.append(now)
         m.items.append(tup)
+
+    def _execute_mirrored(self, tup: Tuple) -> None:
+        """`_execute_timed` that also copies the tuple's anchors into the window's arrays."""
+        if tup.stream == TICK_STREAM:
+            self.collector.ack(tup)
+            return
+        m = self.manager
+        stamps = m.ts
+        now = self.clock()
+        if stamps and stamps[-1] > now:
+            now = stamps[-1]  # a clock stepped back: keep arrival order
+        stamps.append(now)
+        m.items.append(tup)
+        a = tup.anchors
+        if a:
+            rooted = self.rooted
+            assert rooted is not None and rooted.rts is not None
+            rid, redge, rts = rooted.rid, rooted.redge, rooted.rts
+            try:
+                for r, e in a.items():
+                    rid.append(r)
+                    redge.append(e)
+                    rts.append(now)
+            except OverflowError:
+                log.warning("a tuple from %s:%s is anchored to ids outside 64 bits: this window "
+                            "reads its tuples' anchors from now on", tup.source_component, tup.stream)
+                rooted.unmirror()
+                setattr(self, "execute", self._execute_timed)  # noqa: B010
 
     def execute(self, tup: Tuple) -> None:
         if tup.stream == TICK_STREAM:
@@ -602,6 +677,7 @@ class WindowedBoltExecutor:
         them, its tree would complete before their outputs were processed (or never)."""
         rooted = self.rooted
         for window in windows:
+            self.window = window
             self.anchors = window.get()
             try:
                 self.bolt.execute(window)
@@ -611,10 +687,12 @@ class WindowedBoltExecutor:
                 if rooted is not None:
                     rooted.close_window()
                 self.anchors = []
+                self.window = None
         evicted = self.manager.take_evicted()
         if evicted:
             if rooted is not None:
-                rooted.ack(evicted)
+                stamps = self.manager.ts
+                rooted.ack(evicted, stamps[0] if stamps else None, self.explicit)
             else:
                 for tup in evicted:
                     self.collector.ack(tup)

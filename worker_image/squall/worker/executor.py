@@ -810,6 +810,22 @@ class BoltCollector:
                     acks[r] = acks.get(r, 0) ^ x
         ex.stats.acked += len(tuples)
 
+    def ack_roots(self, roots: Sequence[int], edges: Sequence[int], n: int, owed: dict[int, int],
+                  tuples: int) -> None:
+        """`ack_window` from a windowed bolt's copy of its tuples' anchors: the first `n` (root,
+        edge) pairs, which `tuples` tuples that left the windows had (their ack values unset)."""
+        ex = self.ex
+        acks = ex.out.acks
+        for i in range(n):
+            r = roots[i]
+            x = edges[i]
+            if owed:
+                d = owed.pop(r, None)
+                if d is not None:
+                    x ^= d
+            acks[r] = acks.get(r, 0) ^ x
+        ex.stats.acked += tuples
+
     def ack(self, tup: Tuple) -> None:
         ex = self.ex
         a = tup.anchors
