@@ -6,9 +6,13 @@ anchored)."""
 from __future__ import annotations
 
 import collections
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from squall import WindowedBolt
+
+_values = attrgetter("values")
+_first = itemgetter(0)
 
 
 class SlidingWordCount(WindowedBolt):
@@ -23,13 +27,17 @@ class SlidingWordCount(WindowedBolt):
 
     def execute(self, window: Any) -> None:
         counts = self.counts
-        for tup in window.get_new():
-            counts[tup.values[0]] += 1
-        for tup in window.get_expired():
-            word = tup.values[0]
-            counts[word] -= 1
-            if not counts[word]:
+        # a window's words counted in C (Counter over a map), not a Python loop per tuple
+        counts.update(map(_first, map(_values, window.get_new())))
+        expired = window.get_expired()
+        if expired:
+            counts.subtract(collections.Counter(map(_first, map(_values, expired))))
+            for word in [w for w, n in counts.items() if n <= 0]:
                 del counts[word]
         if counts:
-            word, n = max(counts.items(), key=lambda kv: kv[1])
+            word, n = max(counts.items(), key=_second)
             self.collector.emit([word, n], anchors=self.anchors)
+
+
+def _second(kv: tuple[str, int]) -> int:
+    return kv[1]

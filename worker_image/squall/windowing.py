@@ -508,10 +508,7 @@ class _WindowAnchoring:
         roots, owing = self.roots, self.owing
         self.roots, self.owing = None, 0
         if owing and roots:
-            owed = self.owed
-            get = owed.get
-            for r in roots:
-                owed[r] = get(r, 0) ^ owing
+            self.collector.owe_roots(roots, owing, self.owed)
 
     def ack(self, tuples: list[Tuple], first_kept: float | None, by_tuple: bool) -> None:
         """Ack `tuples`, which left the windows; `first_kept` is the timestamp of the oldest
@@ -565,7 +562,7 @@ class WindowedBoltExecutor:
 
     def prepare(self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector) -> None:
         self.collector = collector
-        if all(hasattr(collector, m) for m in ("emit_rooted", "ack_window", "ack_roots")):
+        if all(hasattr(collector, m) for m in ("emit_rooted", "owe_roots", "ack_window", "ack_roots")):
             config = self.config
             mirror = not config.event_time and not config.sliding.count and not config.length.count
             self.rooted = _WindowAnchoring(collector, mirror)

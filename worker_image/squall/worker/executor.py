@@ -792,6 +792,11 @@ class BoltCollector:
                 ex.put_tuple(t, [t, self.task, stream, values, None])
         return targets, owed
 
+    def owe_roots(self, roots: dict[int, None], owing: int, owed: dict[int, int]) -> None:
+        """After a window's emits (`emit_rooted`): each of its roots owes `owing` more."""
+        for r in roots:
+            owed[r] = owed.get(r, 0) ^ owing
+
     def ack_window(self, tuples: list[Tuple], owed: dict[int, int]) -> None:
         """Ack the tuples that left a windowed bolt's last window, paying with them what its
         window emits owe their roots (`emit_rooted`): one XOR per root into this turn's acks."""
