@@ -18,6 +18,8 @@ import http.client
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -215,6 +217,14 @@ def id_pipeline(name: str, out: Path, count: int, workers: int = 2, rate: float 
     }
 
 
+def kubectl_squall(c: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    """`kubectl squall ARGS --namespace squall-e2e`: kubectl finds the plugin on PATH."""
+    env = c.env()
+    env["PATH"] = f"{c.bin}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run([str(c.bin / "kubectl"), "squall", *args, "--namespace", NS], env=env,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
 def delete_and_wait_gone(c: Cluster, name: str, timeout: float = 90) -> None:
     c.kubectl("delete", "topology", name, "-n", NS, "--wait=false")
     wait_for(lambda: c.kubectl("get", "topology", name, "-n", NS, check=False).returncode != 0, timeout,
@@ -375,20 +385,9 @@ def test_kubectl_squall_rebalance_w_waits_as_asked(squall: Cluster) -> None:
     """`kubectl squall rebalance -w 6`: Storm's rebalance with the asked wait instead of the
     spec's rebalanceWaitSecs (the message timeout, 30 s): the spouts are deactivated for the
     wait, then the executors are reassigned and the activation restored."""
-    import sys
-
     c = squall
-    env = c.env()
-    env["PATH"] = f"{c.bin}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-
-    def kubectl_squall(*args: str) -> Any:
-        import subprocess
-
-        return subprocess.run([str(c.bin / "kubectl"), "squall", *args, "--namespace", NS], env=env,
-                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-
     asked = time.time()
-    done = kubectl_squall("rebalance", "wordcount", "-e", "count=4", "-w", "6")
+    done = kubectl_squall(c, "rebalance", "wordcount", "-e", "count=4", "-w", "6")
     assert done.returncode == 0 and "after 6s" in done.stdout, (done.stdout, done.stderr)
     seen = wait_for(lambda: (s := status(c, "wordcount")).get("phase") == "Rebalancing" and s, 30,
                     what="phase Rebalancing")
@@ -407,7 +406,7 @@ def test_kubectl_squall_rebalance_w_waits_as_asked(squall: Cluster) -> None:
         base = zk.get_storm("wordcount")
         assert base is not None and base.component_executors.get("count") == 4
     # back to the executors the later tests expect, without waiting the spec's 30 s
-    done = kubectl_squall("rebalance", "wordcount", "-e", "count=2", "-w", "0")
+    done = kubectl_squall(c, "rebalance", "wordcount", "-e", "count=2", "-w", "0")
     assert done.returncode == 0, done.stderr
 
     def count_executors() -> int | None:
@@ -418,6 +417,37 @@ def test_kubectl_squall_rebalance_w_waits_as_asked(squall: Cluster) -> None:
     wait_for(lambda: count_executors() == 2, 60, what="count back to 2 executors")
     wait_for(lambda: (s := status(c, "wordcount")).get("phase") == "Running"
              and cond(s, "Rebalancing").get("reason") == "Completed", 90, what="the second rebalance to complete")
+
+
+def test_kubectl_squall_kill_w_waits_as_asked(squall: Cluster, tmp_path: Path) -> None:
+    """`kubectl squall kill -w 8` on a topology whose killWaitSecs is 120: the operator's kill
+    deactivates, waits 8 s (the annotation on the deleted resource), then removes the workers
+    and the resource, long before 120 s."""
+    c = squall
+    doc = id_pipeline("quick", tmp_path / "out", 0, workers=1, rate=50)
+    doc["spec"]["killWaitSecs"] = 120
+    apply_doc(c, doc)
+    wait_for(lambda: running(c, "quick", 1), 120, what="quick Running 1/1")
+    uid = topo(c, "quick")["metadata"]["uid"]
+    asked = time.time()
+    done = kubectl_squall(c, "kill", "quick", "-w", "8")
+    assert done.returncode == 0 and "after 8s" in done.stdout, (done.stdout, done.stderr)
+
+    def killed() -> Any:
+        with zk_state(c) as zk:
+            base = zk.get_storm("quick")
+        return base if base is not None and base.status.value == "KILLED" else None
+
+    base = wait_for(killed, 30, what="the kill in ZooKeeper")
+    # the due time nimbus stored: 8 s after the request, not killWaitSecs' 120
+    assert base.delayed_due_secs is not None and 7 <= base.delayed_due_secs - asked < 30, base.delayed_due_secs - asked
+    wait_for(lambda: c.kubectl("get", "topology", "quick", "-n", NS, check=False).returncode != 0, 90,
+             what="the resource to be removed")
+    assert time.time() - asked < 120
+    assert not worker_pods(c, "quick")
+    messages = [e["message"] for e in kget(c, "events", "-n", NS)["items"]
+                if e["involvedObject"].get("uid") == uid and e["reason"] == "Killing"]
+    assert any("in 8s (squall.io/kill-wait-secs)" in m for m in messages), messages
 
 
 def test_invalid_specs_are_rejected_with_readable_messages(squall: Cluster) -> None:
