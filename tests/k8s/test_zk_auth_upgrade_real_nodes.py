@@ -1,0 +1,141 @@
+"""`helm upgrade` of a release installed with ZooKeeper's ACLs off (the chart's default before
+they were turned on) to `zookeeper.auth.enabled=true`, under an acked load, on real nodes
+(docs/reliability.md, "ZooKeeper ACLs").
+
+The upgrade makes the credentials' Secret and restarts the operator with them; the workers' pod
+template changes with it, so the operator rolls the running topology's workers onto the
+credentials (a slot at a time) and every message id is still acked. What the topology's nodes
+look like to a stranger right after is printed; once the topology is submitted again, a client
+without the credentials is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import wait_for
+from .realnode import RealNodeCluster
+from .test_chart_real_nodes import CHART, COMPONENTS, Release, _ready
+
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def old_release(real_cluster: RealNodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
+    """The chart installed with zookeeper.auth.enabled=false (ZooKeeper on an emptyDir)."""
+    c = real_cluster
+    ns = "squall-upgrade"
+    c.kubectl("create", "namespace", ns)
+    tmp = tmp_path_factory.mktemp("zk-upgrade")
+    os.chmod(tmp, 0o755)
+    r = Release(c, ns, tmp)
+    try:
+        r.kubectl("create", "configmap", "e2e-components", f"--from-file={COMPONENTS}")
+        c.helm("install", "squall", str(CHART), "-n", ns, "--set", "zookeeper.auth.enabled=false",
+               "--set", "zookeeper.persistence.enabled=false",
+               "--set", "operator.nodeSelector.kubernetes\\.io/hostname=node-1", timeout=180)
+        for comp in ("zookeeper", "operator"):
+            wait_for(lambda: [p for p in r.get("pods", "-l", f"app.kubernetes.io/component={comp}")["items"]
+                              if _ready(p)], 180, what=f"{comp} Ready")
+        yield r
+    finally:
+        print("---- operator log (tail) ----\n" + r.kubectl(
+            "logs", "deploy/squall-operator", "--tail=60", check=False).stdout[-6000:])
+        crd = c.kubectl("get", "crd", "topologies.squall.io", check=False).returncode == 0
+        for t in r.get("topologies").get("items", []) if crd else []:
+            r.kubectl("delete", "topology", t["metadata"]["name"], "--wait=false", check=False)
+        deadline = time.monotonic() + 90
+        while crd and time.monotonic() < deadline and r.get("topologies").get("items"):
+            time.sleep(1)
+        c.helm("uninstall", "squall", "-n", ns, "--wait", "--timeout", "60s", check=False, timeout=90)
+        for t in r.get("topologies").get("items", []) if crd else []:
+            r.kubectl("patch", "topology", t["metadata"]["name"], "--type=merge",
+                      "-p", '{"metadata":{"finalizers":[]}}', check=False)
+        c.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def _has_credentials(pod: dict[str, Any]) -> bool:
+    return any(e["name"] == "SQUALL_ZK_AUTH" for e in pod["spec"]["containers"][0].get("env", []))
+
+
+def test_upgrade_turns_zookeeper_acls_on_for_a_running_topology(old_release: Release) -> None:
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoAuthError
+
+    from squall.state import ClusterState, ZkCredentials
+
+    r = old_release
+    assert r.kubectl("get", "secret", "squall-zk-auth", check=False).returncode != 0
+    n = 6000
+    out = r.out_dir("ids")
+    r.apply(r.id_pipeline("ids", out, n, workers=2, rate=100))
+    wait_for(lambda: r.running("ids", 2), 240, interval=1, what="ids Running 2/2")
+    wait_for(lambda: r.acked("ids") >= 100, 90, interval=1, what="the first acks")
+    assert not any(_has_credentials(p) for p in r.workers("ids"))
+    (zk_pod,) = r.get("pods", "-l", "app.kubernetes.io/component=zookeeper")["items"]
+    hosts = f"{zk_pod['status']['podIP']}:2181"
+    stranger = KazooClient(hosts=hosts)
+    stranger.start(timeout=30)
+    try:
+        assert stranger.get("/squall/assignments/ids")[0], "open before the upgrade"
+        (op,) = r.get("pods", "-l", "app.kubernetes.io/component=operator")["items"]
+        t0 = time.monotonic()
+        r.c.helm("upgrade", "squall", str(CHART), "-n", r.ns, "--reuse-values",
+                 "--set", "zookeeper.auth.enabled=true", timeout=180)
+        secret = r.get("secret", "squall-zk-auth")
+        creds = ZkCredentials.parse(base64.b64decode(secret["data"]["credentials"]).decode(), "the chart's Secret")
+
+        def new_operator() -> bool:
+            pods = [p for p in r.get("pods", "-l", "app.kubernetes.io/component=operator")["items"]
+                    if not p["metadata"].get("deletionTimestamp")]
+            return len(pods) == 1 and pods[0]["metadata"]["uid"] != op["metadata"]["uid"] \
+                and _has_credentials(pods[0]) and _ready(pods[0])
+
+        wait_for(new_operator, 180, interval=1, what="the operator restarted with the credentials")
+        # the workers' pod template changed with the credentials: rolled onto them
+        st = wait_for(lambda: (s := r.running("ids", 2)) and len(r.workers("ids")) == 2
+                      and all(_has_credentials(p) for p in r.workers("ids")) and s,
+                      300, interval=1, what="ids rolled onto the credentials, Running 2/2")
+        print(f"upgraded and rolled in {time.monotonic() - t0:.1f}s; events {r.reasons('ids')}")
+        assert {"RollStarted", "RollCompleted"} <= set(r.reasons("ids")), r.reasons("ids")
+        assert st["stormStatus"] == "ACTIVE"
+        wait_for(lambda: list(out.glob("spout-*.done")), 300, interval=1, what="every message id acked")
+        with ClusterState.connect(hosts, root="/squall", credentials=creds) as owner:
+            beats = owner.get_worker_heartbeats("ids")
+            assert len(beats) == 2, beats
+            beat = f"/squall/workerbeats/ids/{next(iter(beats)).key()}"
+        seen = {}
+        for path in ("/squall/storms/ids", "/squall/assignments/ids", beat):
+            try:
+                stranger.get(path)
+                seen[path] = "open"
+            except NoAuthError:
+                seen[path] = "closed"
+        print(f"after the upgrade, to a client without the credentials: {seen}")
+        summary = r.all_ids_acked("ids", out, n, timeout=10)
+        print(f"spout summary: acks {summary['acks']}, failed {summary['failed']}, opens {summary['opens']}")
+
+        # submitted again: its nodes are made with the ACL
+        again = r.out_dir("again")
+        r.apply(r.id_pipeline("ids", again, 0, workers=2, rate=50))
+        wait_for(lambda: r.running("ids", 2), 240, interval=1, what="ids Running 2/2 again")
+        with ClusterState.connect(hosts, root="/squall", credentials=creds) as owner:
+            beats = wait_for(lambda: len(b := owner.get_worker_heartbeats("ids")) == 2 and b, 60,
+                             what="2 heartbeats")
+            beat = f"/squall/workerbeats/ids/{next(iter(beats)).key()}"
+        for path in ("/squall/storms/ids", "/squall/assignments/ids", beat):
+            with pytest.raises(NoAuthError):
+                stranger.get(path)
+        with pytest.raises(NoAuthError):
+            stranger.set(beat, b"{}")
+        r.delete_and_wait_gone("ids")
+    finally:
+        stranger.stop()
+        stranger.close()
