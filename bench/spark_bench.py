@@ -1,7 +1,7 @@
 """Rows/s through SparkBatchBolt against batch size and batch interval.
 
     .venv/bin/python bench/spark_bench.py [--master local[2]] [--quick] [--sizes 1000,20000] [--no-paced]
-        [--stages] [--input auto|parquet|arrow] [--conf spark.key=value ...] [--alternate 1000,5000]
+        [--stages] [--input auto|parquet|arrow] [--overlap] [--conf spark.key=value ...] [--alternate 1000,5000]
 
 The bolt runs in this process with a collector that only counts (no topology, no network), so
 the figures are the bolt's own cost: Python -> DataFrame (an Arrow table), the transform,
@@ -157,12 +157,14 @@ def make_tuples(n: int) -> list[Tuple]:
 
 
 INPUT = ["auto"]  # spark.batch.input for the bolts (--input)
+OVERLAP = [False]  # spark.batch.overlap for the bolts (--overlap)
 
 
 def make_bolt(cls: type, size: int, interval: float) -> tuple[SparkBatchBolt, CountingCollector]:
     bolt, coll = cls(), CountingCollector()
     bolt.prepare({"spark.batch.size": size, "spark.batch.interval.secs": interval,
-                  "topology.tick.tuple.freq.secs": 0.05, "spark.batch.input": INPUT[0]}, Ctx(), coll)
+                  "topology.tick.tuple.freq.secs": 0.05, "spark.batch.input": INPUT[0],
+                  "spark.batch.overlap": OVERLAP[0]}, Ctx(), coll)
     return bolt, coll
 
 
@@ -292,6 +294,9 @@ def main() -> None:
     ap.add_argument("--stages", action="store_true", help="where each enrich run's time went, per part")
     ap.add_argument("--input", choices=["auto", "parquet", "arrow"], default="auto",
                     help="spark.batch.input: how batches get into Spark (auto: Parquet for batches of 5000+ rows with a local master)")
+    ap.add_argument("--batches", type=int, default=2, help="batches per saturated run (default 2)")
+    ap.add_argument("--overlap", action="store_true",
+                    help="spark.batch.overlap: take the next batch while Spark runs the last")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark setting for the session (repeatable), e.g. spark.sql.adaptive.enabled=false")
     args = ap.parse_args()
@@ -301,6 +306,7 @@ def main() -> None:
     conf: dict[str, Any] = {"spark.master": args.master, "spark.conf.spark.sql.shuffle.partitions": 2}
     conf.update({f"spark.conf.{k}": v for k, v in (c.split("=", 1) for c in args.conf)})
     INPUT[0] = args.input
+    OVERLAP[0] = args.overlap
     spark = get_spark(conf)
     spark.sparkContext.setLogLevel("ERROR")
     global JVM_PID
@@ -330,7 +336,7 @@ def main() -> None:
     print("| batch size | identity rows/s | enrich rows/s | enrich ms/batch | identity CPU | enrich CPU |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     for size in sizes:
-        n = max(2 * size, 2000)
+        n = max(args.batches * size, 2000)
         r_id = saturated(Identity, size, n)
         r_en = saturated(Enrich, size, n)
         cpu_id = CPU["Identity"]

@@ -254,6 +254,55 @@ def test_batches_go_in_as_parquet_files_removed_after_the_flush(spark: Any, tmp_
         make_bolt(Doubler, {"spark.batch.input": "csv"})
 
 
+def test_overlap_takes_the_next_batch_while_spark_runs_the_last(spark: Any) -> None:
+    """spark.batch.overlap: a full batch goes to the bolt's Spark thread and execute() returns;
+    its result is emitted and its inputs acked on the executor's thread (a later execute, a tick
+    or flush), in order, after the batch before; a failed batch fails its inputs and emits none
+    of its rows."""
+    import threading
+
+    spark_threads: set[str] = set()
+
+    class Slow(Doubler):
+        def transform(self, df: Any, spark: Any) -> Any:
+            spark_threads.add(threading.current_thread().name)
+            from pyspark.sql import functions as F
+
+            if df.where(F.col("id") == "boom").count():
+                raise RuntimeError("boom")
+            return super().transform(df, spark)
+
+    class Recording(FakeCollector):
+        def emit(self, values: Any, stream: str = "default", anchors: Any = None, msg_id: Any = None) -> list[int]:
+            assert threading.current_thread() is threading.main_thread()
+            return super().emit(values, stream, anchors, msg_id)
+
+    bolt, coll = Slow(), Recording()
+    bolt.prepare({"topology.tick.tuple.freq.secs": 1, "spark.batch.size": 2, "spark.batch.overlap": True},
+                 FakeContext(), coll)
+    first = [tup(FIELDS, ["a", 1]), tup(FIELDS, ["b", 2])]
+    for t in first:
+        bolt.execute(t)
+    assert bolt._inflight is not None and not coll.acked  # on the Spark thread; execute returned
+    second = [tup(FIELDS, ["boom", 3]), tup(FIELDS, ["c", 4])]
+    for t in second:  # the second batch waits for the first, then goes to the Spark thread
+        bolt.execute(t)
+    assert coll.acked == first and [e[1] for e in coll.emitted] == [["a", 2], ["b", 4]]
+    assert [e[2] for e in coll.emitted] == first  # each row anchored to its own input
+    third = [tup(FIELDS, ["d", 5])]
+    bolt.execute(third[0])
+    deadline = time.monotonic() + 120
+    while not coll.failed and time.monotonic() < deadline:  # a tick finishes a batch that is done
+        time.sleep(0.05)
+        bolt.execute(tick())
+    assert coll.failed == second and len(coll.errors) == 1 and "boom" in str(coll.errors[0])
+    bolt.flush()  # the partial batch, synchronously
+    assert coll.acked == first + third and [e[1] for e in coll.emitted] == [["a", 2], ["b", 4], ["d", 10]]
+    assert bolt._inflight is None and all(name.startswith("spark-c") for name in spark_threads - {"MainThread"})
+    assert any(name.startswith("spark-c") for name in spark_threads)
+    bolt.cleanup()
+
+
 class Passthrough(sq.SparkBatchBolt):
     TYPED = {"id": "string", "ts": "timestamp", "day": "date", "price": "decimal(10,3)", "blob": "binary",
              "ok": "boolean", "ratio": "double", "n": "bigint", "tags": "array<string>",

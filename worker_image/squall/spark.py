@@ -43,6 +43,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -692,6 +693,10 @@ class SparkBatchBolt(Bolt):
       spark.schema.required     fields that must not be null
       spark.transform           module:function, DataFrame -> DataFrame
       spark.output.fields       fields of the emitted tuples (default: the declared default stream)
+      spark.batch.input         auto (default: Parquet file from spark.batch.parquet.min.rows rows
+                                with a local master, else createDataFrame), parquet or arrow
+      spark.batch.overlap       take the next batch while the bolt's Spark thread runs the last
+                                (default false); results are emitted on the executor's thread
       spark.master, spark.app.name, spark.conf.<key>: the process's SparkSession
 
     Input rows that do not fit the schema go to the `errors` stream as [reason, values] (declare
@@ -720,6 +725,12 @@ class SparkBatchBolt(Bolt):
         if self.batch_input not in ("auto", "parquet", "arrow"):
             raise ValueError(f"spark.batch.input must be auto, parquet or arrow, not {self.batch_input!r}")
         self.parquet_min_rows = int(conf.get("spark.batch.parquet.min.rows", PARQUET_MIN_ROWS))
+        self.overlap = str(conf.get("spark.batch.overlap", False)).lower() in ("true", "1", "yes")
+        self._pool: ThreadPoolExecutor | None = None
+        self._inflight: tuple[list[Tuple], Future[list[tuple[list[Any], str, Any]]]] | None = None
+        self._emits = _KeptEmits(collector)
+        if self.overlap:  # what the Spark thread emits waits for the executor's thread
+            self.collector = self._emits
         self.batch_dir = conf.get("spark.batch.dir")
         self._local_master: bool | None = None
         self.last_input = ""  # the way the last batch went into Spark: parquet, arrow or rows
@@ -760,9 +771,11 @@ class SparkBatchBolt(Bolt):
 
     # -- batching --------------------------------------------------------------------------
     def execute(self, tup: Tuple) -> None:
+        if self._inflight is not None:
+            self._finish_overlapped(wait=False)
         if tup.is_tick():
             if self.batch and time.monotonic() - self.batch_started >= self.batch_interval:
-                self.flush()
+                self._flush_due()
             return
         try:
             row, sig = self.input_schema.take(tup)
@@ -776,7 +789,7 @@ class SparkBatchBolt(Bolt):
         self.rows.append(row)
         self.sigs.append(sig)
         if len(self.batch) >= self.batch_size or now - self.batch_started >= self.batch_interval:
-            self.flush()
+            self._flush_due()
 
     def reject(self, tup: Tuple, reason: str) -> None:
         """A bad input: [reason, values] on the errors stream, and the input is acked."""
@@ -788,28 +801,89 @@ class SparkBatchBolt(Bolt):
         self.collector.ack(tup)
 
     def flush(self) -> None:
-        """Run the current batch through Spark; ack its inputs after success, fail them on error."""
+        """Run the current batch through Spark; ack its inputs after success, fail them on error.
+        With `spark.batch.overlap`, the batch still running is finished first: when flush
+        returns, every batch taken so far is done."""
+        self._finish_overlapped(wait=True)
         batch, rows, sigs = self.batch, self.rows, self.sigs
         self.batch, self.rows, self.sigs = [], [], []
         if not batch:
             return
         self.batches += 1
         try:
-            spark = get_spark(self.conf)
-            try:
-                df = self.dataframe(rows, spark, sigs)
-                self.handle_result(self.transform(df, spark), batch, spark)
-            finally:
-                self._remove_files()
+            self._run_batch(batch, rows, sigs)
         except Exception as exc:
-            self.batches_failed += 1
-            self.collector.report_error(
-                SparkBatchError(f"batch of {len(batch)} tuples failed, inputs failed for replay: {exc}"))
-            for t in batch:
-                self.collector.fail(t)
+            self._batch_failed(batch, exc)
             return
         for t in batch:
             self.collector.ack(t)
+
+    def _run_batch(self, batch: list[Tuple], rows: list[Sequence[Any]], sigs: list[_Signature | None]) -> None:
+        spark = get_spark(self.conf)
+        try:
+            df = self.dataframe(rows, spark, sigs)
+            self.handle_result(self.transform(df, spark), batch, spark)
+        finally:
+            self._remove_files()
+
+    def _batch_failed(self, batch: list[Tuple], exc: BaseException) -> None:
+        self.batches_failed += 1
+        self.collector.report_error(
+            SparkBatchError(f"batch of {len(batch)} tuples failed, inputs failed for replay: {exc}"))
+        for t in batch:
+            self.collector.fail(t)
+
+    def _flush_due(self) -> None:
+        """The batch is full or old enough: flush it, or with `spark.batch.overlap` hand it to
+        the bolt's Spark thread (after the one before it finished) and go on taking tuples."""
+        if not self.overlap:
+            self.flush()
+            return
+        self._finish_overlapped(wait=True)
+        batch, rows, sigs = self.batch, self.rows, self.sigs
+        self.batch, self.rows, self.sigs = [], [], []
+        self.batches += 1
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"spark-{self.context.component_id}")
+        self._inflight = (batch, self._pool.submit(self._overlapped, batch, rows, sigs))
+
+    def _overlapped(self, batch: list[Tuple], rows: list[Sequence[Any]],
+                    sigs: list[_Signature | None]) -> list[tuple[list[Any], str, Any]]:
+        """On the Spark thread: the batch, with what it emits kept for the executor's thread."""
+        out: list[tuple[list[Any], str, Any]] = []
+        self._emits.out = out
+        try:
+            self._run_batch(batch, rows, sigs)
+        finally:
+            self._emits.out = None
+        return out
+
+    def _finish_overlapped(self, wait: bool) -> None:
+        """On the executor's thread: emit the result of the batch on the Spark thread and ack its
+        inputs (or fail them), once it is done (at once with `wait`)."""
+        if self._inflight is None:
+            return
+        batch, future = self._inflight
+        if not wait and not future.done():
+            return
+        self._inflight = None
+        try:
+            emitted = future.result()
+            emit = self._emits.collector.emit
+            for values, stream, anchors in emitted:
+                emit(values, stream=stream, anchors=anchors)
+        except Exception as exc:
+            self._batch_failed(batch, exc)
+            return
+        for t in batch:
+            self.collector.ack(t)
+
+    def cleanup(self) -> None:
+        """A batch still on the Spark thread is not acked (its trees fail and are replayed),
+        like a partial batch."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     def dataframe(self, rows: Sequence[Sequence[Any]], spark: SparkSession,
                   sigs: Sequence[_Signature | None] | None = None) -> DataFrame:
@@ -911,6 +985,26 @@ class SparkBatchBolt(Bolt):
             for values in zip(*columns):
                 emit(list(values), anchors=batch)
         self.rows_emitted += len(columns[0]) if columns else 0
+
+
+class _KeptEmits(threading.local):
+    """The collector of a bolt with `spark.batch.overlap`: an emit on a thread that set `out`
+    (the bolt's Spark thread) is kept there, to be emitted by the executor's thread; every other
+    call goes to the executor's collector."""
+
+    out: list[tuple[list[Any], str, Any]] | None = None
+
+    def __init__(self, collector: Any) -> None:
+        self.collector = collector
+
+    def emit(self, values: Any, stream: str = DEFAULT_STREAM, anchors: Any = None) -> list[int]:
+        if self.out is None:
+            return self.collector.emit(values, stream=stream, anchors=anchors)  # type: ignore[no-any-return]
+        self.out.append((list(values), stream, anchors))
+        return []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.collector, name)
 
 
 # -- the sink ----------------------------------------------------------------------------------
