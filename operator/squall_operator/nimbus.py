@@ -225,7 +225,14 @@ class Nimbus:
         del self.events[:-100]
 
     def startup(self) -> None:
-        """Resume pending delayed actions of every stored topology (after a nimbus restart)."""
+        """Close the nodes left open by a cluster that ran without ZooKeeper ACLs (when this
+        nimbus has credentials), then resume pending delayed actions of every stored topology
+        (after a nimbus restart)."""
+        if self.state.credentials is not None:
+            closed, refused = self.state.close_open_nodes()
+            log.info("ZooKeeper ACLs: closed %d node(s) under %s that were open (made before ACLs were on)%s",
+                     closed, self.state.root, f"; {refused} with another user's ACL left as they were"
+                     if refused else "")
         for topo in self.state.storm_ids():
             try:
                 self.act(topo, lifecycle.Action.startup())

@@ -154,3 +154,105 @@ def test_workers_authenticate_and_strangers_cannot_read_the_assignment(
     assert not cluster.crashes
     cluster.shutdown()
     assert not auth_file.exists()
+
+
+def test_nimbus_started_with_credentials_closes_the_nodes_made_without_them(
+    zookeeper: EmbeddedZooKeeper, other_client: Callable[..., KazooClient], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A cluster that ran with ACLs off and is upgraded to on: ZooKeeper keeps a node's ACL when
+    it is written again, so the nodes made before stay open until nimbus, started with the
+    credentials, closes every one of them (a worker's ephemeral endpoint included); what the
+    workers write afterwards with the credentials keeps the closed ACL."""
+    from squall.models.cluster import Endpoint, ErrorInfo, NimbusRequest, SupervisorInfo
+    from squall_operator.nimbus import Nimbus
+
+    creds = ZkCredentials.generate()
+    root = f"/squall-reacl-{uuid.uuid4().hex}"
+    worker_slot = WorkerSlot("node1", 6701)
+    # before the upgrade: everything made by clients without credentials (open ACL)
+    old = ClusterState.connect(zookeeper.connect_string, root=root)
+    old_worker = ClusterState.connect(zookeeper.connect_string, root=root)  # owns an ephemeral
+    nimbus_state: ClusterState | None = None
+    try:
+        populate(old)
+        old.report_error("t", "s", ErrorInfo(component="s", task=1, time_secs=1.0, error="boom", port=6700))
+        old.register_supervisor("node1", SupervisorInfo(host="127.0.0.1", ports=[6700], time_secs=1.0))
+        old.post_request(NimbusRequest(action="activate", topology="t"))
+        old_worker.register_endpoint("t", worker_slot, Endpoint(host="127.0.0.1", port=40001))
+        anonymous = other_client()
+        paths: list[str] = []
+        stack = [root]
+        while stack:
+            path = stack.pop()
+            paths.append(path)
+            stack.extend(f"{path}/{child}" for child in anonymous.get_children(path))
+        assert len(paths) >= 19, paths  # the root, its subtrees, every node above
+        endpoint = f"{root}/endpoints/t/{worker_slot.key()}"
+        assert endpoint in paths and anonymous.exists(endpoint).ephemeralOwner != 0  # type: ignore[union-attr]
+
+        # the upgrade: nimbus starts with the credentials, over the same nodes (no resubmission)
+        nimbus_state = ClusterState.connect(zookeeper.connect_string, root=root, credentials=creds)
+        nimbus = Nimbus(nimbus_state)
+        with caplog.at_level("INFO", logger="squall.nimbus"):
+            nimbus.startup()  # what start() (the local cluster) and start_operator() run first
+        closed_lines = [r.getMessage() for r in caplog.records if "ACL" in r.getMessage()]
+        assert len(closed_lines) == 1 and f"closed {len(paths)} " in closed_lines[0], closed_lines
+
+        for path in paths:
+            with pytest.raises(NoAuthError):
+                anonymous.get(path)
+            with pytest.raises(NoAuthError):
+                anonymous.get_children(path)
+            with pytest.raises(NoAuthError):
+                anonymous.set(path, b"{}")
+            with pytest.raises(NoAuthError):
+                anonymous.create(f"{path}/intruder", b"{}")
+            assert nimbus_state.client.get_acls(path)[0] == creds.acl(), path
+        for path in (f"{root}/workerbeats/t/{SLOT.key()}", endpoint):
+            with pytest.raises(NoAuthError):
+                anonymous.delete(path)
+        # the owner still reads everything as it was
+        assert nimbus_state.get_assignment("t") == Assignment(executor_slots={"1-1": SLOT.key()})
+        assert nimbus_state.get_endpoints("t") == {worker_slot: Endpoint(host="127.0.0.1", port=40001)}
+        # a worker on the credentials rewrites its heartbeat and endpoint: both stay closed
+        with ClusterState.connect(zookeeper.connect_string, root=root, credentials=creds) as worker:
+            worker.worker_heartbeat("t", SLOT, WorkerHeartbeat(topology_id="t", time_secs=2.0, uptime_secs=2.0))
+            worker.register_endpoint("t", worker_slot, Endpoint(host="127.0.0.1", port=40002))
+            for path in (f"{root}/workerbeats/t/{SLOT.key()}", endpoint):
+                assert worker.client.get_acls(path)[0] == creds.acl(), path
+                with pytest.raises(NoAuthError):
+                    anonymous.get(path)
+        # a second start finds nothing left to close
+        caplog.clear()
+        with caplog.at_level("INFO", logger="squall.nimbus"):
+            Nimbus(nimbus_state).startup()
+        assert [r.getMessage() for r in caplog.records if "ACL" in r.getMessage()][0].count(" closed 0 ") == 1
+    finally:
+        old_worker.close()
+        old.close()
+        if nimbus_state is not None:
+            nimbus_state.client.delete(root, recursive=True)
+            nimbus_state.close()
+
+
+def test_closing_leaves_another_users_node_as_it_is(
+    zookeeper: EmbeddedZooKeeper, other_client: Callable[..., KazooClient]
+) -> None:
+    """A node under the root closed to another digest user (no ADMIN for ours) is counted and
+    left as it is; the walk goes on with the rest."""
+    creds, stranger = ZkCredentials.generate(), ZkCredentials.generate("stranger")
+    root = f"/squall-reacl-{uuid.uuid4().hex}"
+    old = ClusterState.connect(zookeeper.connect_string, root=root)
+    theirs = other_client(auth_data=stranger.auth_data())
+    theirs.create(f"{root}/storms/theirs", b"{}", acl=stranger.acl())
+    try:
+        with ClusterState.connect(zookeeper.connect_string, root=root, credentials=creds) as state:
+            closed, refused = state.close_open_nodes()
+            assert (closed, refused) == (1 + 6, 1)  # the root and its subtrees; theirs refused
+            assert theirs.get_acls(f"{root}/storms/theirs")[0] == stranger.acl()
+            with pytest.raises(NoAuthError):
+                other_client().get(f"{root}/storms")
+            state.client.delete(f"{root}/storms/theirs")  # DELETE on the parent suffices
+            state.client.delete(root, recursive=True)
+    finally:
+        old.close()

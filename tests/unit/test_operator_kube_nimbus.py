@@ -36,6 +36,8 @@ class FakeState:
         # ClusterState's session surface: `ready` and the listeners called when ZooKeeper is back
         self.ready = True
         self.session_listeners: list[Any] = []
+        # no ZooKeeper credentials: nimbus's start-up has no ACLs to close
+        self.credentials = None
 
     def add_session_listener(self, listener: Any) -> None:
         self.session_listeners.append(listener)

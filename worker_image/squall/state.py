@@ -32,7 +32,8 @@ digest ACL granting everything to that user and nothing to anyone else: a client
 credentials can neither read assignments nor write heartbeats (``NoAuthError``). Credentials are
 one line ``user:password`` in a file (mode 0600 when Squall writes it) named by
 ``--zk-auth-file`` or ``$SQUALL_ZK_AUTH_FILE``, or in ``$SQUALL_ZK_AUTH`` itself (on Kubernetes,
-from a Secret's key).
+from a Secret's key). Nodes made before ACLs were turned on keep their open ACL when written
+again; ``close_open_nodes`` (nimbus runs it at start-up) gives them the digest ACL.
 
 Sessions: ephemeral nodes (endpoints, supervisors) live as long as the session that made them.
 When a session expires (a partition or a pause longer than the session timeout) kazoo connects
@@ -58,8 +59,10 @@ from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
+    BadVersionError,
     ConnectionClosedError,
     ConnectionLoss,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -271,11 +274,14 @@ class ClusterState:
     it was made by ``connect()``. The subtree roots are created on construction.
     """
 
-    def __init__(self, client: KazooClient, root: str = "/squall", *, _owns_client: bool = False):
+    def __init__(self, client: KazooClient, root: str = "/squall", *, _owns_client: bool = False,
+                 credentials: ZkCredentials | None = None):
         if not root.startswith("/") or root.endswith("/"):
             raise ValueError(f"root must be an absolute ZooKeeper path, no trailing '/': {root!r}")
         self.client = client
         self.root = root
+        # the digest user this client authenticated as (None: no ACLs); see close_open_nodes
+        self.credentials = credentials
         self._owns_client = _owns_client
         # ephemeral path -> data, created again in every new session
         self._ephemerals: dict[str, bytes] = {}
@@ -382,7 +388,7 @@ class ClusterState:
             client.close()
             raise StateError(f"cannot connect to ZooKeeper at {hosts} within {timeout}s") from exc
         try:
-            return cls(client, root, _owns_client=True)
+            return cls(client, root, _owns_client=True, credentials=credentials)
         except BaseException:
             client.stop()
             client.close()
@@ -402,6 +408,48 @@ class ClusterState:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # --- ACLs ----------------------------------------------------------------------------
+
+    def close_open_nodes(self) -> tuple[int, int]:
+        """Give every node under the root (the root included) whose ACL is not this client's
+        digest ACL that ACL; return (nodes closed, nodes left as they were because ZooKeeper
+        refused: another user's ACL without ADMIN for this one).
+
+        For a cluster that ran without ACLs and now runs with them: ZooKeeper keeps a node's ACL
+        when the node is written again, so the nodes made before (open to anyone) would stay
+        open. Setting an ACL needs the ADMIN permission, which an open ACL grants to every
+        client, whoever created the node: a worker's ephemeral endpoint is closed as well (it
+        stays that worker's, and a worker with the credentials that makes it again in a new
+        session makes it closed). The ACL is set against the ACL version just read, so a
+        concurrent change is read again, not overwritten; nodes that vanish meanwhile are
+        skipped. A client without credentials closes nothing: (0, 0)."""
+        if self.credentials is None:
+            return 0, 0
+        wanted = self.credentials.acl()
+        closed = refused = 0
+        stack = [self.root]
+        while stack:
+            path = stack.pop()
+            try:
+                while True:
+                    acls, stat = self.client.get_acls(path)
+                    if list(acls) == wanted:
+                        break
+                    try:
+                        self.client.set_acls(path, wanted, version=stat.aversion)
+                        closed += 1
+                        break
+                    except BadVersionError:  # its ACL changed since read: look again
+                        continue
+                stack.extend(f"{path}/{child}" for child in self.client.get_children(path))
+            except NoNodeError:  # deleted meanwhile: nothing to close
+                continue
+            except NoAuthError:
+                refused += 1
+                log.warning("ZooKeeper ACLs: %s has an ACL that %r may not change; left as it is",
+                            path, self.credentials.user)
+        return closed, refused
 
     # --- paths and generic node access ----------------------------------------------------
 
