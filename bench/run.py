@@ -175,6 +175,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=10.0, help="measurement window per case")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--warmup", type=float, default=4.0, help="seconds of warm-up before each window")
+    ap.add_argument("--windowed-warmup", type=float, default=25.0,
+                    help="warm-up of the windowed cases: a window holds every tree for its length, so the "
+                         "spout works off its first maxSpoutPending trees before the rate is steady")
     ap.add_argument("--only", action="append",
                     help="run only these cases (ceiling, noop, noop-ack, wordcount, windowed; "
                          "windowed-unanchored, metrics, noop-ack-curve and wordcount-curve (the same with the "
@@ -189,29 +193,30 @@ def main() -> None:
         results["(a) ceiling: bare pyzmq + msgpack, XOR acks back"] = ceiling_run(args.seconds, True)
     if "noop" in want:
         results["(b) no-op spout -> bolt, 2 workers, acking off"] = measure(
-            noop_topology(False), HERE / "topologies", args.seconds, ("sink", "executed"))
+            noop_topology(False), HERE / "topologies", args.seconds, ("sink", "executed"), warmup=args.warmup)
     if "noop-ack" in want:
         results["(b) no-op spout -> bolt, 2 workers, acking on"] = measure(
-            noop_topology(True), HERE / "topologies", args.seconds, ("numbers", "acked"))
+            noop_topology(True), HERE / "topologies", args.seconds, ("numbers", "acked"), warmup=args.warmup)
     if "noop-ack-curve" in want:
         results["(b) no-op, acking on, CURVE (sealed transport)"] = measure(
-            noop_topology(True), HERE / "topologies", args.seconds, ("numbers", "acked"), curve=True)
+            noop_topology(True), HERE / "topologies", args.seconds, ("numbers", "acked"), warmup=args.warmup, curve=True)
     if "wordcount" in want:
         wc = load_topology(HERE.parent / "examples/wordcount/topology.yaml")
         results["(c) wordcount, acking on (words/s)"] = measure(
-            wc, HERE.parent / "examples/wordcount", args.seconds, ("count", "executed"))
+            wc, HERE.parent / "examples/wordcount", args.seconds, ("count", "executed"), warmup=args.warmup)
     if "windowed" in want:
         results["(d) wordcount, counter a 2 s window sliding 1 s (words/s)"] = measure(
             windowed_wordcount(), [HERE.parent / "examples/wordcount", HERE / "topologies"], args.seconds,
-            ("count", "executed"))
+            ("count", "executed"), warmup=args.windowed_warmup)
     if "windowed-unanchored" in want:
         results["(e) the same, the window's output not anchored (words/s)"] = measure(
             windowed_wordcount(anchored=False), [HERE.parent / "examples/wordcount", HERE / "topologies"],
-            args.seconds, ("count", "executed"))
+            args.seconds, ("count", "executed"), warmup=args.windowed_warmup)
     if "wordcount-curve" in want:
         wc = load_topology(HERE.parent / "examples/wordcount/topology.yaml")
         results["(c) wordcount, CURVE (sealed transport)"] = measure(
-            wc, HERE.parent / "examples/wordcount", args.seconds, ("count", "executed"), curve=True)
+            wc, HERE.parent / "examples/wordcount", args.seconds, ("count", "executed"), warmup=args.warmup,
+            curve=True)
     ceiling = next((v["tuples_per_sec"] for k, v in results.items() if k.startswith("(a)")), None)
     ceiling_cpu = next((v["tuples_per_cpu_sec"] for k, v in results.items() if k.startswith("(a)")), None)
     print(f"{'case':52} {'tuples/s':>10} {'p50 ms':>7} {'p99 ms':>7} {'/ceiling':>8} {'per cpu-s':>10} {'/ceiling':>8}")
