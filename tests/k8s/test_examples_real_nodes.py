@@ -1,0 +1,267 @@
+"""The windowed and stateful examples as a user runs them on a cluster, on real nodes.
+
+helm/squall is installed with its default values except a storage class for ZooKeeper's volume
+(a static local PersistentVolume, as in test_chart_real_nodes.py); each example then runs from
+its own image (examples/<name>/Dockerfile, built by scripts/k8s-images, named in the example's
+`spec.worker.image`) in real containers:
+
+- trending: `kubectl apply -f examples/trending/topology.yaml`, the file unchanged (live events);
+  the report's windows, read from the worker's log, slide by the file's 5 s with the generator's
+  most frequent words on top, and the late stream gets the events stamped a minute back;
+  `kubectl delete -f` the same file removes it.
+- stateful-wordcount: the Redis of examples/stateful-wordcount/redis.yaml, applied as the
+  example's README says, and the example's file with its Redis host set to that Service (`redis`)
+  and a finite input; a worker pod is deleted mid-run, and once the operator has replaced it the
+  totals committed to Redis equal a recount of the input (`expected_counts`), read from this
+  machine straight from the Redis pod; `kubectl delete` removes the topology, its state stays.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from squall.plan import build_plan
+from squall.statebackend import open_provider
+from squall.validation import parse_topology
+
+from .conftest import kget, wait_for
+from .realnode import RealNodeCluster
+
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "helm" / "squall"
+TRENDING = REPO / "examples" / "trending"
+STATEFUL = REPO / "examples" / "stateful-wordcount"
+NS = "squall-examples"
+
+
+def _module(path: Path) -> ModuleType:
+    """An example's module, imported from its file (for its pure functions and constants)."""
+    spec = importlib.util.spec_from_file_location(f"_example_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(x["type"] == "Ready" and x["status"] == "True" for x in pod["status"].get("conditions", []))
+
+
+class Examples:
+    def __init__(self, c: RealNodeCluster) -> None:
+        self.c = c
+
+    def kubectl(self, *args: str, **kw: Any) -> Any:
+        return self.c.kubectl("-n", NS, *args, **kw)
+
+    def get(self, *args: str) -> Any:
+        return kget(self.c, "-n", NS, *args)
+
+    def running(self, name: str, workers: int) -> str | None:
+        """`kubectl get topo NAME` when its STATUS is Running and WORKERS n/n."""
+        line = self.kubectl("get", "topo", name, "--no-headers").stdout.split()
+        return " ".join(line) if line[1:3] == ["Running", f"{workers}/{workers}"] else None
+
+    def workers(self, name: str, live: bool = False) -> list[dict[str, Any]]:
+        pods = self.get("pods", "-l", f"squall.io/topology={name}")["items"]
+        return [p for p in pods if not (live and p["metadata"].get("deletionTimestamp"))]
+
+    def logs(self, name: str) -> str:
+        """Every worker container's log of topology `name`."""
+        return "".join(self.kubectl("logs", p["metadata"]["name"], check=False).stdout for p in self.workers(name))
+
+    def reasons(self, name: str) -> list[str]:
+        items = self.get("events", "--field-selector", f"involvedObject.name={name}")["items"]
+        return [e["reason"] for e in items]
+
+
+@pytest.fixture(scope="module")
+def examples(real_cluster: RealNodeCluster) -> Iterator[Examples]:
+    c = real_cluster
+    c.kubectl("create", "namespace", NS)
+    sc = f"{NS}-local"
+    e = Examples(c)
+    try:
+        pvdir = c.nodes["node-1"].dir / f"pv-{NS}"
+        pvdir.mkdir(parents=True)
+        os.chown(pvdir, 1000, 1000)  # the zookeeper image's user
+        c.kubectl("apply", "-f", "-", input=json.dumps({
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": sc},
+            "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}))
+        c.kubectl("apply", "-f", "-", input=json.dumps({
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{NS}-zk"},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": sc,
+                     "local": {"path": str(pvdir)},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                         {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-1"]}]}]}}}}))
+        t0 = time.monotonic()
+        c.helm("install", "squall", str(CHART), "-n", NS, "--set", f"zookeeper.persistence.storageClass={sc}",
+               timeout=180)
+
+        def ready(selector: str) -> list[dict[str, Any]]:
+            return [p for p in e.get("pods", "-l", selector)["items"] if _ready(p)]
+
+        wait_for(lambda: ready("app.kubernetes.io/component=zookeeper"), 180, what="ZooKeeper Ready")
+        wait_for(lambda: ready("app.kubernetes.io/component=operator"), 180, what="the operator Ready")
+        print(f"release installed and Ready in {time.monotonic() - t0:.1f}s")
+        yield e
+    finally:
+        crd = c.kubectl("get", "crd", "topologies.squall.io", check=False).returncode == 0
+        print("---- operator log (tail) ----\n" + e.kubectl(
+            "logs", "deploy/squall-operator", "--tail=60", check=False).stdout[-6000:])
+        for t in e.get("topologies").get("items", []) if crd else []:
+            e.kubectl("delete", "topology", t["metadata"]["name"], "--wait=false", check=False)
+        deadline = time.monotonic() + 90
+        while crd and time.monotonic() < deadline and e.get("topologies").get("items"):
+            time.sleep(1)
+        c.helm("uninstall", "squall", "-n", NS, "--wait", "--timeout", "60s", check=False, timeout=90)
+        for t in e.get("topologies").get("items", []) if crd else []:  # finalizers would block the namespace
+            e.kubectl("patch", "topology", t["metadata"]["name"], "--type=merge",
+                      "-p", '{"metadata":{"finalizers":[]}}', check=False)
+        c.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+        c.kubectl("delete", "pv", f"{NS}-zk", "--wait=false", check=False)
+        c.kubectl("delete", "storageclass", sc, "--wait=false", check=False)
+
+
+# "trending in (start, end]: storm 12, spout 7" (trending.Report's log line)
+WINDOW_LINE = re.compile(r"trending in \(([\d.]+), ([\d.]+)\]: (.*)$", re.M)
+
+
+def _windows(log: str) -> dict[float, list[tuple[str, int]]]:
+    out: dict[float, list[tuple[str, int]]] = {}
+    for start, end, top in WINDOW_LINE.findall(log):
+        assert float(end) - float(start) == pytest.approx(20.0), (start, end)  # windowLength 20s
+        out[float(end)] = [(w, int(n)) for w, n in (x.rsplit(" ", 1) for x in top.split(", "))]
+    return out
+
+
+def test_trending_from_the_example_file(examples: Examples) -> None:
+    e = examples
+    trending = _module(TRENDING / "trending.py")
+    file = TRENDING / "topology.yaml"
+    image = yaml.safe_load(file.read_text())["spec"]["worker"]["image"]
+    e.kubectl("apply", "-f", str(file))
+    t0 = time.monotonic()
+    wait_for(lambda: e.running("trending", 2), 240, interval=2, what="trending Running 2/2")
+    print(f"trending Running 2/2 in {time.monotonic() - t0:.1f}s")
+    pods = e.workers("trending")
+    assert {p["spec"]["containers"][0]["image"] for p in pods} == {image}
+    assert all(p["status"]["containerStatuses"][0]["containerID"].startswith("containerd://") for p in pods)
+
+    # the generator draws word k with weight 1/(k+1): over a window of at least a few hundred
+    # words (its top word counted 100 times or more) the first three words rank first
+    expected_top = trending.WORDS[:3]
+
+    def full_windows() -> dict[float, list[tuple[str, int]]] | None:
+        got = {end: top for end, top in _windows(e.logs("trending")).items() if top[0][1] >= 100}
+        return got if len(got) >= 3 else None
+
+    windows = wait_for(full_windows, 180, interval=3, what="3 windows of live events in the report's log")
+    ends = sorted(_windows(e.logs("trending")))
+    print(f"{len(ends)} windows reported; the full ones: {windows}")
+    assert all(end % 5 == 0 for end in ends), ends  # slidingInterval 5s: ends are multiples of 5 s
+    assert all(b - a == 5 for a, b in zip(ends, ends[1:])), ends  # one report per slide, none skipped
+    for end, top in windows.items():
+        assert [w for w, _ in top[:3]] == expected_top, (end, top)
+        assert len(top) == 5 and [n for _, n in top] == sorted((n for _, n in top), reverse=True), (end, top)
+    # every 101st live event is stamped a minute back: behind the watermark, on the late stream
+    late = re.findall(r"late \(late\): \[", e.logs("trending"))
+    assert late, "no late tuple reached the late stream"
+
+    e.kubectl("delete", "-f", str(file), "--timeout=150s", timeout=180)
+    assert e.kubectl("get", "topology", "trending", check=False).returncode != 0
+    wait_for(lambda: not e.workers("trending"), 120, what="the trending worker pods gone")
+
+
+class Committed:
+    """What the topology committed to Redis, read from this machine (the pod's address is routed
+    here) with the state provider the workers use."""
+
+    def __init__(self, doc: dict[str, Any], host: str) -> None:
+        topo = parse_topology(doc, source="stateful-wordcount")
+        self.conf = {"topology.name": topo.name, **topo.spec.config,
+                     "topology.state.provider.config": {"host": host, "port": 6379}}
+        self.tasks = build_plan(topo, {}).component_tasks
+
+    def state(self, component: str, task: int) -> Any:
+        return open_provider(self.conf).state(f"{component}-{task}")
+
+    def position(self) -> int:
+        return min(int(self.state("sentences", t).get("position", 0)) for t in self.tasks["sentences"])
+
+    def txids(self, component: str) -> list[int]:
+        return [self.state(component, t).committed_txid() or -1 for t in self.tasks[component]]
+
+    def totals(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.tasks["count"]:
+            for word, n in self.state("count", t):
+                assert word not in out, f"{word} in two count tasks"
+                out[word] = n
+        return out
+
+
+def test_stateful_wordcount_with_redis_exact_after_a_worker_pod_is_deleted(examples: Examples) -> None:
+    e = examples
+    example = _module(STATEFUL / "stateful_wordcount.py")
+    # Redis as the example's README says: its manifest applied in the topology's namespace
+    e.kubectl("apply", "-f", str(STATEFUL / "redis.yaml"))
+    (redis,) = wait_for(lambda: [p for p in e.get("pods", "-l", "app.kubernetes.io/name=redis")["items"]
+                                 if _ready(p)], 120, what="Redis Ready")
+    assert redis["spec"]["containers"][0]["image"] == "redis:7.0"
+    limit = 3000
+    doc = yaml.safe_load((STATEFUL / "topology.yaml").read_text())
+    cfg = doc["spec"]["config"]
+    assert cfg["topology.state.provider.config"]["host"] == "localhost"
+    cfg["topology.state.provider.config"]["host"] = "redis"  # the Service of redis.yaml
+    cfg.update({"wordcount.limit": limit, "wordcount.rate": 100})  # a finite input, about 30 s of it
+    doc["spec"]["messageTimeoutSecs"] = 10  # a checkpoint lost with the worker fails within 10 s
+    e.kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
+    name = doc["metadata"]["name"]
+    t0 = time.monotonic()
+    wait_for(lambda: e.running(name, 2), 240, interval=2, what=f"{name} Running 2/2")
+    print(f"{name} Running 2/2 in {time.monotonic() - t0:.1f}s")
+    committed = Committed(doc, redis["status"]["podIP"])
+
+    wait_for(lambda: committed.position() >= 500, 120, interval=0.5, what="a few committed checkpoints")
+    before = committed.position()
+    assert before < limit - 1000, "the input was read before the pod's deletion; slow the spout down"
+    victim = sorted(e.workers(name), key=lambda p: p["spec"]["nodeName"])[-1]
+    print(f"deleting {victim['metadata']['name']} on {victim['spec']['nodeName']} at position {before}")
+    e.kubectl("delete", "pod", victim["metadata"]["name"], "--wait=false")
+
+    def replaced() -> bool:
+        live = e.workers(name, live=True)
+        return (len(live) == 2 and victim["metadata"]["uid"] not in {p["metadata"]["uid"] for p in live}
+                and all(_ready(p) for p in live) and e.running(name, 2) is not None)
+
+    wait_for(replaced, 240, interval=1, what="the deleted worker pod replaced and Running 2/2")
+    # the checkpoint holding the whole input, then every counter committed it
+    wait_for(lambda: committed.position() >= limit, 240, interval=1,
+             what=f"the spout's committed position to reach {limit}")
+    final = min(committed.txids("sentences"))
+    wait_for(lambda: min(committed.txids("count")) >= final, 120, interval=0.5,
+             what=f"every counter to commit txid {final}")
+    totals = committed.totals()
+    expected = example.expected_counts(limit)
+    assert totals == expected, {w: (totals.get(w), expected.get(w)) for w in set(totals) | set(expected)
+                                if totals.get(w) != expected.get(w)}
+    print(f"totals exact after the pod's replacement: {sum(totals.values())} words")
+
+    e.kubectl("delete", "topology", name, "--timeout=150s", timeout=180)
+    wait_for(lambda: not e.workers(name), 120, what="the worker pods gone")
+    assert committed.totals() == expected  # the state outlives the topology, in Redis
+    e.kubectl("delete", "-f", str(STATEFUL / "redis.yaml"), "--wait=false")
