@@ -152,31 +152,40 @@ def test_trending_from_the_example_file(examples: Examples) -> None:
     e = examples
     trending = _module(TRENDING / "trending.py")
     file = TRENDING / "topology.yaml"
-    image = yaml.safe_load(file.read_text())["spec"]["worker"]["image"]
+    spec = yaml.safe_load(file.read_text())["spec"]
     e.kubectl("apply", "-f", str(file))
     t0 = time.monotonic()
     wait_for(lambda: e.running("trending", 2), 240, interval=2, what="trending Running 2/2")
     print(f"trending Running 2/2 in {time.monotonic() - t0:.1f}s")
     pods = e.workers("trending")
-    assert {p["spec"]["containers"][0]["image"] for p in pods} == {image}
+    assert {p["spec"]["containers"][0]["image"] for p in pods} == {spec["worker"]["image"]}
     assert all(p["status"]["containerStatuses"][0]["containerID"].startswith("containerd://") for p in pods)
 
     # the generator draws word k with weight 1/(k+1): over a window of at least a few hundred
-    # words (its top word counted 100 times or more) the first three words rank first
+    # words (its top word counted 100 times or more) the first three words rank first; at the
+    # file's rate a full 20 s window holds rate x 20 events of 2.5 words on average, the first
+    # word's share of them is 1 / (1 + 1/2 + ... + 1/n)
     expected_top = trending.WORDS[:3]
+    share = 1 / sum(1 / (k + 1) for k in range(len(trending.WORDS)))
+    full = spec["config"]["trending.rate"] * 20 * 2.5 * share
 
-    def full_windows() -> dict[float, list[tuple[str, int]]] | None:
-        got = {end: top for end, top in _windows(e.logs("trending")).items() if top[0][1] >= 100}
-        return got if len(got) >= 3 else None
+    def windows_now() -> dict[float, list[tuple[str, int]]] | None:
+        got = _windows(e.logs("trending"))
+        big = {end: top for end, top in got.items() if top[0][1] >= 100}
+        # the spout keeps its rate: not held back by maxSpoutPending while its tuples sit in
+        # the windows (with 2000 it stalled, and no window got past 60 % of a full one)
+        return got if len(big) >= 3 and max(top[0][1] for top in big.values()) >= 0.7 * full else None
 
-    windows = wait_for(full_windows, 180, interval=3, what="3 windows of live events in the report's log")
-    ends = sorted(_windows(e.logs("trending")))
-    print(f"{len(ends)} windows reported; the full ones: {windows}")
+    got = wait_for(windows_now, 180, interval=3,
+                   what=f"3 windows of live events, one with its top word {0.7 * full:.0f}+ times")
+    ends = sorted(got)
+    print(f"{len(ends)} windows reported (a full one: {full:.0f} x {expected_top[0]!r}): {got}")
     assert all(end % 5 == 0 for end in ends), ends  # slidingInterval 5s: ends are multiples of 5 s
-    assert all(b - a == 5 for a, b in zip(ends, ends[1:])), ends  # one report per slide, none skipped
-    for end, top in windows.items():
-        assert [w for w, _ in top[:3]] == expected_top, (end, top)
-        assert len(top) == 5 and [n for _, n in top] == sorted((n for _, n in top), reverse=True), (end, top)
+    for end, top in got.items():
+        if top[0][1] >= 100:
+            assert [w for w, _ in top[:3]] == expected_top, (end, top)
+        assert len(top) == spec["config"]["trending.top.n"] or top[0][1] < 100, (end, top)
+        assert [n for _, n in top] == sorted((n for _, n in top), reverse=True), (end, top)
     # every 101st live event is stamped a minute back: behind the watermark, on the late stream
     late = re.findall(r"late \(late\): \[", e.logs("trending"))
     assert late, "no late tuple reached the late stream"
