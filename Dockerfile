@@ -32,8 +32,11 @@ FROM python:3.11-slim-bookworm AS runtime
 RUN groupadd --system --gid 10001 squall \
     && useradd --system --uid 10001 --gid squall --home-dir /home/squall --create-home squall
 COPY --from=deps /opt/squall /opt/squall
-RUN --mount=type=bind,from=wheel,source=/wheels,target=/wheels \
-    /opt/squall/bin/pip install --no-cache-dir --no-deps --no-index /wheels/*.whl
+# copied, not bind-mounted: buildah reused this layer with an old wheel when the wheel
+# stage changed (its layer cache does not look into a bind mount)
+COPY --from=wheel /wheels /tmp/wheels
+RUN /opt/squall/bin/pip install --no-cache-dir --no-deps --no-index /tmp/wheels/*.whl \
+    && rm -rf /tmp/wheels
 ENV PATH=/opt/squall/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1
