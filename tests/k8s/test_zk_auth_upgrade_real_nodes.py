@@ -111,13 +111,6 @@ def test_upgrade_turns_zookeeper_acls_on_for_a_running_topology(old_release: Rel
             beats = owner.get_worker_heartbeats("ids")
             assert len(beats) == 2, beats
             beat = f"/squall/workerbeats/ids/{next(iter(beats)).key()}"
-        summary = r.all_ids_acked("ids", out, n, timeout=10)
-        print(f"spout summary: acks {summary['acks']}, failed {summary['failed']}, opens {summary['opens']}")
-        log = r.kubectl("logs", "deploy/squall-operator").stdout
-        closed = [line for line in log.splitlines() if "ZooKeeper ACLs: closed" in line]
-        print(f"the operator at start-up: {closed}")
-        assert len(closed) == 1 and " closed 0 " not in closed[0], closed
-
         # not submitted again: the topology's nodes made before the upgrade are closed
         for path in ("/squall", "/squall/storms/ids", "/squall/assignments/ids", beat):
             with pytest.raises(NoAuthError):
@@ -136,6 +129,13 @@ def test_upgrade_turns_zookeeper_acls_on_for_a_running_topology(old_release: Rel
         with ClusterState.connect(hosts, root="/squall", credentials=creds) as owner:
             for path in ("/squall/storms/ids", "/squall/assignments/ids", beat):
                 assert owner.client.get_acls(path)[0] == creds.acl(), path
+
+        summary = r.all_ids_acked("ids", out, n, timeout=10)
+        print(f"spout summary: acks {summary['acks']}, failed {summary['failed']}, opens {summary['opens']}")
+        log = r.kubectl("logs", "deploy/squall-operator").stdout
+        closed = [line for line in log.splitlines() if "ZooKeeper ACLs: closed" in line]
+        print(f"the operator at start-up: {closed}")
+        assert len(closed) == 1 and " closed 0 " not in closed[0], closed
         r.delete_and_wait_gone("ids")
     finally:
         stranger.stop()
