@@ -20,7 +20,8 @@ from squall import WindowedBolt, wire
 from squall.acker import AckerLedger
 from squall.components import Tuple
 from squall.windowing import WindowConfig, WindowedBoltExecutor
-from squall.worker.executor import BoltCollector, Executor
+from squall.worker.executor import BoltCollector
+from test_collector_anchoring import executor  # the same real, unstarted executor (tests/unit)
 
 pytestmark = pytest.mark.unit
 
@@ -62,16 +63,6 @@ class Delegating:
         self.ack = delegate.ack
         self.fail = delegate.fail
         self.report_error = delegate.report_error
-
-
-def executor() -> Any:
-    ex = Executor(None, (BOLT, BOLT), "bolt")  # type: ignore[arg-type]
-    ex.routes = {BOLT: {"default": [lambda values: [NEXT]]}, NEXT: {}}
-    ex.direct = {BOLT: {"default": frozenset({NEXT})}}
-    ex.task_dest = {NEXT: "next-executor"}
-    ex.acker_tasks = (ACKER,)
-    ex.n_ackers = 1
-    return ex
 
 
 def flush(ex: Any, ledger: AckerLedger) -> set[int]:
