@@ -48,7 +48,8 @@ from squall.models.v1alpha1 import API_VERSION, KIND, Topology, WorkerSpec
 from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected, StateError, Watch, ZkCredentials
 from squall.validation import check_topology, parse_topology
 from squall.worker.security import CurveKeys
-from squall_operator import monitor, pods
+from squall_operator import monitor, pods, scheduler
+from squall_operator import placement as placements
 from squall_operator import roll as rolls
 from squall_operator.metrics import NimbusMetrics
 from squall_operator.nimbus import Nimbus, NimbusError, needed_executors
@@ -702,6 +703,19 @@ class KubeNimbus(Nimbus):
             res.refused_nodes = refused
         return allowed
 
+    def placement(self, topo: str, base: StormBase) -> scheduler.Placement:
+        """The pod (anti-)affinity and preferred node affinity of `topo`'s `spec.worker`, which
+        nimbus honours when it places the workers (see squall_operator.placement)."""
+        res = self._owner(topo)
+        if res is None or self._raw_nodes is None:
+            return scheduler.NO_PLACEMENT
+        worker = self.worker_spec(res, base)
+        return placements.topology_placement(topo, res.namespace, self.config.worker, worker,
+                                             placements.node_labels(self._raw_nodes))
+
+    def node_labels(self) -> Mapping[str, Mapping[str, str]]:
+        return placements.node_labels(self._raw_nodes or ())
+
     # -- startup and the loop --------------------------------------------------------------------
     def refresh_nodes(self) -> pods.NodeSlots:
         raw = self.api.list_nodes()
@@ -1201,10 +1215,13 @@ class KubeNimbus(Nimbus):
             placed = len(set((assignment or Assignment()).slots().values()))
             if placed < desired:
                 refused = "".join(f"; {n}: {w}" for n, w in sorted(res.refused_nodes.items()))
+                affinity = self.worker_spec(res, base)
+                ruled = (" or ruled out by its pod (anti-)affinity" if affinity and affinity.affinity and (
+                    affinity.affinity.pod_affinity or affinity.affinity.pod_anti_affinity) else "")
                 blockers.append(pods.Problem(
                     "Unschedulable",
                     f"{placed}/{desired} workers placed: {res.allowed_count} slots on the nodes this "
-                    f"topology's pods may use, the others taken{refused}"))
+                    f"topology's pods may use, the others taken{ruled}{refused}"))
         view = None
         if res.roll is not None:
             r = res.roll

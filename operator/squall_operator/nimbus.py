@@ -67,7 +67,8 @@ def needed_executors(base: StormBase) -> tuple[ExecutorId, ...]:
 
 
 def schedulable_cluster(
-    offered: Mapping[str, Iterable[int]], held: Iterable[WorkerSlot]
+    offered: Mapping[str, Iterable[int]], held: Iterable[WorkerSlot],
+    node_labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> scheduler.ClusterSnapshot:
     """The slots the scheduler may hand out: what the nodes offer, less the slots `held` by
     topologies in their kill wait (their workers still drain in-flight tuples there; the slots
@@ -77,7 +78,8 @@ def schedulable_cluster(
         slots={
             node: tuple(p for p in ports if WorkerSlot(node, p) not in held)
             for node, ports in sorted(offered.items())
-        }
+        },
+        node_labels=dict(node_labels or {}),
     )
 
 
@@ -219,6 +221,15 @@ class Nimbus:
         nodes its pods may run on)."""
         return None
 
+    def placement(self, topo: str, base: StormBase) -> scheduler.Placement:
+        """`topo`'s pod (anti-)affinity and node preferences; none here (KubeNimbus reads them
+        from the topology's `spec.worker.affinity`)."""
+        return scheduler.NO_PLACEMENT
+
+    def node_labels(self) -> Mapping[str, Mapping[str, str]]:
+        """Node -> labels, the domains of pod affinity's topology keys (none here)."""
+        return {}
+
     def _event(self, text: str) -> None:
         log.info(text)
         self.events.append(text)
@@ -300,9 +311,11 @@ class Nimbus:
                         current=slots,
                         alive=alive,
                         allowed=self.allowed_slots(topo, base),
+                        placement=self.placement(topo, base),
                     )
                 )
-            cluster = schedulable_cluster({n: info.ports for n, info in supervisors.items()}, held)
+            cluster = schedulable_cluster({n: info.ports for n, info in supervisors.items()}, held,
+                                          self.node_labels())
             result = scheduler.schedule(requests, cluster)
             written: dict[str, bool] = {}
             for req in requests:

@@ -249,20 +249,83 @@ class NodeSelector(_Model):
     node_selector_terms: list[NodeSelectorTerm] = Field(alias="nodeSelectorTerms", min_length=1)
 
 
+class PreferredSchedulingTerm(_Model):
+    weight: int = Field(ge=1, le=100)
+    preference: NodeSelectorTerm
+
+
 class NodeAffinity(_Model):
     required: NodeSelector | None = Field(None, alias="requiredDuringSchedulingIgnoredDuringExecution")
-    # PreferredSchedulingTerm list: free-form here, checked by the API server
-    preferred: list[dict[str, Any]] | None = Field(None, alias="preferredDuringSchedulingIgnoredDuringExecution")
+    preferred: list[PreferredSchedulingTerm] | None = Field(
+        None, alias="preferredDuringSchedulingIgnoredDuringExecution")
+
+
+class LabelSelectorOperator(str, enum.Enum):
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+
+
+class LabelSelectorRequirement(_Model):
+    key: str = Field(min_length=1)
+    operator: LabelSelectorOperator = Field(strict=False)
+    values: list[str] | None = None
+
+
+class LabelSelector(_Model):
+    match_labels: dict[str, str] | None = Field(None, alias="matchLabels")
+    match_expressions: list[LabelSelectorRequirement] | None = Field(None, alias="matchExpressions")
+
+
+# fields of Kubernetes' PodAffinityTerm that nimbus cannot honour: it sees the topologies' own
+# workers, not the namespaces' labels or other pods' label values
+UNSUPPORTED_POD_AFFINITY_FIELDS: Final = ("namespaceSelector", "matchLabelKeys", "mismatchLabelKeys")
+
+
+class PodAffinityTerm(_Model):
+    """Kubernetes' PodAffinityTerm, without namespaceSelector, matchLabelKeys and
+    mismatchLabelKeys (refused with a message saying so)."""
+
+    label_selector: LabelSelector | None = Field(None, alias="labelSelector")
+    namespaces: list[str] | None = None
+    topology_key: str = Field(alias="topologyKey", min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unsupported(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name in UNSUPPORTED_POD_AFFINITY_FIELDS:
+                if name in data:
+                    raise ValueError(
+                        f"{name} is not supported: Squall's nimbus places worker pods itself and "
+                        "matches pod (anti-)affinity against the topologies' workers by labelSelector "
+                        "and namespaces only")
+        return data
+
+
+class WeightedPodAffinityTerm(_Model):
+    weight: int = Field(ge=1, le=100)
+    pod_affinity_term: PodAffinityTerm = Field(alias="podAffinityTerm")
+
+
+class PodAffinity(_Model):
+    """Kubernetes' PodAffinity or PodAntiAffinity (the same fields)."""
+
+    required: list[PodAffinityTerm] | None = Field(None, alias="requiredDuringSchedulingIgnoredDuringExecution")
+    preferred: list[WeightedPodAffinityTerm] | None = Field(
+        None, alias="preferredDuringSchedulingIgnoredDuringExecution")
 
 
 class Affinity(_Model):
-    """Kubernetes' Affinity. The required node affinity also limits the slots nimbus offers the
-    topology; pod (anti-)affinity is passed to the pods as given (free-form, checked by the API
-    server when the pod is created)."""
+    """Kubernetes' Affinity. Worker pods are pinned to their slot's node, so nimbus honours it
+    when it places workers: the required node affinity limits the slots it offers the topology,
+    required pod (anti-)affinity the slots it picks (against the Squall workers already placed),
+    and the preferred terms rank the nodes."""
 
     node_affinity: NodeAffinity | None = Field(None, alias="nodeAffinity")
-    pod_affinity: dict[str, Any] | None = Field(None, alias="podAffinity")
-    pod_anti_affinity: dict[str, Any] | None = Field(None, alias="podAntiAffinity")
+    pod_affinity: PodAffinity | None = Field(None, alias="podAffinity")
+    pod_anti_affinity: PodAffinity | None = Field(None, alias="podAntiAffinity")
 
 
 class Volume(BaseModel):
