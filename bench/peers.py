@@ -125,6 +125,7 @@ def squall_case(topology: Topology, search: Path, seconds: float, warmup: float)
         if cluster.zk is not None and cluster.zk.pid is not None:
             pids.append(cluster.zk.pid)
         a = snapshot(cluster, name)
+        per_a = per_worker(cluster, name)
         cpu0 = {p: cpu_secs(p) for p in pids}
         rss: list[tuple[float, float]] = []  # (seconds into the window, MB of all workers)
         end = time.monotonic() + seconds
@@ -133,7 +134,10 @@ def squall_case(topology: Topology, search: Path, seconds: float, warmup: float)
             time.sleep(min(left, max(1.0, seconds / 300)))
         rss.append((seconds, sum(rss_mb(p) for p in worker_pids)))
         b = snapshot(cluster, name)
+        per_b = per_worker(cluster, name)
         cpu = sum(cpu_secs(p) - c for p, c in cpu0.items())
+        scope_changes = [ln.split(" INFO ", 1)[-1] for text in cluster.worker_logs().values()
+                         for ln in text.splitlines() if "load-aware shuffle of" in ln]
         cluster.kill(name, 0)
         cluster.wait_removed(name, 30)
     dt = max(1e-6, b[spout]["t"] - a[spout]["t"])
@@ -150,6 +154,32 @@ def squall_case(topology: Topology, search: Path, seconds: float, warmup: float)
     }
     if "count" in b:
         out["words_per_sec"] = (b["count"]["executed"] - a["count"]["executed"]) / dt
+    # where the work ran: per worker, what each component executed (spouts: acked) in the window
+    work = {w: {c: n - per_a.get(w, {}).get(c, 0) for c, n in comps.items()} for w, comps in per_b.items()}
+    out["per_worker"] = work
+    if "split" in b:
+        out["split_kept_local"] = kept_local(work, spout, "split")
+        out["scope_changes"] = scope_changes
+    return out
+
+
+def kept_local(work: dict[str, dict[str, int]], source: str, target: str) -> float | None:
+    """The routing share of source -> target that stayed in the source's workers: of the tuples
+    `target` executed in the window (`work`: worker -> component -> count), the fraction executed
+    in a worker that runs `source` (exact when every worker runs `target` and only the `source`
+    feeds it). None when `target` executed nothing."""
+    total = sum(comps.get(target, 0) for comps in work.values())
+    kept = sum(comps.get(target, 0) for comps in work.values() if source in comps)
+    return kept / total if total else None
+
+
+def per_worker(cluster: LocalCluster, name: str) -> dict[str, dict[str, int]]:
+    """Worker slot -> component -> tuples executed (spouts: trees acked) so far."""
+    out: dict[str, dict[str, int]] = {}
+    for slot, beat in cluster.state.get_worker_heartbeats(name).items():
+        comps = out.setdefault(str(slot), {})
+        for ex in beat.executors.values():
+            comps[ex.component] = comps.get(ex.component, 0) + max(ex.executed, ex.acked)
     return out
 
 
@@ -310,6 +340,10 @@ def print_table(results: dict[str, Result], shapes: dict[str, tuple[str, str]], 
     console.print("tuples/s: trees acked per second (noop), words counted per second (wordcount). "
                   "÷ Storm: against Storm with its defaults, same shape.  † Spark: micro-batch duration, "
                   "it has no per-tuple acks.  Bytewax: no acks, no latency.")
+    for cid, r in results.items():
+        if r.get("split_kept_local") is not None:
+            console.print(f"{cid}: sentences split in the spout's worker {r['split_kept_local']:.1%}, "
+                          f"load-aware scope changes {len(r.get('scope_changes', []))}")
     if pairs:
         ptable = Table(title="Pairings", title_justify="left")
         for col, just in (("pairing", "left"), ("rate ratio", "right"), ("per CPU-s ratio", "right"), ("p99 ms (a / b)", "right")):

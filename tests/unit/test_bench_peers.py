@@ -90,3 +90,14 @@ def test_scaled_wordcount_gives_every_worker_a_spout_a_split_and_a_count() -> No
 
 def test_uniform_wordcount_turns_load_aware_messaging_off() -> None:
     assert peers.squall_wordcount(1000, loadaware=False).spec.config["topology.disable.loadaware.messaging"] is True
+
+
+def test_kept_local_is_the_share_of_the_target_run_beside_the_source() -> None:
+    # the spout's worker split 300 sentences, the other worker 100: 3/4 stayed local
+    work = {
+        "a": {"sentences": 400, "split": 300, "count": 1500},
+        "b": {"split": 100, "count": 1300, "report": 4},
+    }
+    assert peers.kept_local(work, "sentences", "split") == 0.75
+    assert peers.kept_local({"a": {"sentences": 5, "split": 0}, "b": {"split": 0}}, "sentences", "split") is None
+    assert peers.kept_local({"a": {"sentences": 5}, "b": {"split": 7}}, "sentences", "split") == 0.0

@@ -68,6 +68,7 @@ def _shuffle(tasks: Sequence[int], rng: random.Random) -> Chooser:
 
 # Storm 2's LoadAwareShuffleGrouping: scopes from nearest to farthest (Squall has no racks)
 WORKER_LOCAL, HOST_LOCAL, EVERYTHING = 0, 1, 2
+SCOPE_NAMES = ("worker-local", "host-local", "everything")
 RING = 1000  # slots in the ring of choices (Storm's CAPACITY)
 MAX_WEIGHT = 100
 # Storm's defaults.yaml: topology.localityaware.higher.bound / .lower.bound

@@ -26,7 +26,15 @@ from typing import Any
 
 from squall import wire
 from squall.components import BasicBolt, FailedException, Tuple, WindowedBolt
-from squall.groupings import EVERYTHING, HOST_LOCAL, WORKER_LOCAL, Chooser, LoadAwareShuffle, make_chooser
+from squall.groupings import (
+    EVERYTHING,
+    HOST_LOCAL,
+    SCOPE_NAMES,
+    WORKER_LOCAL,
+    Chooser,
+    LoadAwareShuffle,
+    make_chooser,
+)
 from squall.models.cluster import ExecutorId, WorkerSlot
 from squall.models.v1alpha1 import Grouping
 from squall.plan import ACKER, SYSTEM, SYSTEM_TASK, TICK_STREAM, TopologyPlan
@@ -209,7 +217,14 @@ class Executor:
                 else:
                     q = peers.queues.get(key) if key is not None else None
                     load[t] = min(1.0, len(q) / peers.bound) if q else 0.0
+            scope = chooser.scope
             chooser.refresh(load)
+            if chooser.scope != scope:
+                log.info(
+                    "load-aware shuffle of %s to tasks %s: scope %s -> %s (loads %s)",
+                    self.component, chooser.tasks, SCOPE_NAMES[scope], SCOPE_NAMES[chooser.scope],
+                    {t: round(load[t], 2) for t in chooser.tasks},
+                )
 
     def _rekey(self, routing: Routing) -> None:
         """Output held under the old routing -> the destinations the new one names."""

@@ -1,0 +1,78 @@
+"""The load signal a real (unstarted) executor feeds its load-aware shuffles, on plain values.
+
+A target in this worker is as loaded as its executor's inbox is full; one in another worker is
+1.0 while that worker announces it backpressured, else as full as the send queue to that
+worker. The executor re-weighs at most once per LOAD_REFRESH_SECS of the clock it is given, and
+logs every change of scope (the routing shares a benchmark reads next to its rates)."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from squall.groupings import HOST_LOCAL, WORKER_LOCAL, LoadAwareShuffle
+from squall.models.cluster import WorkerSlot
+from squall.worker.executor import LOAD_REFRESH_SECS, Executor
+from squall.worker.transport import PeerQueues
+
+pytestmark = pytest.mark.unit
+
+SPOUT, LOCAL_SPLIT, REMOTE_SPLIT = 1, 9, 10
+HERE, THERE = WorkerSlot("node1", 6700), WorkerSlot("node1", 6701)
+
+
+def executor() -> tuple[Any, LoadAwareShuffle, queue.Queue[Any], PeerQueues]:
+    inbox: queue.Queue[Any] = queue.Queue(64)
+    peers = PeerQueues(64, 4096)
+    host = SimpleNamespace(remote_bp={}, data_peers=peers)
+    ex = Executor(host, (SPOUT, SPOUT), "sentences")  # type: ignore[arg-type]
+    chooser = LoadAwareShuffle([LOCAL_SPLIT, REMOTE_SPLIT], {LOCAL_SPLIT: WORKER_LOCAL, REMOTE_SPLIT: HOST_LOCAL},
+                               random.Random(1))
+    ex.load_aware = [chooser]
+    ex.task_dest = {LOCAL_SPLIT: inbox, REMOTE_SPLIT: THERE}
+    return ex, chooser, inbox, peers
+
+
+def shares(chooser: LoadAwareShuffle) -> float:
+    return sum(chooser([]) == [LOCAL_SPLIT] for _ in range(1000)) / 1000
+
+
+def test_idle_targets_keep_every_tuple_in_the_worker() -> None:
+    ex, chooser, _inbox, _peers = executor()
+    ex.refresh_load(0.0)
+    assert chooser.scope == WORKER_LOCAL and shares(chooser) == 1.0
+
+
+def test_a_full_local_inbox_widens_once_per_refresh_and_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    ex, chooser, inbox, _peers = executor()
+    for _ in range(60):
+        inbox.put([])
+    with caplog.at_level(logging.INFO, logger="squall.executor"):
+        ex.refresh_load(0.0)
+    assert chooser.scope == HOST_LOCAL
+    assert 0.0 < shares(chooser) < 1.0
+    assert "scope worker-local -> host-local" in caplog.text and "9: 0.94" in caplog.text
+    # drained, but within the refresh period nothing is re-weighed
+    while not inbox.empty():
+        inbox.get()
+    ex.refresh_load(LOAD_REFRESH_SECS / 2)
+    assert chooser.scope == HOST_LOCAL
+    ex.refresh_load(LOAD_REFRESH_SECS)
+    assert chooser.scope == WORKER_LOCAL and shares(chooser) == 1.0
+
+
+def test_a_backpressured_remote_target_counts_as_full() -> None:
+    ex, chooser, inbox, _peers = executor()
+    for _ in range(60):
+        inbox.put([])
+    ex.worker.remote_bp[REMOTE_SPLIT] = 5.0  # announced until t=5
+    ex.refresh_load(0.0)
+    assert chooser.scope == HOST_LOCAL
+    # both loaded: the average stays above the higher bound, so the scope widens again
+    ex.refresh_load(LOAD_REFRESH_SECS)
+    assert chooser.scope > HOST_LOCAL
