@@ -10,9 +10,11 @@ import os
 import stat
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -22,6 +24,7 @@ from helpers import (  # the integration tests' helpers (same directory)
     read_spout,
     stop_topology,
     wait_running,
+    wait_for,
     wait_spout_done,
 )
 
@@ -256,3 +259,54 @@ def test_closing_leaves_another_users_node_as_it_is(
             state.client.delete(root, recursive=True)
     finally:
         old.close()
+
+
+def _set_acls_below(client: KazooClient, root: str, acl: list[Any]) -> int:
+    """`acl` on `root` and every node below it (as the owner of their ACLs); how many."""
+    n, stack = 0, [root]
+    while stack:
+        path = stack.pop()
+        client.set_acls(path, acl)
+        n += 1
+        stack.extend(f"{path}/{child}" for child in client.get_children(path))
+    return n
+
+
+def test_a_worker_refused_by_zookeeper_logs_one_line_per_change_not_a_traceback_per_poll(
+    make_cluster: Callable[..., LocalCluster], zookeeper: EmbeddedZooKeeper, tmp_path: Path
+) -> None:
+    """During the ACLs-on upgrade the workers not yet rolled onto the credentials are refused by
+    ZooKeeper (NoAuthError) on every heartbeat and poll for the tens of seconds the roll takes:
+    each worker says so in one line when it starts being refused and in one when it is accepted
+    again, with no traceback; its tuples flow throughout and every id is acked."""
+    from kazoo.security import OPEN_ACL_UNSAFE
+
+    cluster = make_cluster(nodes=1, slots=1)  # no credentials: the nodes are open
+    out = tmp_path / "out"
+    topo = id_pipeline("refused", out, 3000, workers=1, rate=300)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    (log_name,) = (n for n in cluster.worker_logs() if "refused" in n)
+
+    def log_text() -> str:
+        return cluster.worker_logs()[log_name]
+
+    creds = ZkCredentials.generate()
+    with ClusterState.connect(zookeeper.connect_string, root=cluster.root, credentials=creds) as upgraded:
+        closed, refused = upgraded.close_open_nodes()  # what nimbus does, started with credentials
+        assert closed >= 10 and refused == 0, (closed, refused)
+        t0 = time.monotonic()
+        # refused on every heartbeat (1 s) for several of them
+        wait_for(lambda: "ZooKeeper refuses" in log_text() and time.monotonic() - t0 > 5, 60,
+                 "the worker to say ZooKeeper refuses it", cluster)
+        _set_acls_below(upgraded.client, cluster.root, OPEN_ACL_UNSAFE)  # accepted again
+    wait_for(lambda: "accepted again" in log_text(), 60, "the worker accepted again", cluster)
+    wait_spout_done(out, cluster, 120)
+    stop_topology(cluster, topo.name)
+    assert read_spout(out, cluster)["acked"] == list(range(3000))
+    text = log_text()
+    assert "Traceback" not in text, text
+    refused_lines = [line for line in text.splitlines() if "ZooKeeper refuses" in line]
+    accepted_lines = [line for line in text.splitlines() if "accepted again" in line]
+    assert len(refused_lines) == 1 and len(accepted_lines) == 1, text
+    assert "credentials" in refused_lines[0], refused_lines

@@ -59,6 +59,7 @@ from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
+    AuthFailedError,
     BadVersionError,
     ConnectionClosedError,
     ConnectionLoss,
@@ -86,6 +87,7 @@ from squall.models.cluster import (
 )
 
 __all__ = [
+    "ACCESS_ERRORS",
     "CONNECTION_ERRORS",
     "ClusterState",
     "NotConnected",
@@ -154,6 +156,11 @@ CONNECTION_ERRORS: tuple[type[Exception], ...] = (
     ConnectionClosedError,
     OperationTimeoutError,
 )
+
+# ZooKeeper answered but refused the call: the node's ACL does not admit this client's
+# credentials (a worker started before the ACLs-on upgrade, until it is rolled onto them), or the
+# credentials themselves were refused. Not worth a traceback: callers that retry say it once.
+ACCESS_ERRORS: tuple[type[Exception], ...] = (NoAuthError, AuthFailedError)
 
 
 ZK_AUTH_FILE_ENV = "SQUALL_ZK_AUTH_FILE"

@@ -39,7 +39,7 @@ from squall.models.cluster import (
 )
 from squall.models.v1alpha1 import Topology
 from squall.plan import ACKER, CHECKPOINT_COMPONENT, build_plan
-from squall.state import CONNECTION_ERRORS, ZK_AUTH_ENV, ZK_AUTH_FILE_ENV, ClusterState, NotConnected, ZkCredentials
+from squall.state import ACCESS_ERRORS, CONNECTION_ERRORS, ZK_AUTH_ENV, ZK_AUTH_FILE_ENV, ClusterState, NotConnected, ZkCredentials
 from squall.worker import health, metrics
 from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
 from squall.worker.host import HostedExecutor
@@ -926,6 +926,7 @@ class Worker:
         next_hb = 0.0
         next_poll = time.monotonic() + poll_every
         zk_down = False  # warned about ZooKeeper being unreachable, once per outage
+        zk_refused = False  # warned about ZooKeeper refusing this worker (ACLs), once per refusal
         turns = self.loop_turns
         while not self.stop_event.is_set():
             now = time.monotonic()
@@ -945,9 +946,11 @@ class Worker:
                 if not self.state.ready:
                     # ZooKeeper is away (calls would block): the data plane goes on without it
                     raise NotConnected("not connected to ZooKeeper")
+                asked = beat_due  # whether ZooKeeper is asked anything this turn
                 if self.wake.is_set() or now >= next_poll:
                     self.wake.clear()
                     next_poll = now + poll_every
+                    asked = True
                     self.refresh()
                 if beat_due:
                     if self._registered():
@@ -956,6 +959,9 @@ class Worker:
                 if zk_down:
                     zk_down = False
                     log.info("worker %s: ZooKeeper reachable again", self.slot.key())
+                if zk_refused and asked:
+                    zk_refused = False
+                    log.info("worker %s: ZooKeeper accepted again this worker's credentials", self.slot.key())
             except CONNECTION_ERRORS as exc:
                 if not zk_down:
                     zk_down = True
@@ -964,6 +970,15 @@ class Worker:
                 self.wake.set()  # refresh as soon as it is back
                 self.state.wait_ready(min(hb_every, 0.5))
                 continue
+            except ACCESS_ERRORS as exc:
+                # the ACLs-on upgrade: the nodes were closed to credentials this worker lacks
+                # until it is rolled onto them; its tuples keep flowing meanwhile
+                if not zk_refused:
+                    zk_refused = True
+                    log.warning("worker %s: ZooKeeper refuses this worker (%s): its nodes' ACLs do not admit its "
+                                "credentials (%s); tuples keep flowing, retrying on every heartbeat",
+                                self.slot.key(), type(exc).__name__,
+                                f"user {self.state.credentials.user!r}" if self.state.credentials else "none")
             except Exception:
                 log.exception("refresh or heartbeat failed; retrying")
             if not self.active and self.storm_active and not self.wake.is_set():
