@@ -15,6 +15,7 @@ how to build them: run scripts/k8s-build first.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -202,6 +203,108 @@ def kget(cluster: Cluster, *args: str) -> Any:
 
 def apply(cluster: Cluster, manifest: str, namespace: str) -> str:
     return cluster.kubectl("apply", "-n", namespace, "-f", "-", input=manifest).stdout
+
+
+CHART = REPO / "helm" / "squall"
+
+
+def pod_ready(pod: dict[str, Any]) -> bool:
+    return any(x["type"] == "Ready" and x["status"] == "True" for x in pod["status"].get("conditions", []))
+
+
+def _local_pv(cluster: RealNodeCluster, namespace: str) -> str:
+    """A StorageClass `<namespace>-local` with one static local PersistentVolume `<namespace>-zk`
+    (1 Gi, a folder of node-1 owned by the zookeeper image's user) for ZooKeeper's claim."""
+    sc = f"{namespace}-local"
+    pvdir = cluster.nodes["node-1"].dir / f"pv-{namespace}"
+    pvdir.mkdir(parents=True)
+    os.chown(pvdir, 1000, 1000)  # the zookeeper image's user
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": sc},
+        "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}))
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-zk"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": sc,
+                 "local": {"path": str(pvdir)},
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-1"]}]}]}}}}))
+    return sc
+
+
+@contextlib.contextmanager
+def chart_release(cluster: Cluster, namespace: str, *sets: str, values: Path | None = None,
+                  local_pv: bool = False, before_install: Callable[[], object] | None = None,
+                  helm_wait: bool = False, operator_log: Callable[[], str] | None = None) -> Iterator[str]:
+    """helm/squall installed as release `squall` in a new `namespace`, torn down on leaving the
+    block, whether it ends normally or by an error (the install's included).
+
+    `sets` are `--set` arguments and `values` a values file. `local_pv` (real nodes only) serves
+    ZooKeeper's volume from a static local PersistentVolume on node-1 (its StorageClass is set as
+    `zookeeper.persistence.storageClass`). `before_install` runs once the namespace exists (e.g.
+    to create ConfigMaps). With `helm_wait` the install waits (`helm --wait`, 180 s) for the
+    release's resources; without it, for the ZooKeeper and operator pods to be Ready (180 s each).
+    Yields the namespace.
+
+    Teardown, in order: prints the end of the operator's log (`operator_log`, by default
+    `kubectl logs deploy/squall-operator`), deletes the topologies left and waits up to 90 s for
+    their finalizers, `helm uninstall --wait`, drops the finalizers of any topology still there
+    (they would block the namespace), deletes the namespace (not waited for) and the volume."""
+    cluster.kubectl("create", "namespace", namespace)
+    sc = ""
+
+    def kubectl(*args: str, **kw: Any) -> Any:
+        return cluster.kubectl("-n", namespace, *args, **kw)
+
+    def topologies(crd: bool) -> list[dict[str, Any]]:
+        return kget(cluster, "topologies", "-n", namespace).get("items", []) if crd else []
+
+    try:
+        if local_pv:
+            assert isinstance(cluster, RealNodeCluster), "a local PersistentVolume needs the real nodes"
+            sc = _local_pv(cluster, namespace)
+        if before_install is not None:
+            before_install()
+        args = [a for s in sets for a in ("--set", s)]
+        if sc:
+            args += ["--set", f"zookeeper.persistence.storageClass={sc}"]
+        if values is not None:
+            args += ["-f", str(values)]
+        t0 = time.monotonic()
+        if helm_wait:
+            out = cluster.helm("install", "squall", str(CHART), "-n", namespace, *args,
+                               "--wait", "--timeout", "180s", timeout=200)
+            assert "STATUS: deployed" in out.stdout, out.stdout + out.stderr
+        else:
+            cluster.helm("install", "squall", str(CHART), "-n", namespace, *args, timeout=180)
+            def ready(component: str) -> list[dict[str, Any]]:
+                pods = kget(cluster, "pods", "-n", namespace, "-l", f"app.kubernetes.io/component={component}")
+                return [p for p in pods["items"] if pod_ready(p)]
+
+            wait_for(lambda: ready("zookeeper"), 180, what="ZooKeeper Ready")
+            wait_for(lambda: ready("operator"), 180, what="the operator Ready")
+        print(f"release installed and Ready in {time.monotonic() - t0:.1f}s")
+        yield namespace
+    finally:
+        crd = cluster.kubectl("get", "crd", "topologies.squall.io", check=False).returncode == 0
+        try:
+            text = operator_log() if operator_log is not None else kubectl(
+                "logs", "deploy/squall-operator", "--tail=80", check=False).stdout
+            print("---- operator log (tail) ----\n" + text[-8000:])
+        except Exception as exc:  # diagnostics only
+            print(f"no operator log: {exc}")
+        for t in topologies(crd):
+            kubectl("delete", "topology", t["metadata"]["name"], "--wait=false", check=False)
+        deadline = time.monotonic() + 90
+        while crd and time.monotonic() < deadline and topologies(crd):
+            time.sleep(1)
+        cluster.helm("uninstall", "squall", "-n", namespace, "--wait", "--timeout", "60s", check=False, timeout=90)
+        for t in topologies(crd):  # finalizers would block the namespace
+            kubectl("patch", "topology", t["metadata"]["name"], "--type=merge",
+                    "-p", '{"metadata":{"finalizers":[]}}', check=False)
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        if sc:
+            cluster.kubectl("delete", "pv", f"{namespace}-zk", "--wait=false", check=False)
+            cluster.kubectl("delete", "storageclass", sc, "--wait=false", check=False)
 
 
 def container_pid(pod: dict[str, Any], index: int = 0) -> int:

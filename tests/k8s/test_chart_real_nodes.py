@@ -34,7 +34,8 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import kget, wait_for
+from .conftest import CHART, chart_release, kget, wait_for
+from .conftest import pod_ready as _ready
 from .realnode import RealNodeCluster
 
 # the first test's setup starts the cluster and installs the release; each scenario waits for pods
@@ -42,7 +43,6 @@ from .realnode import RealNodeCluster
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
 
 REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "helm" / "squall"
 BENCH = REPO / "bench"
 EXAMPLE = REPO / "examples" / "wordcount" / "topology.yaml"
 COMPONENTS = REPO / "tests" / "integration" / "topologies" / "engine_components.py"
@@ -145,64 +145,20 @@ def _cond(st: dict[str, Any], type_: str) -> dict[str, Any]:
     return next((x for x in st.get("conditions") or [] if x["type"] == type_), {})
 
 
-def _ready(pod: dict[str, Any]) -> bool:
-    return any(x["type"] == "Ready" and x["status"] == "True" for x in pod["status"].get("conditions", []))
-
-
 @pytest.fixture(scope="module")
 def release(real_cluster: RealNodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
-    c = real_cluster
-    ns = "squall-real"
-    c.kubectl("create", "namespace", ns)
-    sc = f"{ns}-local"
-    r = Release(c, ns, Path("/nonexistent"))
-    try:
-        tmp = tmp_path_factory.mktemp("chart-real")
-        os.chmod(tmp, 0o755)
-        r.tmp = tmp
-        pvdir = c.nodes["node-1"].dir / f"pv-{ns}"
-        pvdir.mkdir(parents=True)
-        os.chown(pvdir, 1000, 1000)  # the zookeeper image's user
-        c.kubectl("apply", "-f", "-", input=json.dumps({
-            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": sc},
-            "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}))
-        c.kubectl("apply", "-f", "-", input=json.dumps({
-            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{ns}-zk"},
-            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": sc,
-                     "local": {"path": str(pvdir)},
-                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                         {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-1"]}]}]}}}}))
+    tmp = tmp_path_factory.mktemp("chart-real")
+    os.chmod(tmp, 0o755)
+    r = Release(real_cluster, "squall-real", tmp)
+
+    def configmaps() -> None:
         r.kubectl("create", "configmap", "e2e-components", f"--from-file={COMPONENTS}")
         r.kubectl("create", "configmap", "chaos-components", f"--from-file={BENCH / 'topologies' / 'chaos_components.py'}")
-        t0 = time.monotonic()
-        c.helm("install", "squall", str(CHART), "-n", ns,
-               "--set", f"zookeeper.persistence.storageClass={sc}",
-               "--set", "worker.image.repository=squall-wordcount",
-               "--set", "operator.nodeSelector.kubernetes\\.io/hostname=node-1", timeout=180)
 
-        def ready(selector: str) -> list[dict[str, Any]]:
-            return [p for p in r.get("pods", "-l", selector)["items"] if _ready(p)]
-
-        wait_for(lambda: ready("app.kubernetes.io/component=zookeeper"), 180, what="ZooKeeper Ready (on its PV)")
-        wait_for(lambda: ready("app.kubernetes.io/component=operator"), 180, what="the operator Ready")
-        print(f"release installed and Ready in {time.monotonic() - t0:.1f}s")
+    with chart_release(real_cluster, r.ns, "worker.image.repository=squall-wordcount",
+                       "operator.nodeSelector.kubernetes\\.io/hostname=node-1",
+                       local_pv=True, before_install=configmaps):
         yield r
-    finally:
-        crd = c.kubectl("get", "crd", "topologies.squall.io", check=False).returncode == 0
-        print("---- operator log (tail) ----\n" + r.kubectl(
-            "logs", "deploy/squall-operator", "--tail=80", check=False).stdout[-8000:])
-        for t in r.get("topologies").get("items", []) if crd else []:
-            r.kubectl("delete", "topology", t["metadata"]["name"], "--wait=false", check=False)
-        deadline = time.monotonic() + 90
-        while crd and time.monotonic() < deadline and r.get("topologies").get("items"):
-            time.sleep(1)
-        c.helm("uninstall", "squall", "-n", ns, "--wait", "--timeout", "60s", check=False, timeout=90)
-        for t in r.get("topologies").get("items", []) if crd else []:  # finalizers would block the namespace
-            r.kubectl("patch", "topology", t["metadata"]["name"], "--type=merge",
-                      "-p", '{"metadata":{"finalizers":[]}}', check=False)
-        c.kubectl("delete", "namespace", ns, "--wait=false", check=False)
-        c.kubectl("delete", "pv", f"{ns}-zk", "--wait=false", check=False)
-        c.kubectl("delete", "storageclass", sc, "--wait=false", check=False)
 
 
 # --- the scenarios, in order -----------------------------------------------------------------------

@@ -19,8 +19,6 @@ its own image (examples/<name>/Dockerfile, built by scripts/k8s-images, named in
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -35,13 +33,13 @@ from squall.plan import build_plan
 from squall.statebackend import open_provider
 from squall.validation import parse_topology
 
-from .conftest import kget, wait_for
+from .conftest import chart_release, kget, wait_for
+from .conftest import pod_ready as _ready
 from .realnode import RealNodeCluster
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
 
 REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "helm" / "squall"
 TRENDING = REPO / "examples" / "trending"
 STATEFUL = REPO / "examples" / "stateful-wordcount"
 NS = "squall-examples"
@@ -54,10 +52,6 @@ def _module(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    return any(x["type"] == "Ready" and x["status"] == "True" for x in pod["status"].get("conditions", []))
 
 
 class Examples:
@@ -90,50 +84,8 @@ class Examples:
 
 @pytest.fixture(scope="module")
 def examples(real_cluster: RealNodeCluster) -> Iterator[Examples]:
-    c = real_cluster
-    c.kubectl("create", "namespace", NS)
-    sc = f"{NS}-local"
-    e = Examples(c)
-    try:
-        pvdir = c.nodes["node-1"].dir / f"pv-{NS}"
-        pvdir.mkdir(parents=True)
-        os.chown(pvdir, 1000, 1000)  # the zookeeper image's user
-        c.kubectl("apply", "-f", "-", input=json.dumps({
-            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": sc},
-            "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}))
-        c.kubectl("apply", "-f", "-", input=json.dumps({
-            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{NS}-zk"},
-            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": sc,
-                     "local": {"path": str(pvdir)},
-                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                         {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-1"]}]}]}}}}))
-        t0 = time.monotonic()
-        c.helm("install", "squall", str(CHART), "-n", NS, "--set", f"zookeeper.persistence.storageClass={sc}",
-               timeout=180)
-
-        def ready(selector: str) -> list[dict[str, Any]]:
-            return [p for p in e.get("pods", "-l", selector)["items"] if _ready(p)]
-
-        wait_for(lambda: ready("app.kubernetes.io/component=zookeeper"), 180, what="ZooKeeper Ready")
-        wait_for(lambda: ready("app.kubernetes.io/component=operator"), 180, what="the operator Ready")
-        print(f"release installed and Ready in {time.monotonic() - t0:.1f}s")
-        yield e
-    finally:
-        crd = c.kubectl("get", "crd", "topologies.squall.io", check=False).returncode == 0
-        print("---- operator log (tail) ----\n" + e.kubectl(
-            "logs", "deploy/squall-operator", "--tail=60", check=False).stdout[-6000:])
-        for t in e.get("topologies").get("items", []) if crd else []:
-            e.kubectl("delete", "topology", t["metadata"]["name"], "--wait=false", check=False)
-        deadline = time.monotonic() + 90
-        while crd and time.monotonic() < deadline and e.get("topologies").get("items"):
-            time.sleep(1)
-        c.helm("uninstall", "squall", "-n", NS, "--wait", "--timeout", "60s", check=False, timeout=90)
-        for t in e.get("topologies").get("items", []) if crd else []:  # finalizers would block the namespace
-            e.kubectl("patch", "topology", t["metadata"]["name"], "--type=merge",
-                      "-p", '{"metadata":{"finalizers":[]}}', check=False)
-        c.kubectl("delete", "namespace", NS, "--wait=false", check=False)
-        c.kubectl("delete", "pv", f"{NS}-zk", "--wait=false", check=False)
-        c.kubectl("delete", "storageclass", sc, "--wait=false", check=False)
+    with chart_release(real_cluster, NS, local_pv=True):
+        yield Examples(real_cluster)
 
 
 # "trending in (start, end]: storm 12, spout 7" (trending.Report's log line)

@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from .cluster import Cluster
-from .conftest import container_pid, kget, pid_alive, wait_for
+from .conftest import chart_release, container_pid, kget, pid_alive, wait_for
 
 pytestmark = pytest.mark.k8s
 
@@ -86,32 +86,9 @@ def squall(k8s_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> It
     # the previous module's release leaves this namespace terminating for a while
     wait_for(lambda: c.kubectl("get", "namespace", NS, check=False).returncode != 0, 180,
              what=f"namespace {NS} of a previous module to be gone")
-    c.kubectl("create", "namespace", NS)
-    try:
-        out = c.helm("install", "squall", str(REPO / "helm" / "squall"), "-n", NS, "-f", str(_values(tmp)),
-                     "--wait", "--timeout", "180s", timeout=200)
-        assert "STATUS: deployed" in out.stdout, out.stdout + out.stderr
+    with chart_release(c, NS, values=_values(tmp), helm_wait=True, operator_log=lambda: _operator_log(c)):
         wait_for(lambda: _lease_holder(c), 60, what="the operator to hold its lease")
         yield c
-    finally:
-        left = kget(c, "topologies", "-n", NS).get("items", []) if _crd_exists(c) else []
-        for t in left:
-            c.kubectl("delete", "topology", t["metadata"]["name"], "-n", NS, "--wait=false", check=False)
-        deadline = time.monotonic() + 60
-        while left and time.monotonic() < deadline and kget(c, "topologies", "-n", NS).get("items"):
-            time.sleep(1)
-        _dump_operator_log(c)
-        c.helm("uninstall", "squall", "-n", NS, "--wait", "--timeout", "60s", check=False, timeout=90)
-        # finalizers of topologies left behind would block the namespace: drop them
-        if _crd_exists(c):
-            for t in kget(c, "topologies", "-n", NS).get("items", []):
-                c.kubectl("patch", "topology", t["metadata"]["name"], "-n", NS, "--type=merge",
-                          "-p", '{"metadata":{"finalizers":[]}}', check=False)
-        c.kubectl("delete", "namespace", NS, "--wait=false", check=False)
-
-
-def _crd_exists(c: Cluster) -> bool:
-    return c.kubectl("get", "crd", "topologies.squall.io", check=False).returncode == 0
 
 
 def _lease_holder(c: Cluster) -> str:
@@ -127,14 +104,11 @@ def _operator_pod(c: Cluster) -> dict[str, Any]:
     return items[0]
 
 
-def _dump_operator_log(c: Cluster) -> None:
-    try:
-        pod = _operator_pod(c)
-        assert c.kubelet is not None
-        text = c.kubelet.logs(NS, pod["metadata"]["name"], "operator")
-        print("---- operator log (tail) ----\n" + text[-6000:])
-    except Exception as exc:  # diagnostics only
-        print(f"no operator log: {exc}")
+def _operator_log(c: Cluster) -> str:
+    """The operator container's log, from the process kubelet."""
+    pod = _operator_pod(c)
+    assert c.kubelet is not None
+    return c.kubelet.logs(NS, pod["metadata"]["name"], "operator")
 
 
 def topo(c: Cluster, name: str) -> dict[str, Any]:

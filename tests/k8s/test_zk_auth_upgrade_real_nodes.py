@@ -15,12 +15,11 @@ import base64
 import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import wait_for
+from .conftest import chart_release, wait_for
 from .realnode import RealNodeCluster
 from .test_chart_real_nodes import CHART, COMPONENTS, Release, _ready
 
@@ -30,35 +29,14 @@ pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
 @pytest.fixture(scope="module")
 def old_release(real_cluster: RealNodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
     """The chart installed with zookeeper.auth.enabled=false (ZooKeeper on an emptyDir)."""
-    c = real_cluster
-    ns = "squall-upgrade"
-    c.kubectl("create", "namespace", ns)
     tmp = tmp_path_factory.mktemp("zk-upgrade")
     os.chmod(tmp, 0o755)
-    r = Release(c, ns, tmp)
-    try:
-        r.kubectl("create", "configmap", "e2e-components", f"--from-file={COMPONENTS}")
-        c.helm("install", "squall", str(CHART), "-n", ns, "--set", "zookeeper.auth.enabled=false",
-               "--set", "zookeeper.persistence.enabled=false",
-               "--set", "operator.nodeSelector.kubernetes\\.io/hostname=node-1", timeout=180)
-        for comp in ("zookeeper", "operator"):
-            wait_for(lambda: [p for p in r.get("pods", "-l", f"app.kubernetes.io/component={comp}")["items"]
-                              if _ready(p)], 180, what=f"{comp} Ready")
+    r = Release(real_cluster, "squall-upgrade", tmp)
+    with chart_release(real_cluster, r.ns, "zookeeper.auth.enabled=false", "zookeeper.persistence.enabled=false",
+                       "operator.nodeSelector.kubernetes\\.io/hostname=node-1",
+                       before_install=lambda: r.kubectl("create", "configmap", "e2e-components",
+                                                        f"--from-file={COMPONENTS}")):
         yield r
-    finally:
-        print("---- operator log (tail) ----\n" + r.kubectl(
-            "logs", "deploy/squall-operator", "--tail=60", check=False).stdout[-6000:])
-        crd = c.kubectl("get", "crd", "topologies.squall.io", check=False).returncode == 0
-        for t in r.get("topologies").get("items", []) if crd else []:
-            r.kubectl("delete", "topology", t["metadata"]["name"], "--wait=false", check=False)
-        deadline = time.monotonic() + 90
-        while crd and time.monotonic() < deadline and r.get("topologies").get("items"):
-            time.sleep(1)
-        c.helm("uninstall", "squall", "-n", ns, "--wait", "--timeout", "60s", check=False, timeout=90)
-        for t in r.get("topologies").get("items", []) if crd else []:
-            r.kubectl("patch", "topology", t["metadata"]["name"], "--type=merge",
-                      "-p", '{"metadata":{"finalizers":[]}}', check=False)
-        c.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
 def _has_credentials(pod: dict[str, Any]) -> bool:
