@@ -16,7 +16,15 @@ import pytest
 
 import fixtures_groupings as fxg
 from squall import wire
-from squall.groupings import PartialKeyChooser, fields_hash, load_class, make_chooser, stable_hash
+from squall.groupings import (
+    FIELDS_CACHE,
+    OneFieldChooser,
+    PartialKeyChooser,
+    fields_hash,
+    load_class,
+    make_chooser,
+    stable_hash,
+)
 from squall.models import Grouping
 
 pytestmark = pytest.mark.unit
@@ -389,3 +397,14 @@ def test_custom_class_that_does_not_exist_raises() -> None:
         make_chooser(Grouping.CUSTOM, TASKS, custom_class=f"{FXG}:NoSuchClass")
     with pytest.raises(ModuleNotFoundError):
         make_chooser(Grouping.CUSTOM, TASKS, custom_class="no_such_module_xyz:Cls")
+
+
+def test_one_field_chooser_remembers_str_keys_within_its_bound() -> None:
+    tasks = [3, 4, 5, 6]
+    chooser = OneFieldChooser(tasks, 1)
+    keys: list[Any] = [f"w{i}" for i in range(FIELDS_CACHE + 100)] + [1, True, 1.0, b"w1", ("a", 2), "w1"]
+    for _round in range(2):  # the second round reads what the first remembered (or re-learns it)
+        for k in keys:
+            assert chooser(["x", k]) == [sorted(tasks)[stable_hash(k) % 4]], k
+    assert 0 < len(chooser.known) <= FIELDS_CACHE
+    assert all(type(k) is str for k in chooser.known)
