@@ -158,13 +158,14 @@ def make_tuples(n: int) -> list[Tuple]:
 
 INPUT = ["auto"]  # spark.batch.input for the bolts (--input)
 OVERLAP = [False]  # spark.batch.overlap for the bolts (--overlap)
+BOLT_CONF: dict[str, Any] = {}  # more bolt config (--bolt KEY=VALUE)
 
 
 def make_bolt(cls: type, size: int, interval: float) -> tuple[SparkBatchBolt, CountingCollector]:
     bolt, coll = cls(), CountingCollector()
     bolt.prepare({"spark.batch.size": size, "spark.batch.interval.secs": interval,
                   "topology.tick.tuple.freq.secs": 0.05, "spark.batch.input": INPUT[0],
-                  "spark.batch.overlap": OVERLAP[0]}, Ctx(), coll)
+                  "spark.batch.overlap": OVERLAP[0], **BOLT_CONF}, Ctx(), coll)
     return bolt, coll
 
 
@@ -257,6 +258,27 @@ def alternate(spark: Any, sizes: list[int], rounds: int = 5) -> None:
         print(f"| {name} | " + " | ".join(f"{statistics.median(got[name, size]):.3f}" for size in sizes) + " |")
 
 
+def compare(variants: list[str], size: int, batches: int, rounds: int) -> None:
+    """Bolt settings against each other: saturated enrich runs with each variant in turn, round
+    after round in one session, so that a load change on a shared machine hits every variant
+    alike; the median rows/s and CPU (Python + JVM ms per 1000 rows) of each."""
+    got: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
+    for _ in range(rounds):
+        for v in variants:
+            BOLT_CONF.clear()
+            BOLT_CONF.update(c.split("=", 1) for c in v.split(";") if c)
+            rate = saturated(Enrich, size, size * batches)
+            got[v].append((rate, CPU["Enrich"]))
+    BOLT_CONF.clear()
+    print(f"\nenrich, {size}-row batches, {batches} per run, {rounds} rounds, variants alternated")
+    print("| bolt settings | rows/s median | rows/s each | CPU ms / 1000 rows, median |")
+    print("| --- | ---: | --- | ---: |")
+    for v, runs in got.items():
+        rates = [r for r, _ in runs]
+        print(f"| {v or '(defaults)'} | {statistics.median(rates):,.0f} | {', '.join(f'{r:,.0f}' for r in rates)}"
+              f" | {statistics.median(c for _, c in runs):.1f} |", flush=True)
+
+
 def paced(cls: type, interval: float, rate: float, secs: float) -> tuple[float, float, float]:
     bolt, coll = make_bolt(cls, 1_000_000, interval)
     tick = Tuple([1], -1, "__system", "__tick", {"rate_secs": 0}, None)
@@ -299,7 +321,13 @@ def main() -> None:
                     help="spark.batch.overlap: take the next batch while Spark runs the last")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark setting for the session (repeatable), e.g. spark.sql.adaptive.enabled=false")
+    ap.add_argument("--bolt", action="append", default=[], metavar="KEY=VALUE",
+                    help="a bolt setting (repeatable), e.g. spark.batch.parquet.files=1")
+    ap.add_argument("--compare", action="append", default=[], metavar="KEY=VALUE[;KEY=VALUE]",
+                    help="only compare these bolt settings (repeatable; '' is the defaults), alternated run by run")
+    ap.add_argument("--rounds", type=int, default=4, help="rounds of --compare (default 4)")
     args = ap.parse_args()
+    BOLT_CONF.update(c.split("=", 1) for c in args.bolt)
     print("load average at start: %.1f %.1f %.1f" % os.getloadavg())
     t_start = time.perf_counter()
     t = time.perf_counter()
@@ -322,6 +350,11 @@ def main() -> None:
         for _ in range(3):
             saturated(cls, 5000, 10000)
 
+    if args.compare:
+        compare(args.compare, int((args.sizes or "100000").split(",")[0]), args.batches, args.rounds)
+        stop_spark()
+        print(f"\ntotal {time.perf_counter() - t_start:.0f}s; load average at end: %.1f %.1f %.1f" % os.getloadavg())
+        return
     if args.alternate:
         alternate(spark, [int(x) for x in args.alternate.split(",")])
         stop_spark()

@@ -254,6 +254,37 @@ def test_batches_go_in_as_parquet_files_removed_after_the_flush(spark: Any, tmp_
         make_bolt(Doubler, {"spark.batch.input": "csv"})
 
 
+def test_a_large_batch_goes_in_as_several_files_in_order(spark: Any, tmp_path: Path) -> None:
+    """With spark.batch.parquet.files N (default: the session's parallelism), a Parquet batch of
+    at least N * spark.batch.parquet.min.rows rows is written as N files, one Spark task each;
+    the result rows come back in the input's order, each anchored to its own input, and the
+    files are gone after the flush. A smaller batch is fewer files."""
+    seen: list[list[str]] = []
+
+    class Watched(Doubler):
+        def transform(self, df: Any, spark: Any) -> Any:
+            seen.append(sorted(p.name for p in tmp_path.iterdir()))
+            return super().transform(df, spark)
+
+    bolt, coll = make_bolt(Watched, {"spark.batch.size": 7, "spark.batch.dir": str(tmp_path), "spark.batch.input": "parquet",
+                                     "spark.batch.parquet.min.rows": 2, "spark.batch.parquet.files": 3})
+    inputs = [tup(FIELDS, [f"k{i}", i]) for i in range(7 + 5)]
+    for t in inputs[:7]:
+        bolt.execute(t)
+    bolt.batch_size = 100
+    for t in inputs[7:]:
+        bolt.execute(t)
+    bolt.flush()
+    assert [len(names) for names in seen] == [3, 2]  # 7 rows: 3 files (2+2+3); 5 rows: 2 files
+    assert all(name.endswith(".parquet") for names in seen for name in names)
+    assert [e[1] for e in coll.emitted] == [[f"k{i}", 2 * i] for i in range(12)]  # the input's order
+    assert [e[2] for e in coll.emitted] == inputs and coll.acked == inputs and not coll.failed
+    assert list(tmp_path.iterdir()) == []
+    for bad in ("two", -1):
+        with pytest.raises(ValueError, match="spark.batch.parquet.files must be"):
+            make_bolt(Doubler, {"spark.batch.parquet.files": bad})
+
+
 def test_overlap_takes_the_next_batch_while_spark_runs_the_last(spark: Any) -> None:
     """spark.batch.overlap: a full batch goes to the bolt's Spark thread and execute() returns;
     its result is emitted and its inputs acked on the executor's thread (a later execute, a tick

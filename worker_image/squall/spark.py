@@ -439,7 +439,8 @@ class BatchSchema:
         with the reason). When the types of its values allow (see FieldType.fast), the row is the
         tuple's own values, converted later a column at a time by `to_arrow`, and the returned
         signature says so; otherwise it is the converted row, and the signature None."""
-        self._check_fields(tup._fields)
+        if tup._fields is not self._seen_fields:
+            self._check_fields(tup._fields)
         values = tup.values
         key = tuple(map(type, values))
         sig = self._signatures.get(key)
@@ -669,7 +670,11 @@ def arrow_to_values(column: pa.ChunkedArray | pa.Array) -> list[Any]:
         # epoch plus a timedelta is the same instant, exactly, at a fraction of the cost
         epoch = _EPOCH_UTC if t.tz is not None else _EPOCH_NAIVE
         delta = _dt.timedelta
-        return [None if us is None else epoch + delta(0, 0, us) for us in column.cast(pa.int64()).to_pylist()]
+        micros = column.cast(pa.int64()).to_pylist()
+        if column.null_count:
+            return [None if us is None else epoch + delta(0, 0, us) for us in micros]
+        zeros = [0] * len(micros)
+        return list(map(epoch.__add__, map(delta, zeros, zeros, micros)))
     values: list[Any] = column.to_pylist()
     if _has_map(t):
         return [_maps_to_dicts(v, t) for v in values]
@@ -695,6 +700,9 @@ class SparkBatchBolt(Bolt):
       spark.output.fields       fields of the emitted tuples (default: the declared default stream)
       spark.batch.input         auto (default: Parquet file from spark.batch.parquet.min.rows rows
                                 with a local master, else createDataFrame), parquet or arrow
+      spark.batch.parquet.files split a Parquet batch into up to this many files, one Spark task
+                                each, at least spark.batch.parquet.min.rows rows a file
+                                (default: the session's default parallelism)
       spark.batch.overlap       take the next batch while the bolt's Spark thread runs the last
                                 (default false); results are emitted on the executor's thread
       spark.master, spark.app.name, spark.conf.<key>: the process's SparkSession
@@ -725,6 +733,13 @@ class SparkBatchBolt(Bolt):
         if self.batch_input not in ("auto", "parquet", "arrow"):
             raise ValueError(f"spark.batch.input must be auto, parquet or arrow, not {self.batch_input!r}")
         self.parquet_min_rows = int(conf.get("spark.batch.parquet.min.rows", PARQUET_MIN_ROWS))
+        try:  # 0: the session's default parallelism, read at the first Parquet batch
+            self._files_per_batch = int(conf.get("spark.batch.parquet.files") or 0)
+        except ValueError:
+            raise ValueError("spark.batch.parquet.files must be a whole number of files,"
+                             f" not {conf.get('spark.batch.parquet.files')!r}") from None
+        if self._files_per_batch < 0:
+            raise ValueError(f"spark.batch.parquet.files must be 0 (the default parallelism) or more, not {self._files_per_batch}")
         self.overlap = str(conf.get("spark.batch.overlap", False)).lower() in ("true", "1", "yes")
         self._pool: ThreadPoolExecutor | None = None
         self._inflight: tuple[list[Tuple], Future[list[tuple[list[Any], str, Any]]]] | None = None
@@ -916,7 +931,9 @@ class SparkBatchBolt(Bolt):
         uncompressed Parquet file under the worker's batch directory and read by Spark's
         vectorized Parquet reader: about half the JVM CPU per row of createDataFrame(table),
         which parallelizes an RDD of Arrow batches and converts them to rows, for a larger fixed
-        cost per batch (docs/performance.md, "Spark"). Otherwise (a small batch, or executors
+        cost per batch (docs/performance.md, "Spark"). A large batch is split into
+        `spark.batch.parquet.files` files (one task each, so the JVM's cores share the batch)
+        read as a union, which keeps the rows in order. Otherwise (a small batch, or executors
         elsewhere, which cannot read a local file) createDataFrame."""
         route = self.batch_input
         if route == "auto":
@@ -929,10 +946,29 @@ class SparkBatchBolt(Bolt):
         import pyarrow.parquet as pq
 
         directory = str(self.batch_dir) if self.batch_dir else batch_dir()
-        path = os.path.join(directory, f"{self.context.component_id}-{self.context.task_id}-{uuid.uuid4().hex}.parquet")
-        self._files.append(path)
-        pq.write_table(table, path, compression="none")
-        return spark.read.schema(struct).parquet(path)
+        n = table.num_rows
+        parts = max(1, min(self._parallelism(spark), n // max(1, self.parquet_min_rows)))
+        stem = f"{self.context.component_id}-{self.context.task_id}-{uuid.uuid4().hex}"
+        paths = []
+        for k in range(parts):
+            lo, hi = n * k // parts, n * (k + 1) // parts
+            path = os.path.join(directory, f"{stem}-{k}.parquet" if parts > 1 else f"{stem}.parquet")
+            self._files.append(path)
+            pq.write_table(table.slice(lo, hi - lo), path, compression="none")
+            paths.append(path)
+        # one scan per file, in order: a union keeps its inputs' partitions in order, where one
+        # scan of several files would order them by size (the result's rows would not follow
+        # the input's)
+        reader = spark.read.schema(struct)
+        df = reader.parquet(paths[0])
+        for path in paths[1:]:
+            df = df.union(reader.parquet(path))
+        return df
+
+    def _parallelism(self, spark: SparkSession) -> int:
+        if not self._files_per_batch:
+            self._files_per_batch = max(1, int(spark.sparkContext.defaultParallelism))
+        return self._files_per_batch
 
     def _remove_files(self) -> None:
         files, self._files = self._files, []
@@ -979,8 +1015,13 @@ class SparkBatchBolt(Bolt):
         if lineage:
             size = len(batch)
             row_index = columns.pop()
-            for values, i in zip(zip(*columns), row_index):
-                emit(list(values), anchors=batch[i] if i is not None and 0 <= i < size else batch)
+            if row_index and None not in row_index and 0 <= min(row_index) and max(row_index) < size:
+                # every result row names an input of the batch (the common case): no check per row
+                for values, anchor in zip(zip(*columns), map(batch.__getitem__, row_index)):
+                    emit(list(values), anchors=anchor)
+            else:
+                for values, i in zip(zip(*columns), row_index):
+                    emit(list(values), anchors=batch[i] if i is not None and 0 <= i < size else batch)
         else:
             for values in zip(*columns):
                 emit(list(values), anchors=batch)
