@@ -439,8 +439,7 @@ class BatchSchema:
         with the reason). When the types of its values allow (see FieldType.fast), the row is the
         tuple's own values, converted later a column at a time by `to_arrow`, and the returned
         signature says so; otherwise it is the converted row, and the signature None."""
-        if tup._fields is not self._seen_fields:
-            self._check_fields(tup._fields)
+        self._check_fields(tup._fields)
         values = tup.values
         key = tuple(map(type, values))
         sig = self._signatures.get(key)
@@ -670,11 +669,7 @@ def arrow_to_values(column: pa.ChunkedArray | pa.Array) -> list[Any]:
         # epoch plus a timedelta is the same instant, exactly, at a fraction of the cost
         epoch = _EPOCH_UTC if t.tz is not None else _EPOCH_NAIVE
         delta = _dt.timedelta
-        micros = column.cast(pa.int64()).to_pylist()
-        if column.null_count:
-            return [None if us is None else epoch + delta(0, 0, us) for us in micros]
-        zeros = [0] * len(micros)
-        return list(map(epoch.__add__, map(delta, zeros, zeros, micros)))
+        return [None if us is None else epoch + delta(0, 0, us) for us in column.cast(pa.int64()).to_pylist()]
     values: list[Any] = column.to_pylist()
     if _has_map(t):
         return [_maps_to_dicts(v, t) for v in values]
@@ -1015,13 +1010,8 @@ class SparkBatchBolt(Bolt):
         if lineage:
             size = len(batch)
             row_index = columns.pop()
-            if row_index and None not in row_index and 0 <= min(row_index) and max(row_index) < size:
-                # every result row names an input of the batch (the common case): no check per row
-                for values, anchor in zip(zip(*columns), map(batch.__getitem__, row_index)):
-                    emit(list(values), anchors=anchor)
-            else:
-                for values, i in zip(zip(*columns), row_index):
-                    emit(list(values), anchors=batch[i] if i is not None and 0 <= i < size else batch)
+            for values, i in zip(zip(*columns), row_index):
+                emit(list(values), anchors=batch[i] if i is not None and 0 <= i < size else batch)
         else:
             for values in zip(*columns):
                 emit(list(values), anchors=batch)
