@@ -28,6 +28,7 @@ SRC = HERE / "worker_image"
 COMPILED = [
     "squall/acker.py",
     "squall/groupings.py",
+    "squall/worker/control.py",
     "squall/worker/executor.py",
     "squall/worker/routing.py",
     "squall/worker/transport.py",

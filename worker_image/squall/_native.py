@@ -25,6 +25,7 @@ from types import ModuleType
 MODULES = (
     "squall.acker",
     "squall.groupings",
+    "squall.worker.control",
     "squall.worker.executor",
     "squall.worker.routing",
     "squall.worker.transport",

@@ -41,6 +41,7 @@ from squall.models.v1alpha1 import Topology
 from squall.plan import ACKER, CHECKPOINT_COMPONENT, build_plan
 from squall.state import ACCESS_ERRORS, CONNECTION_ERRORS, ZK_AUTH_ENV, ZK_AUTH_FILE_ENV, ClusterState, NotConnected, ZkCredentials
 from squall.worker import health, metrics
+from squall.worker.control import sort_control
 from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
 from squall.worker.host import HostedExecutor
 from squall.worker.routing import Inbox, Routing
@@ -440,50 +441,25 @@ class Worker:
         ledgers = self.ledgers
         done: list[list[int]] = []
         remote: dict[WorkerSlot, list[list[int]]] = {}
-        bad = 0
         mine: dict[int, list[list[int]]] = {}
-        for it in items:
-            if not trusted and not (
-                type(it) is list
-                and len(it) == 5
-                and type(it[0]) is int
-                and 0 <= it[0] <= 4
-                and type(it[1]) is int
-                and type(it[2]) is int
-                and type(it[3]) is int
-                and type(it[4]) is int
-            ):
-                bad += 1
+        signals: list[list[int]] = []
+        bad, dropped = sort_control(items, trusted, ledgers, routing.task_slot, mine, done, signals, remote)
+        if dropped:
+            self.dropped += dropped
+        for it in signals:
+            # a peer's task is (1) or is no longer (0) backpressured; without CURVE, only a
+            # host running one of the assignment's workers may say so (else anyone reaching
+            # the control port could throttle this worker)
+            if peer is not None and not self._known_peer(peer):
+                self.refused_signals += 1
+                if self.refused_signals <= 10 or self.refused_signals % 1000 == 0:
+                    log.warning("worker %s refused a backpressure signal from %s: no worker of the "
+                                "assignment runs there (%d so far)", self.slot.key(), peer, self.refused_signals)
                 continue
-            kind = it[0]
-            if kind == wire.DONE:
-                done.append(it)
-            elif kind == wire.BACKPRESSURE:
-                # a peer's task is (1) or is no longer (0) backpressured; without CURVE, only a
-                # host running one of the assignment's workers may say so (else anyone reaching
-                # the control port could throttle this worker)
-                if peer is not None and not self._known_peer(peer):
-                    self.refused_signals += 1
-                    if self.refused_signals <= 10 or self.refused_signals % 1000 == 0:
-                        log.warning("worker %s refused a backpressure signal from %s: no worker of the "
-                                    "assignment runs there (%d so far)", self.slot.key(), peer, self.refused_signals)
-                    continue
-                if it[2]:
-                    self.remote_bp[it[1]] = time.monotonic() + BP_TTL_SECS
-                else:
-                    self.remote_bp.pop(it[1], None)
-            elif it[1] in ledgers:
-                got = mine.get(it[1])
-                if got is None:
-                    mine[it[1]] = [it]
-                else:
-                    got.append(it)
+            if it[2]:
+                self.remote_bp[it[1]] = time.monotonic() + BP_TTL_SECS
             else:
-                slot = routing.task_slot.get(it[1])
-                if slot is None:
-                    self.dropped += 1
-                else:
-                    remote.setdefault(slot, []).append(it)
+                self.remote_bp.pop(it[1], None)
         if mine:
             with self.acker_lock:
                 for task, batch in mine.items():
