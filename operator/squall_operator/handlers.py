@@ -33,6 +33,7 @@ from squall_operator.kube_nimbus import (
     rebalance_wait_from_annotations,
 )
 from squall_operator.metrics import NimbusMetrics
+from squall_operator.pods import LABEL_COMPONENT, LABEL_MANAGED_BY
 
 log = logging.getLogger("squall.operator")
 
@@ -145,3 +146,18 @@ def kill(meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, namespace: str |
     )
     if not done:
         raise kopf.TemporaryError("killing: spouts deactivated, waiting for killWaitSecs", delay=2)
+
+
+@kopf.on.event("", "v1", "pods", labels={LABEL_MANAGED_BY: "squall-operator", LABEL_COMPONENT: "worker"})
+def worker_pod_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
+    """The watch on worker pods: one being deleted (`kubectl delete pod`, an eviction) or gone
+    wakes nimbus's loop at once, which makes its slot a new pod (under a new name, while the old
+    one terminates). Only wakes: the loop reads the pods itself, level-based."""
+    nimbus = _context(memo).nimbus
+    if nimbus is None:  # not the leader yet: the loop reads every pod when it starts
+        return
+    obj = event.get("object") or {}
+    meta = obj.get("metadata") or {}
+    nimbus.pod_event(str(meta.get("namespace") or ""), str(meta.get("name") or ""),
+                     deleting=meta.get("deletionTimestamp") is not None, gone=event.get("type") == "DELETED",
+                     finished=(obj.get("status") or {}).get("phase") in ("Failed", "Succeeded"))

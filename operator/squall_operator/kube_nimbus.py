@@ -29,6 +29,7 @@ import json
 import logging
 import math
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -786,6 +787,15 @@ class KubeNimbus(Nimbus):
         self.metrics.rounds.labels(outcome).inc()
         self.metrics.round_seconds.observe(time.monotonic() - started)
 
+    def pod_event(self, namespace: str, name: str, deleting: bool, gone: bool, finished: bool) -> None:
+        """A worker pod changed (the pod watch, `handlers.worker_pod_event`): a pod being deleted,
+        gone or finished (Failed/Succeeded) wakes the reconcile loop at once, so that its slot gets
+        a new pod without waiting for the next round (`monitor_freq_secs`)."""
+        if deleting or gone or finished:
+            log.debug("worker pod %s/%s %s: reconciling now", namespace, name,
+                      "gone" if gone else "deleting" if deleting else "finished")
+            self.loop_wake.set()
+
     def stop_operator(self) -> None:
         self.loop_wake.set()
         if self._loop_thread is not None:
@@ -1076,13 +1086,15 @@ class KubeNimbus(Nimbus):
         if plan.create and not res.sealed and not self.seal(res):
             return
         for slot in plan.create:
-            body = pods.worker_pod(res.name, res.uid, res.namespace, slot, self.config.worker, worker)
+            # a name of its own (a new generation): the slot's old pod may still be terminating
+            body = pods.worker_pod(res.name, res.uid, res.namespace, slot, self.config.worker, worker,
+                                   generation=pods.pod_generation(secrets.randbelow))
             try:
                 self.api.create_pod(res.namespace, body)
                 log.info("topology %s: created worker pod %s", res.name, body["metadata"]["name"])
                 res.pod_problem = None
             except ApiConflict:
-                pass  # the old pod of this slot is still terminating: next round
+                pass  # the name is taken (a generation drawn twice): another one next round
             except ApiRejected as exc:
                 if res.pod_problem != str(exc):
                     self.post(res, "Warning", "InvalidPodTemplate",

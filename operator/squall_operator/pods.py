@@ -46,6 +46,7 @@ __all__ = [
     "iso_time",
     "merge_conditions",
     "node_slots",
+    "pod_generation",
     "pod_name",
     "pod_view",
     "template_hash",
@@ -108,9 +109,31 @@ def label_value(text: str) -> str:
     return _fit(text, _LABEL_INVALID.sub("-", text).strip("-._"), MAX_NAME, "-._")
 
 
-def pod_name(topology: str, slot: WorkerSlot) -> str:
-    """The worker pod of `slot`: "<topology>-<node>-<port>", DNS-safe, at most 63 characters."""
-    return dns_label(f"{topology}-{slot.node}-{slot.port}")
+def pod_name(topology: str, slot: WorkerSlot, generation: str = "") -> str:
+    """The worker pod of `slot`: "<topology>-<node>-<port>-<generation>", DNS-safe, at most 63
+    characters (the slot part cut, with a hash, to leave room for the generation).
+
+    A slot's pods differ by `generation` (a short random suffix, `pod_generation`), so the
+    replacement of a deleted pod is created at once, while the old one still terminates: under
+    the slot's own name the API server refused it until the old one was gone (2-6 s). The slot
+    stays in the labels (`squall.io/node`, `squall.io/port`) and the `squall.io/slot`
+    annotation, which is what maps a pod to its slot."""
+    if not generation:
+        return dns_label(f"{topology}-{slot.node}-{slot.port}")
+    if not re.fullmatch(r"[a-z0-9]{1,10}", generation):
+        raise ValueError(f"pod generation {generation!r}: expected 1-10 of [a-z0-9]")
+    return f"{dns_label(f'{topology}-{slot.node}-{slot.port}', MAX_NAME - len(generation) - 1)}-{generation}"
+
+
+# what Kubernetes' own generated suffixes use (no vowels: no words), so they read alike
+GENERATION_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
+GENERATION_LENGTH: Final = 5
+
+
+def pod_generation(randbelow: Any) -> str:
+    """A new pod generation suffix, from `randbelow(n)` (`secrets.randbelow`: given, so that
+    this module stays free of hidden randomness)."""
+    return "".join(GENERATION_ALPHABET[randbelow(len(GENERATION_ALPHABET))] for _ in range(GENERATION_LENGTH))
 
 
 def zk_auth_secret_name(topology: str) -> str:
@@ -302,7 +325,7 @@ def worker_probes(config: WorkerPodConfig) -> dict[str, Any]:
 
 def worker_pod(
     topology: str, uid: str, namespace: str, slot: WorkerSlot, config: WorkerPodConfig,
-    worker: WorkerSpec | None = None,
+    worker: WorkerSpec | None = None, generation: str = "",
 ) -> dict[str, Any]:
     """The pod running `slot`'s worker: pinned to the slot's node, owned by the Topology.
 
@@ -417,7 +440,7 @@ def worker_pod(
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": pod_name(topology, slot),
+            "name": pod_name(topology, slot, generation),
             "namespace": namespace,
             "labels": labels,
             "annotations": annotations,
@@ -520,9 +543,13 @@ def plan_pods(
 ) -> PodPlan:
     """Compare the slots the assignment uses with the existing worker pods.
 
-    A slot with no pod (or only a pod being deleted) gets one; a pod whose slot is no longer
-    assigned, or that has finished (Failed/Succeeded: evicted or given up), is deleted and, if
-    its slot is still wanted, created again on a later round once the old one is gone."""
+    A slot with no pod, or only a pod being deleted, gets a new one at once (pod names carry a
+    generation, `pod_name`): the old pod is terminating, its worker stops on SIGTERM within a
+    second or so, before the new one has started. A pod whose slot is no longer assigned, or that
+    has finished (Failed/Succeeded: evicted or given up), is deleted, and if its slot is still
+    wanted a new one is created in the same round. Except on a node that is gone or NotReady: a
+    pod terminating there still covers its slot (no kubelet would run a new one; nimbus moves
+    the slot)."""
     wanted = set(wanted)
     unhealthy = set(unhealthy_nodes)
     delete: dict[str, str] = {}
@@ -532,9 +559,10 @@ def plan_pods(
             if not pod.deleting or pod.node in unhealthy:
                 delete[pod.name] = "its slot is no longer assigned"
             continue
-        covered.add(pod.slot)
         if pod.finished and not pod.deleting:
             delete[pod.name] = f"it {pod.phase.lower()}" + (f" ({pod.reason})" if pod.reason else "")
+        if pod.node in unhealthy or not (pod.deleting or pod.finished):
+            covered.add(pod.slot)
     force = frozenset(
         p.name for p in pods if p.name in delete and p.node in unhealthy
     )

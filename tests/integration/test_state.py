@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 import time
+from typing import Any
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -421,3 +422,20 @@ def test_endpoint_vanishes_when_a_frozen_workers_session_expires(
         worker.wait()
         if worker.stdout is not None:
             worker.stdout.close()
+
+
+def test_a_worker_removes_only_its_own_endpoint(cluster_state: ClusterState, zookeeper: Any) -> None:
+    """A replacement worker for the slot (a new pod started while the old one terminates)
+    registers its endpoint over the old one's; the old worker stopping then removes nothing."""
+    cs = cluster_state
+    old_ep, new_ep = Endpoint(host="10.0.0.1", port=6700), Endpoint(host="10.0.0.2", port=6700)
+    with ClusterState.connect(zookeeper.connect_string, root=cs.root) as old, \
+            ClusterState.connect(zookeeper.connect_string, root=cs.root) as new:
+        old.register_endpoint("wc", SLOT, old_ep)
+        assert old.owns_endpoint("wc", SLOT, old_ep)
+        new.register_endpoint("wc", SLOT, new_ep)
+        assert not old.owns_endpoint("wc", SLOT, old_ep) and new.owns_endpoint("wc", SLOT, new_ep)
+        assert old.remove_own_endpoint("wc", SLOT) is False
+        assert cs.get_endpoints("wc") == {SLOT: new_ep}
+        assert new.remove_own_endpoint("wc", SLOT) is True
+        assert cs.get_endpoints("wc") == {} and new.remove_own_endpoint("wc", SLOT) is False

@@ -485,32 +485,55 @@ def test_worker_pods_deleted_every_20s_lose_no_message_id(release: Release) -> N
     names: dict[str, str] = {}
     uids: set[str] = set()
     back: list[float] = []  # seconds from a deletion to its replacement pod Ready
+    timelines: list[dict[str, float]] = []
     for _ in range(CHAOS_DELETIONS):
         live = sorted(r.workers(name, live=True), key=lambda p: p["metadata"]["name"])
         uids |= {p["metadata"]["uid"] for p in live}
         victim = rng.choice(live)
+        slot = victim["metadata"]["annotations"]["squall.io/slot"]
         at = time.time()
         r.kubectl("delete", "pod", victim["metadata"]["name"], "--wait=false")
         faults.append(chaos.Fault("delete", at, f"kubectl delete pod {victim['metadata']['name']} "
                                                 f"({victim['spec']['nodeName']})"))
         print(f"{time.strftime('%H:%M:%S')} {faults[-1].detail}")
-        deadline, replaced, created = at + CHAOS_EVERY, None, 0.0
+        # where the time goes, seconds after the deletion: seen by polling the API (~0.3 s apart)
+        # or from its timestamps (1 s resolution: old_exited, new_created, new_started)
+        marks: dict[str, float] = {}
+        deadline, replaced = at + CHAOS_EVERY, None
         while time.time() < deadline:
-            pods = r.workers(name, live=True)
-            if replaced is None and len(pods) == 2 and all(_ready(p) for p in pods) \
-                    and victim["metadata"]["uid"] not in {p["metadata"]["uid"] for p in pods}:
-                replaced = time.time() - at
+            pods = r.workers(name)
+            seen = time.time() - at
+            old = next((p for p in pods if p["metadata"]["uid"] == victim["metadata"]["uid"]), None)
+            if old is None:
+                marks.setdefault("old_gone", round(seen, 1))
+            else:
+                done = ((old["status"].get("containerStatuses") or [{}])[0].get("state") or {}).get("terminated")
+                if done and done.get("finishedAt"):
+                    marks.setdefault("old_exited", round(_timestamp(done["finishedAt"]) - at, 1))
+            new = next((p for p in pods if p["metadata"]["annotations"].get("squall.io/slot") == slot
+                        and p["metadata"]["uid"] not in uids), None)
+            if new is not None:
+                marks.setdefault("new_seen", round(seen, 1))
+                marks.setdefault("new_created", round(_timestamp(new["metadata"]["creationTimestamp"]) - at, 1))
+                running = ((new["status"].get("containerStatuses") or [{}])[0].get("state") or {}).get("running")
+                if running and running.get("startedAt"):
+                    marks.setdefault("new_started", round(_timestamp(running["startedAt"]) - at, 1))
+            pods = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+            if replaced is None and new is not None and len(pods) == 2 and all(_ready(p) for p in pods):
+                replaced = seen
+                marks["new_ready"] = round(seen, 1)
                 back.append(round(replaced, 1))
-                new = next(p for p in pods if p["metadata"]["name"] == victim["metadata"]["name"])
-                created = _timestamp(new["metadata"]["creationTimestamp"]) - at  # 1 s resolution
                 for p in pods:  # memory, once per interval, of every worker pod (the new one just Ready)
                     mb = _worker_rss_mb(r, p["metadata"]["name"])
                     if mb is not None:
                         rss.setdefault(p["metadata"]["uid"], []).append(mb)
                         names[p["metadata"]["uid"]] = p["metadata"]["name"]
-            time.sleep(max(0.0, min(1.0, deadline - time.time())))
-        faults[-1].detail += f"; new pod created after ~{created:.0f}s, Ready after {replaced:.1f}s" if replaced \
-            else "; no new pod Ready in 20s"
+            if replaced is not None and "old_gone" in marks:
+                time.sleep(max(0.0, min(1.0, deadline - time.time())))
+        timelines.append(marks)
+        faults[-1].detail += f"; new pod created after ~{marks.get('new_created', 0):.0f}s, Ready after " \
+                             f"{replaced:.1f}s" if replaced else "; no new pod Ready in 20s"
+        print(f"  timeline (s after the deletion): {marks}")
     load_end = time.time() + settle
     time.sleep(settle)
     alive = r.workers(name, live=True)
@@ -532,7 +555,7 @@ def test_worker_pods_deleted_every_20s_lose_no_message_id(release: Release) -> N
         acked_undelivered=len(acked - delivered), deliveries=len(deliveries),
         duplicates=len(deliveries) - len(delivered), steady_rate=round(before, 1),
         faults=[{"kind": f.kind, "at_s": round(f.at - t_start, 1), "detail": f.detail,
-                 "recovery_s": f.recovery_s} for f in faults],
+                 "recovery_s": f.recovery_s, "timeline_s": marks} for f, marks in zip(faults, timelines)],
         recovery_p50_s=chaos.percentile_50(recovered),
         recovery_max_s=max(recovered) if len(recovered) == len(faults) and recovered else None,
         unrecovered=len(faults) - len(recovered),

@@ -247,7 +247,9 @@ def test_wordcount_runs_from_the_same_file(squall: Cluster) -> None:
         assert p["metadata"]["ownerReferences"][0]["kind"] == "Topology"
         slot = p["metadata"]["annotations"]["squall.io/slot"]
         assert slot.startswith(p["spec"]["nodeName"] + "-")
-        assert p["metadata"]["name"] == f"wordcount-{slot}"
+        # the slot's name and a generation (a replacement pod gets a new one)
+        assert p["metadata"]["name"].startswith(f"wordcount-{slot}-")
+        assert p["metadata"]["labels"]["squall.io/port"] == slot.rsplit("-", 1)[1]
         # Ready through the worker's own /readyz (its ZooKeeper session, endpoint, assignment,
         # loops), not a TCP connect; its /metrics answers on the same named port
         (ctr,) = p["spec"]["containers"]

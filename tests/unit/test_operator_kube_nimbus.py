@@ -345,11 +345,36 @@ def test_failed_pod_is_replaced() -> None:
     nimbus.register("ns", "wc", "uid-1", 1, SPEC)
     nimbus.round()
     key = next(iter(api.pods))
+    slot = api.pods[key]["metadata"]["annotations"]["squall.io/slot"]
     api.pods[key]["status"] = {"phase": "Failed", "reason": "Evicted"}
     nimbus.round()
     assert key not in api.pods and "WorkerReplaced" in api.reasons("wc")
+    # its replacement, under a name of its own, in the same round
+    (new,) = [k for k, p in api.pods.items() if p["metadata"]["annotations"]["squall.io/slot"] == slot]
+    assert new != key and new[1].startswith(key[1].rsplit("-", 1)[0] + "-")
+
+
+def test_a_deleted_pod_is_replaced_while_it_terminates() -> None:
+    """`kubectl delete pod`: while the old pod terminates (deletionTimestamp set, still listed),
+    the slot gets a new pod at once, under a new name; the old one is left to its kubelet."""
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
     nimbus.round()
-    assert key in api.pods
+    before = dict(api.pods)
+    key = next(iter(before))
+    slot = api.pods[key]["metadata"]["annotations"]["squall.io/slot"]
+    api.pods[key]["metadata"]["deletionTimestamp"] = "2026-11-23T21:00:00Z"
+    nimbus.loop_wake.clear()
+    nimbus.pod_event("ns", key[1], deleting=False, gone=False, finished=False)  # e.g. Ready
+    assert not nimbus.loop_wake.is_set()
+    nimbus.pod_event("ns", key[1], deleting=True, gone=False, finished=False)
+    assert nimbus.loop_wake.is_set()  # the pod watch wakes the loop at once
+    nimbus.round()
+    of_slot = sorted(k for k, p in api.pods.items() if p["metadata"]["annotations"]["squall.io/slot"] == slot)
+    assert len(of_slot) == 2 and key in of_slot, of_slot
+    assert key[1] not in [name for name, _ in api.deleted]
+    nimbus.round()  # the terminating pod does not make a third
+    assert len(api.pods) == len(before) + 1
 
 
 def test_invalid_spec_fails_and_others_keep_running() -> None:

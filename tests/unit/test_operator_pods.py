@@ -39,6 +39,29 @@ def test_pod_name_is_dns_safe_and_bounded() -> None:
     assert other != long and len(other) <= 63
 
 
+
+def test_a_slots_pods_differ_by_generation_and_keep_the_slot_in_labels() -> None:
+    """A replacement pod gets a name of its own (created while the old one terminates); the slot
+    stays readable from the pod's labels and annotation."""
+    slot = WorkerSlot("node-1", 6700)
+    assert pods.pod_name("wc", slot, "x7k2p") == "wc-node-1-6700-x7k2p"
+    long = pods.pod_name("t" * 60, WorkerSlot("n" * 80, 6700), "x7k2p")
+    assert len(long) == 63 and DNS.match(long) and long.endswith("-x7k2p")
+    assert long != pods.pod_name("t" * 60, WorkerSlot("n" * 80, 6701), "x7k2p")
+    with pytest.raises(ValueError, match="generation"):
+        pods.pod_name("wc", slot, "Bad_1")
+    draws = iter([0, 1, 2, 3, 26, 0, 0, 0, 0, 0])
+    assert pods.pod_generation(lambda n: next(draws)) == "bcdf9"
+    assert pods.pod_generation(lambda n: next(draws)) == "bbbbb"
+    a = pods.worker_pod("wc", "u", "ns", slot, CONFIG, generation="bcdf9")
+    b = pods.worker_pod("wc", "u", "ns", slot, CONFIG, generation="bbbbb")
+    assert a["metadata"]["name"] != b["metadata"]["name"]
+    for pod in (a, b):
+        assert pods.pod_view(pod).slot == slot
+        assert pod["metadata"]["labels"][pods.LABEL_NODE] == "node-1"
+        assert pod["metadata"]["labels"][pods.LABEL_PORT] == "6700"
+
+
 def test_worker_pod_probes_ask_the_worker_over_http() -> None:
     """Readiness is the worker's /readyz (its ZooKeeper session, endpoint, assignment and loops),
     not a TCP connect to the slot port, which a worker peers cannot find still accepts; liveness
@@ -209,9 +232,13 @@ def test_plan_pods() -> None:
         _view("pd", d, deleting=True),  # assigned again while the old pod terminates
     ]
     plan = pods.plan_pods([a, b, d], existing, unhealthy_nodes=["n3"])
-    # the pod of d has the same name: it is created again once the old one is gone
-    assert plan.create == ()
-    assert pods.plan_pods([a, b, d], existing[:3], unhealthy_nodes=["n3"]).create == (d,)
+    # a new pod (a name of its own) at once for d, whose old pod terminates, and for b, whose
+    # finished pod is deleted in the same round
+    assert plan.create == (d, b)
+    assert pods.plan_pods([a, b, d], existing[:3], unhealthy_nodes=["n3"]).create == (d, b)
+    assert pods.plan_pods([a, d], [existing[0], _view("pd2", d), existing[3]]).create == ()
+    # a pod terminating on a node that is gone still covers its slot: no kubelet would run another
+    assert pods.plan_pods([d], [existing[3]], unhealthy_nodes=["n1"]).create == ()
     assert set(plan.delete) == {"pb", "pc"}
     assert "failed" in plan.delete["pb"] and "no longer assigned" in plan.delete["pc"]
     assert plan.force == {"pc"}

@@ -630,6 +630,21 @@ class ClusterState:
     def remove_endpoint(self, topo: str, slot: WorkerSlot) -> None:
         self._delete(self._path(ENDPOINTS, _name("topology id", topo), slot.key()))
 
+    def remove_own_endpoint(self, topo: str, slot: WorkerSlot) -> bool:
+        """Remove the slot's endpoint if this session registered it, never another worker's (the
+        slot's replacement's); whether it was removed. It is not registered again either way."""
+        path = self._path(ENDPOINTS, _name("topology id", topo), slot.key())
+        self._ephemerals.pop(path, None)
+        stat = self.client.exists(path)
+        client_id = self.client.client_id
+        if stat is None or client_id is None or stat.ephemeralOwner != client_id[0]:
+            return False
+        try:
+            self.client.delete(path, version=stat.version)
+        except (NoNodeError, BadVersionError):  # replaced meanwhile
+            return False
+        return True
+
     # --- errors ---------------------------------------------------------------------------
 
     def report_error(self, topo: str, component: str, error: ErrorInfo) -> None:

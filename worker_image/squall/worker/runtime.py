@@ -9,6 +9,7 @@ main thread running refresh-connections, refresh-active, heartbeats and error re
 from __future__ import annotations
 
 import collections
+import errno
 import ipaddress
 import logging
 import os
@@ -18,8 +19,9 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import zmq
 
@@ -49,6 +51,7 @@ from squall.worker.security import CurveKeyError, CurveKeys, Sealer, keys_from_e
 from squall.worker.transport import SOCKET_HWM, PeerQueues, run_transfer
 
 log = logging.getLogger("squall.worker")
+T = TypeVar("T")
 
 # per peer: batches queued for its transfer thread (a full queue is backpressure on the sender)
 SEND_QUEUE_BATCHES = 64
@@ -61,6 +64,28 @@ DRAIN_SECS = 3.0
 # a backpressured task is re-announced this often; peers forget an announcement after BP_TTL_SECS
 BP_REFRESH_SECS = 0.5
 BP_TTL_SECS = 2.0
+
+
+# a slot's port still held by the slot's previous worker (pods of one node sharing its network, a
+# replacement pod started while the old one terminates): bind again for at most this long
+BIND_WAIT_SECS = 30.0
+
+
+def _while_in_use(bind: Callable[[], T], what: str, stop: threading.Event, limit: float = BIND_WAIT_SECS) -> T:
+    """`bind()`, tried again while its address is in use, for at most `limit` seconds."""
+    deadline = time.monotonic() + limit
+    said = False
+    while True:
+        try:
+            return bind()
+        except (zmq.ZMQError, OSError) as exc:
+            if exc.errno != errno.EADDRINUSE or time.monotonic() > deadline or stop.is_set():
+                raise
+            if not said:
+                said = True
+                log.info("%s is still in use (the slot's previous worker stopping?); retrying for up to %.0fs",
+                         what, limit)
+            stop.wait(0.1)
 
 
 class Worker:
@@ -178,7 +203,8 @@ class Worker:
         self.data_sock.setsockopt(zmq.LINGER, 0)
         if self.sealer is not None:
             self.sealer.server(self.data_sock, "data port")
-        self.data_sock.bind(f"tcp://{self.bind_host}:{self.slot.port}")
+        _while_in_use(lambda: self.data_sock.bind(f"tcp://{self.bind_host}:{self.slot.port}"),
+                      f"slot port {self.slot.port}", self.stop_event)
         self.control_sock = self.zmq.socket(zmq.PULL)
         self.control_sock.setsockopt(zmq.LINGER, 0)
         if self.sealer is not None:
@@ -202,10 +228,11 @@ class Worker:
         self._bind()
         if self.metrics_port is not None:
             registry = metrics.registry_for(self.figures)
-            self.http = health.HealthServer(
-                self.metrics_bind, self.metrics_port, self.not_ready, self.not_alive,
+            port = self.metrics_port
+            self.http = _while_in_use(lambda: health.HealthServer(
+                self.metrics_bind, port, self.not_ready, self.not_alive,
                 lambda accept: metrics.exposition(registry, accept),
-            ).start()
+            ).start(), f"metrics port {self.metrics_port}", self.stop_event)
         self.endpoint = Endpoint(host=self.host, port=self.slot.port, control_port=self.control_port, pid=os.getpid(),
                                  metrics_port=self.http.port if self.http is not None else 0)
         # the state layer registers the (ephemeral) endpoint again in every new session; the
@@ -991,10 +1018,12 @@ class Worker:
                 raise NotConnected("not connected to ZooKeeper")
             self._flush_errors()
             # only a worker that started says it is leaving: a final heartbeat from one whose start
-            # failed (a class missing from its image) would tell nimbus the load error is old
-            if hasattr(self, "endpoint"):
+            # failed (a class missing from its image) would tell nimbus the load error is old. And
+            # only while the slot is still its own: the slot's next worker (a replacement pod
+            # started while this one terminates) has registered its endpoint and heartbeats there
+            if hasattr(self, "endpoint") and self.state.owns_endpoint(self.topology_id, self.slot, self.endpoint):
                 self.state.worker_heartbeat(self.topology_id, self.slot, self.heartbeat())
-                self.state.remove_endpoint(self.topology_id, self.slot)
+                self.state.remove_own_endpoint(self.topology_id, self.slot)
         except Exception:
             pass
         if self.sealer is not None:
