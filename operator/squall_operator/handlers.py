@@ -148,7 +148,15 @@ def kill(meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, namespace: str |
         raise kopf.TemporaryError("killing: spouts deactivated, waiting for killWaitSecs", delay=2)
 
 
-@kopf.on.event("", "v1", "pods", labels={LABEL_MANAGED_BY: "squall-operator", LABEL_COMPONENT: "worker"})
+def _pod_going(type: str | None, body: kopf.Body, **_: Any) -> bool:
+    """A worker pod event worth waking the loop for: deleted, being deleted or finished (the
+    others are not even handed to the handler: kopf logs every handler call at INFO)."""
+    return (type == "DELETED" or body.meta.get("deletionTimestamp") is not None
+            or body.status.get("phase") in ("Failed", "Succeeded"))
+
+
+@kopf.on.event("", "v1", "pods", labels={LABEL_MANAGED_BY: "squall-operator", LABEL_COMPONENT: "worker"},
+               when=_pod_going)
 def worker_pod_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
     """The watch on worker pods: one being deleted (`kubectl delete pod`, an eviction) or gone
     wakes nimbus's loop at once, which makes its slot a new pod (under a new name, while the old
