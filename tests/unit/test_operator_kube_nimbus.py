@@ -928,3 +928,17 @@ def test_rebalance_honours_the_wait_asked_by_kubectl_squall_rebalance_w() -> Non
     _beat_all(state, clock, "wc")
     nimbus.round()
     assert state.storms["wc"].status is TopologyStatus.ACTIVE and state.storms["wc"].num_workers == 2
+
+
+def test_the_pod_watch_hands_over_only_pods_going_away() -> None:
+    """kopf calls `worker_pod_event` (which wakes the loop) only for a worker pod deleted, being
+    deleted or finished; a pod becoming Ready is not worth a round (nor a kopf log line)."""
+    import kopf
+
+    from squall_operator.handlers import _pod_going
+
+    assert not _pod_going("MODIFIED", kopf.Body({"metadata": {}, "status": {"phase": "Running"}}))
+    assert not _pod_going("ADDED", kopf.Body({"metadata": {}}))
+    assert _pod_going("DELETED", kopf.Body({"metadata": {}}))
+    assert _pod_going("MODIFIED", kopf.Body({"metadata": {"deletionTimestamp": "2026-11-23T21:00:00Z"}}))
+    assert _pod_going("MODIFIED", kopf.Body({"metadata": {}, "status": {"phase": "Failed"}}))
