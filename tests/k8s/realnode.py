@@ -53,7 +53,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -139,6 +139,19 @@ class RealNode:
         self.failed = False
 
 
+DEVICE_PLUGIN_SOCKET: Final = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
+
+
+def _socket_id(path: Path) -> tuple[int, int] | None:
+    """The file at `path` as (inode, change time), or None when there is none: a new socket
+    bound at the same path has a new identity."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_ctime_ns
+
+
 class RealNodeCluster(Cluster):
     """The control plane of Cluster with real nodes (see the module's doc).
     Every node's containerd starts with the images of scripts/k8s-images
@@ -218,7 +231,25 @@ class RealNodeCluster(Cluster):
         self._start_proxy(pki)
         for n in self.nodes.values():
             self._wait_containerd(n, deadline)
+            before = _socket_id(DEVICE_PLUGIN_SOCKET)
             self._start_kubelet(n, pki)
+            self._wait_device_plugin_socket(n, before, deadline)
+
+    def _wait_device_plugin_socket(self, n: RealNode, before: tuple[int, int] | None, deadline: float) -> None:
+        """Wait until `n`'s kubelet has bound its device-plugin socket. Every kubelet binds the same
+        path whatever its root directory, clearing the folder first: two starting together can
+        both clear it and then race to bind, and the loser fails its ContainerManager ("listen unix
+        /var/lib/kubelet/device-plugins/kubelet.sock: bind: address already in use", seen once in a
+        full run). One at a time, each clears the previous one's socket and binds its own."""
+        limit = min(deadline, time.monotonic() + 60)
+        while _socket_id(DEVICE_PLUGIN_SOCKET) in (None, before):
+            p = self.procs[f"kubelet-{n.name}"]
+            if p.poll() is not None:
+                raise RuntimeError(f"kubelet of {n.name} exited:\n{self.logs_of('kubelet-' + n.name)[-3000:]}")
+            if time.monotonic() > limit:
+                raise TimeoutError(f"kubelet of {n.name} did not bind {DEVICE_PLUGIN_SOCKET}:\n"
+                                   f"{self.logs_of('kubelet-' + n.name)[-3000:]}")
+            time.sleep(0.1)
 
     def _copy_image_store(self) -> None:
         """Each node's containerd root: a hard-linked copy of the image store
