@@ -5,7 +5,9 @@ Storm's contract: a tuple is acked when it leaves its last window, and the bolt'
 one of its tuples left the windows *and* every window output anchored to them was acked
 downstream. These tests run `WindowedBoltExecutor` over the real collector of a real, unstarted
 `Executor` (one route, task 1 -> task 9, one acker) and apply what it sends to a real
-`AckerLedger`; the windows fire from `on_timer` as the executor's loop calls it.
+`AckerLedger`; the windows fire from `on_timer` as the executor's loop calls it, and the
+acker's completions of the windows' own trees (for task 1) go back to the window, as the
+worker's control path hands them to the bolt's executor.
 """
 
 from __future__ import annotations
@@ -36,14 +38,24 @@ class Clock:
         return self.now
 
 
+def roots_of(tuples: list[Tuple]) -> set[int]:
+    return {r for t in tuples for r in (t.anchors or {})}
+
+
 class EmitEach(WindowedBolt):
-    """Emits `per_window` tuples per window, anchored to the window (the default)."""
+    """Emits `per_window` tuples per window, anchored to the window (the default). `emitted`:
+    for each output, in order, the spout trees it is anchored to (those of its anchors)."""
 
     per_window = 1
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        super().prepare(conf, context, collector)
+        self.emitted: list[set[int]] = []
 
     def execute(self, window: Any) -> None:
         for i in range(self.per_window):
             self.collector.emit([len(window), i])
+            self.emitted.append(roots_of(window.get()))
 
 
 class EmitAlsoAnchoredToTheFirst(EmitEach):
@@ -52,6 +64,7 @@ class EmitAlsoAnchoredToTheFirst(EmitEach):
     def execute(self, window: Any) -> None:
         super().execute(window)
         self.collector.emit([len(window), -1], anchors=window.get()[:1])
+        self.emitted.append(roots_of(window.get()[:1]))
 
 
 class Delegating:
@@ -65,16 +78,16 @@ class Delegating:
         self.report_error = delegate.report_error
 
 
-def flush(ex: Any, ledger: AckerLedger) -> set[int]:
-    """What `Executor.flush` sends the acker, applied; the roots that completed (all must be
-    successes: nothing here fails)."""
+def flush(ex: Any, ledger: AckerLedger, failures: bool = False) -> list[list[int]]:
+    """What `Executor.flush` sends the acker, applied; the completions (all must be successes
+    unless `failures`)."""
     items = [[wire.ACK, ACKER, r, v, 0] for r, v in ex.out.acks.items()] + ex.out.control
     ex.out.acks.clear()
     ex.out.control = []
     done: list[list[int]] = []
     ledger.apply(items, done)
-    assert all(d[3] == 1 for d in done), done
-    return {d[2] for d in done}
+    assert failures or all(d[3] == 1 for d in done), done
+    return done
 
 
 def outputs(ex: Any) -> list[Tuple]:
@@ -86,7 +99,8 @@ class Run:
     """Sentences of `words` tuples each (one spout tree per sentence) into a windowed bolt."""
 
     def __init__(self, length: str | int, sliding: str, *, per_window: int = 1, fast: bool = True,
-                 seed: int = 0, bolt: type[EmitEach] = EmitEach) -> None:
+                 seed: int = 0, bolt: type[EmitEach] = EmitEach, timeout: float = 30.0,
+                 failures: bool = False) -> None:
         self.rng = random.Random(seed)
         self.clock = Clock(100.0)
         self.ledger = AckerLedger(30, now=0.0)
@@ -94,12 +108,15 @@ class Run:
         self.bolt = bolt()
         self.bolt.per_window = per_window
         cfg = WindowConfig.from_spec({"windowLength": length, "slidingInterval": sliding})
-        self.w = WindowedBoltExecutor(self.bolt, cfg, [("split", "default")], self.clock)
+        self.w = WindowedBoltExecutor(self.bolt, cfg, [("split", "default")], self.clock, timeout)
+        self.failures = failures  # whether a tree may fail (else every completion is a success)
+        self.failed: set[int] = set()
         collector = BoltCollector(self.ex, BOLT)
         self.w.prepare({}, None, collector if fast else Delegating(collector))  # type: ignore[arg-type]
         self.left: dict[int, int] = {}  # root -> its tuples not yet out of the windows
         self.completed: set[int] = set()
-        self.children: list[Tuple] = []
+        # the window's outputs not acked yet downstream, each with the spout trees it holds
+        self.children: list[tuple[Tuple, set[int]]] = []
 
     def sentence(self, words: int, root: int | None = None) -> int:
         root = self.rng.getrandbits(62) if root is None else root
@@ -118,15 +135,34 @@ class Run:
         due = self.w.seconds_to_next()
         if due is not None and due <= 0:
             self.w.on_timer()
-        self.children += outputs(self.ex)
-        self.completed |= flush(self.ex, self.ledger)
+        new = outputs(self.ex)
+        assert len(new) == len(self.bolt.emitted)
+        self.children += zip(new, self.bolt.emitted)
+        self.bolt.emitted.clear()
+        self.settle(flush(self.ex, self.ledger, self.failures))
+
+    def settle(self, done: list[list[int]]) -> None:
+        """Completions: spout trees complete; a window's own tree goes back to the window,
+        which may then send the acks it held (flushed in turn)."""
+        while done:
+            for _kind, task, root, ok, _x in done:
+                if task == BOLT:
+                    self.w.tree_done(root, bool(ok))
+                else:
+                    assert task == SPOUT
+                    (self.completed if ok else self.failed).add(root)
+            done = flush(self.ex, self.ledger, self.failures)
+
+    def waiting(self) -> set[int]:
+        """The spout trees some output not acked yet is anchored to."""
+        return {r for _child, roots in self.children for r in roots}
 
     def ack_children(self, check: Callable[[set[int]], None] | None = None) -> None:
         downstream = BoltCollector(executor(), NEXT)
         self.rng.shuffle(self.children)
-        for child in self.children:
+        for child, _roots in self.children:
             downstream.ack(child)
-            self.completed |= flush(downstream.ex, self.ledger)
+            self.settle(flush(downstream.ex, self.ledger, self.failures))
         self.children = []
 
 
@@ -145,9 +181,52 @@ def test_trees_complete_only_after_their_tuples_left_and_the_outputs_were_acked(
     r.timer(104.0)
     r.timer(105.0)
     assert r.completed == set(), "a tree completed before the window outputs anchored to it were acked"
+    # each output holds the window's trees through one tree of the window's own: its ack
+    # downstream is one acker message, however many spout trees the window held
+    assert [len(ch.anchors or {}) for ch, _roots in r.children] == [1] * len(r.children)
     r.ack_children()
     assert r.completed == set(roots)
     assert len(r.ledger) == 0
+
+
+def test_a_failed_output_fails_the_trees_of_its_window_only() -> None:
+    """Sentences at 100.0 (in the windows ending at 101 and 102) and at 101.5 (in those ending
+    at 102 and 103). The output of the window ending at 101 fails downstream: the first
+    sentences fail (their spout replays them), the later ones complete as usual."""
+    r = Run("2s", "1s", failures=True)
+    first = [r.sentence(2) for _ in range(4)]
+    r.timer(101.0)
+    r.clock.now = 101.5
+    later = [r.sentence(2) for _ in range(4)]
+    failing = [(ch, roots) for ch, roots in r.children]
+    assert [roots for _ch, roots in failing] == [set(first)]
+    r.children = []
+    downstream = BoltCollector(executor(), NEXT)
+    downstream.fail(failing[0][0])
+    r.settle(flush(downstream.ex, r.ledger, failures=True))
+    assert r.failed == set(first) and r.completed == set()
+    for now in (102.0, 103.0, 104.0, 105.0):
+        r.timer(now)
+        r.ack_children()
+    assert r.completed == set(later)
+    assert r.failed == set(first)
+
+
+def test_an_output_not_acked_within_the_message_timeout_fails_its_trees() -> None:
+    """Nothing downstream acks the window's outputs: once the message timeout passed since a
+    window's tree was registered, the window fails its spout trees; none ever completes."""
+    r = Run("2s", "1s", timeout=10.0, failures=True)
+    roots = [r.sentence(3) for _ in range(5)]
+    for now in (101.0, 102.0, 103.0, 104.0):
+        r.timer(now)
+    assert r.completed == set() and r.failed == set()
+    r.timer(110.5)
+    assert r.failed == set()
+    r.timer(111.0)  # the tree of the window ending at 101 was registered at 101.0
+    assert r.failed == set(roots)
+    r.timer(113.0)
+    assert r.completed == set()
+    assert r.w.rooted is not None and not r.w.rooted.trees and not r.w.rooted.held
 
 
 @pytest.mark.parametrize("fast", [True, False])
@@ -162,7 +241,7 @@ def test_a_late_timer_firing_several_windows_at_once_completes_every_tree(fast: 
         r.clock.now = 100.0 + step * 0.1
         roots.append(r.sentence(3))
     r.timer(103.5)  # the windows ending at 101, 102 and 103 are due in one call
-    assert [ch.values[0] for ch in r.children] == [30, 27]
+    assert [ch.values[0] for ch, _roots in r.children] == [30, 27]
     assert r.completed == set(), "a tree completed before the output of a window holding it was acked"
     r.ack_children()
     r.timer(104.0)
@@ -191,8 +270,7 @@ def test_random_sentences_and_several_outputs_per_window_complete_exactly(fast: 
         if rng.random() < 0.3:
             # an output is pending for every tree with a tuple in a window that fired, so no
             # tree may complete while outputs wait
-            waiting = {a for ch in r.children for a in (ch.anchors or {})}
-            assert not (r.completed & waiting)
+            assert not (r.completed & r.waiting())
             r.ack_children()
         for root, t in arrived.items():
             if root in r.completed:
@@ -227,8 +305,7 @@ def test_other_window_kinds_and_anchors_complete_exactly(case: str, seed: int) -
         if rng.random() < 0.5:
             r.timer(now)
         if rng.random() < 0.3:
-            waiting = {a for ch in r.children for a in (ch.anchors or {})}
-            assert not (r.completed & waiting)
+            assert not (r.completed & r.waiting())
             r.ack_children()
     if case == "ids beyond 64 bits":
         assert r.w.rooted is not None and r.w.rooted.rts is None

@@ -36,11 +36,9 @@ from array import array
 import dataclasses
 import logging
 import math
-import operator
 import re
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from itertools import chain
 from typing import Any, Generic, TypeVar
 
 from squall.components import TICK_STREAM, OutputCollector, TopologyContext, Tuple, WindowedBolt
@@ -452,80 +450,157 @@ class _WindowCollector:
         self._collector.report_error(exc)
 
 
-_anchors_of = operator.attrgetter("anchors")
-
-
 class _WindowAnchoring:
-    """Anchoring to a whole window, folded per root (with the worker's collector).
+    """Anchoring to a whole window through one tree of the bolt's own (with the worker's
+    collector).
 
     Storm anchors a window's output to each of its tuples: one fresh edge id per tuple, written
-    into the tuple's ack value, so a tuple's ack carries the edges of every window output
-    anchored to it. Here each output copy gets one fresh edge id for every root of the window
-    (`BoltCollector.emit_rooted`), and what the window's outputs owe a root (the XOR of those
-    ids) is kept per root in `owed` and paid with the next ack of one of the root's tuples
-    leaving the windows (`BoltCollector.ack_window`), in the same acker message. A tree still
-    completes exactly when every tuple of it left the windows and every output anchored to
-    them was acked: its tuples keep their own edges open until they leave, each output keeps
-    its edge open until it is acked and the debt until it is paid, and a root that owes has a
-    tuple in the windows (the one that put it in the window) whose ack pays it. The window's
-    tuples are not written to, and its roots are gathered in C (`dict.fromkeys` over their
-    anchors), once per window.
+    into the tuple's ack value, so each tuple's ack carries the edges of every window output
+    anchored to it, and acking one output downstream is one acker message per spout tree of
+    the window (tens of thousands for a busy window). Here a window that emits gets a tree of
+    its own, registered with an acker with this task as its owner (`BoltCollector.new_tree`,
+    `init_tree`): each output copy carries one edge of that tree, so acking it downstream is
+    one message, and the acker tells this task when the window tree completed. What the
+    window's outputs owe its spout trees is kept here instead: the acks of tuples leaving the
+    windows are held back (`held`) while a window tree that may contain one of them is open,
+    and sent when it completed. A spout tree still completes only when every tuple of it left
+    the windows and every output anchored to them was acked; when an output fails downstream,
+    or its window tree is not complete within the message timeout, every spout tree of that
+    window is failed (Storm's outcome: its spouts replay them).
+
+    For processing-time windows by duration, `execute` appends each anchor's (timestamp, root,
+    edge) to three `array`s while the tuple is hot in memory, so the window's bursts read none
+    of the (cold) tuples they ack; same timestamps as the manager's, so the same bisections
+    pick the same tuples. Other windows read the tuples.
     """
 
-    __slots__ = ("collector", "owed", "roots", "owing", "rts", "rid", "redge")
+    __slots__ = ("collector", "clock", "timeout", "tree", "owing", "roots", "trees", "seq", "held",
+                 "rts", "rid", "redge")
 
-    def __init__(self, collector: Any, mirror: bool) -> None:
+    def __init__(self, collector: Any, mirror: bool, clock: Clock, timeout: float) -> None:
         self.collector = collector
-        self.owed: dict[int, int] = {}  # root -> XOR of edge ids its tuples' acks still owe
-        self.roots: dict[int, None] | None = None  # the current window's roots, once gathered
-        self.owing = 0  # XOR of the edge ids of the current window's output copies
-        # processing-time duration windows: the windows' (timestamp, root, edge) of every anchor
-        # of every tuple, copied in C arrays as the tuple arrives (its memory is hot then), so
-        # the window burst reads none of the tuples it anchors to or acks (cold by then); same
-        # timestamps as the manager's, so the same bisections pick the same tuples
+        self.clock = clock
+        self.timeout = timeout
+        self.tree = 0  # the tree of the window being executed (0: none yet; -1: no spout trees)
+        self.owing = 0  # XOR of the edge ids of its output copies
+        self.roots: Any = None  # its spout trees: an array of root ids, or its tuples
+        # open window trees, oldest first: id -> (sequence number, deadline, the window's start,
+        # its spout trees: an array of root ids or the window's tuples), for failing them
+        self.trees: dict[int, tuple[int, float, float | None, Any]] = {}
+        self.seq = 0
+        # acks of tuples that left the windows, held until every window tree up to the first
+        # number (which may hold them) is closed: (number, root -> XOR), oldest first
+        self.held: list[tuple[int, dict[int, int]]] = []
         self.rts = array("d") if mirror else None
         self.rid = array("q")
         self.redge = array("q")
 
     def emit(self, window: Window[Tuple], values: Sequence[Any], stream: str, task: int | None) -> list[int]:
-        roots = self.roots
-        if roots is None:
+        tree = self.tree
+        if not tree:
+            # the window's first emit: its spout trees (to fail them if an output fails), and
+            # a tree of its own when it has any (else its outputs are not anchored, as in Storm)
             rts = self.rts
-            if rts is not None:
-                assert window.start is not None
-                i = bisect.bisect_right(rts, window.start)
-                roots = dict.fromkeys(self.rid[i:bisect.bisect_right(rts, window.end)])
+            if rts is not None and window.start is not None:
+                roots: Any = self.rid[bisect.bisect_right(rts, window.start):bisect.bisect_right(rts, window.end)]
+                anchored = bool(roots)
             else:
-                roots = dict.fromkeys(chain.from_iterable(filter(None, map(_anchors_of, window.get()))))
+                roots = window.get()
+                anchored = any(t.anchors for t in roots)
             self.roots = roots
+            tree = self.collector.new_tree() if anchored else -1
+            self.tree = tree
         targets: list[int]
-        targets, owed = self.collector.emit_rooted(values, stream, roots, task)
-        self.owing ^= owed
+        targets, xor = self.collector.emit_tree(values, stream, max(tree, 0), task)
+        self.owing ^= xor
         return targets
 
-    def close_window(self) -> None:
-        """After a window's `execute`: what its outputs owe, onto each of its roots."""
-        roots, owing = self.roots, self.owing
-        self.roots, self.owing = None, 0
-        if owing and roots:
-            self.collector.owe_roots(roots, owing, self.owed)
+    def close_window(self, window: Window[Tuple]) -> None:
+        """After a window's `execute`: register its tree, if its outputs went anywhere."""
+        tree, owing, roots = self.tree, self.owing, self.roots
+        self.tree, self.owing, self.roots = 0, 0, None
+        if not owing:
+            return
+        self.seq += 1
+        self.collector.init_tree(tree, owing)
+        self.trees[tree] = (self.seq, self.clock() + self.timeout, window.start, roots)
 
     def ack(self, tuples: list[Tuple], first_kept: float | None, by_tuple: bool) -> None:
         """Ack `tuples`, which left the windows; `first_kept` is the timestamp of the oldest
         tuple still in them (None: none is). `by_tuple`: a tuple's own ack value may be set (the
         bolt anchored to some explicitly), so read the tuples."""
         rts = self.rts
-        if rts is None:
-            self.collector.ack_window(tuples, self.owed)
-            return
-        n = len(rts) if first_kept is None else bisect.bisect_left(rts, first_kept)
-        if by_tuple:
-            self.collector.ack_window(tuples, self.owed)
+        n = 0
+        if rts is not None:
+            n = len(rts) if first_kept is None else bisect.bisect_left(rts, first_kept)
+        held: dict[int, int] | None = None
+        if self.trees:
+            # the newest open window tree that may hold one of them: by the timestamps when the
+            # arrays have them (a window (start, end] holds none at or before its start)
+            need = 0
+            if rts is not None:
+                if n:
+                    last = rts[n - 1]
+                    for seq, _deadline, start, _roots in self.trees.values():
+                        if start is None or start < last:
+                            need = seq
+            else:
+                need = self.seq
+            if need:
+                held = {}
+                self.held.append((need, held))
+        if rts is None or by_tuple:
+            self.collector.ack_window(tuples, held)
         else:
-            self.collector.ack_roots(self.rid, self.redge, n, self.owed, len(tuples))
-        del rts[:n]
-        del self.rid[:n]
-        del self.redge[:n]
+            self.collector.ack_roots(self.rid, self.redge, n, held, len(tuples))
+        if rts is not None:
+            del rts[:n]
+            del self.rid[:n]
+            del self.redge[:n]
+
+    def tree_done(self, tree: int, ok: bool) -> None:
+        """The acker's word on a window tree: every output anchored to it was acked (`ok`),
+        or one failed."""
+        got = self.trees.pop(tree, None)
+        if got is None:
+            return  # timed out here already
+        if not ok:
+            self._fail(got[3])
+        self._release()
+
+    def next_deadline(self) -> float | None:
+        for _seq, deadline, _start, _roots in self.trees.values():
+            return deadline
+        return None
+
+    def expire(self, now: float) -> None:
+        """Fail the window trees not complete within the message timeout."""
+        trees = self.trees
+        late = []
+        for tree, (_seq, deadline, _start, roots) in trees.items():
+            if deadline > now:
+                break
+            late.append(tree)
+        if late:
+            for tree in late:
+                self._fail(trees.pop(tree)[3])
+            self._release()
+
+    def _fail(self, roots: Any) -> None:
+        if type(roots) is not array:
+            roots = [r for t in roots if t.anchors for r in t.anchors]
+        self.collector.fail_roots(roots)
+
+    def _release(self) -> None:
+        held = self.held
+        if not held:
+            return
+        low = None
+        for seq, _deadline, _start, _roots in self.trees.values():
+            low = seq
+            break
+        while held and (low is None or held[0][0] < low):
+            self.collector.ack_held(held.pop(0)[1])
 
     def unmirror(self) -> None:
         """Anchors that do not fit the arrays (ids outside 64 bits, which no Squall spout or
@@ -535,12 +610,17 @@ class _WindowAnchoring:
         self.redge = array("q")
 
 
+# what `_WindowAnchoring` needs of a collector (the worker's `BoltCollector` has them)
+_ANCHORING = ("new_tree", "emit_tree", "init_tree", "ack_window", "ack_roots", "ack_held", "fail_roots")
+
+
 class WindowedBoltExecutor:
     """What the executor drives for a `WindowedBolt` (Storm's WindowedBoltExecutor)."""
 
     def __init__(self, bolt: WindowedBolt, config: WindowConfig, inputs: Iterable[tuple[str, str]],
-                 clock: Clock = time.time) -> None:
+                 clock: Clock = time.time, timeout: float = 30.0) -> None:
         self.bolt = bolt
+        self.timeout = timeout  # the topology's message timeout: for the windows' own trees
         self.config = config
         self.clock = clock
         self.manager: WindowManager[Tuple] = WindowManager(config, clock)
@@ -551,9 +631,10 @@ class WindowedBoltExecutor:
         self.window: Window[Tuple] | None = None
         # the bolt gave anchors of its own to an emit: the tuples' ack values may be set
         self.explicit = False
-        # with the worker's collector (`emit_rooted` / `ack_window`): window emits are anchored
-        # per root (see _WindowAnchoring); None with any other collector (the stateful harness
-        # records acks itself): then per tuple, through the collector's own `emit` and `ack`
+        # with the worker's collector (`emit_tree` / `ack_window`...): window emits are anchored
+        # to a tree of the window's own (see _WindowAnchoring); None with any other collector
+        # (the stateful harness records acks itself): then per tuple, through the collector's
+        # own `emit` and `ack`
         self.rooted: _WindowAnchoring | None = None
         self.late = 0
         self._warned = False
@@ -562,16 +643,16 @@ class WindowedBoltExecutor:
 
     def prepare(self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector) -> None:
         self.collector = collector
-        if all(hasattr(collector, m) for m in ("emit_rooted", "owe_roots", "ack_window", "ack_roots")):
+        if all(hasattr(collector, m) for m in _ANCHORING):
             config = self.config
             mirror = not config.event_time and not config.sliding.count and not config.length.count
-            self.rooted = _WindowAnchoring(collector, mirror)
+            self.rooted = _WindowAnchoring(collector, mirror, self.clock, self.timeout)
             if mirror:
                 setattr(self, "execute", self._execute_mirrored)  # noqa: B010 - the hot path
         self.bolt.prepare(conf, context, _WindowCollector(self, collector))
 
     def emit_window(self, values: Sequence[Any], stream: str, task: int | None) -> list[int]:
-        """An emit from `execute(window)` anchored to the window (the default), per root."""
+        """An emit from `execute(window)` anchored to the window (the default)."""
         assert self.rooted is not None and self.window is not None
         return self.rooted.emit(self.window, values, stream, task)
 
@@ -654,10 +735,22 @@ class WindowedBoltExecutor:
         due = self.manager.next_due()
         if self.watermarks is not None:
             due = self._next_watermark if due is None else min(due, self._next_watermark)
+        if self.rooted is not None and self.rooted.trees:
+            deadline = self.rooted.next_deadline()
+            if deadline is not None:
+                due = deadline if due is None else min(due, deadline)
         return None if due is None else due - self.clock()
 
+    def tree_done(self, tree: int, ok: bool) -> None:
+        """The acker's completion of one of the windows' own trees (see _WindowAnchoring)."""
+        if self.rooted is not None:
+            self.rooted.tree_done(tree, ok)
+
     def on_timer(self) -> None:
-        """Fire the windows and the watermark that are due."""
+        """Fire the windows and the watermark that are due; fail the window trees that timed
+        out."""
+        if self.rooted is not None and self.rooted.trees:
+            self.rooted.expire(self.clock())
         self._activate(self.manager.advance())
         if self.watermarks is not None:
             now = self.clock()
@@ -682,7 +775,7 @@ class WindowedBoltExecutor:
                 self.collector.report_error(exc)
             finally:
                 if rooted is not None:
-                    rooted.close_window()
+                    rooted.close_window(window)
                 self.anchors = []
                 self.window = None
         evicted = self.manager.take_evicted()

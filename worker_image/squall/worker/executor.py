@@ -49,6 +49,7 @@ log = logging.getLogger("squall.executor")
 SPOUT_BATCH = 256  # next_tuple calls per turn before flushing
 FLUSH_SECS = 0.002  # a bolt busy on one batch flushes its output at least this often
 INBOX_BATCHES = 64  # bounded executor inbox, in batches
+TREE_DONE_BATCHES = 1024  # a windowed bolt's completions of its windows' trees, in batches
 LOAD_REFRESH_SECS = 1.0  # load-aware shuffles re-weigh their targets this often
 _getrandbits = random.getrandbits
 __all__ = ["BoltExecutor", "Executor", "Inbox", "SpoutExecutor"]
@@ -780,15 +781,25 @@ class BoltCollector:
         ex.put_tuple(task, self._anchored(task, stream, list(values), anchors))
 
     # -- a windowed bolt's window (squall.windowing drives these) ---------------------------
-    def emit_rooted(self, values: Sequence[Any], stream: str, roots: dict[int, Any],
-                    task: int | None = None) -> tuple[list[int], int]:
-        """Emit anchored to a whole window: `roots` holds the root ids of the window's tuples.
-        Each copy sent carries one fresh edge id for all those roots, one entry per root, so no
-        two edges of one tree meet in it (nothing cancels). The window's tuples keep their own
-        entries open until they leave; the caller owes each root the XOR of the edge ids
-        (returned beside the targets) and pays it with the window's acks (`ack_window`). This is
-        Storm's per-anchor bookkeeping folded per root: one edge per root per copy instead of
-        one per tuple of the window, and no write to the tuples."""
+    def new_tree(self) -> int:
+        """A root id for a tree of this task's own (a window's outputs), kept by an acker of
+        this worker when there is one, so that its init and completion stay in the process."""
+        ex = self.ex
+        r = _getrandbits(62) | 1
+        routing = ex.routing
+        n = ex.n_ackers
+        if routing is not None and n:
+            local = [i for i, t in enumerate(ex.acker_tasks) if t in routing.local_tasks]
+            if local:
+                r = (r - r % n + local[r % len(local)]) or n
+        return r
+
+    def emit_tree(self, values: Sequence[Any], stream: str, tree: int,
+                  task: int | None = None) -> tuple[list[int], int]:
+        """Emit anchored to `tree`, a tree of this task's own that stands for a whole window
+        (`squall.windowing._WindowAnchoring`): each copy sent carries one fresh edge id of it
+        (tree 0: none, the copies are not anchored). Returns the targets and the XOR of those
+        edge ids, which `init_tree` registers."""
         ex = self.ex
         if task is None:
             targets = ex.route(self.task, stream, values)
@@ -797,54 +808,64 @@ class BoltCollector:
             targets = [task]
         if type(values) is not list:
             values = list(values)
-        owed = 0
+        xor = 0
         for t in targets:
-            if roots:
+            if tree:
                 e = _getrandbits(62) | 1  # never 0: a zero entry would not keep its tree open
-                owed ^= e
-                ex.put_tuple(t, [t, self.task, stream, values, dict.fromkeys(roots, e)])
+                xor ^= e
+                ex.put_tuple(t, [t, self.task, stream, values, {tree: e}])
             else:
                 ex.put_tuple(t, [t, self.task, stream, values, None])
-        return targets, owed
+        return targets, xor
 
-    def owe_roots(self, roots: dict[int, None], owing: int, owed: dict[int, int]) -> None:
-        """After a window's emits (`emit_rooted`): each of its roots owes `owing` more."""
-        for r in roots:
-            owed[r] = owed.get(r, 0) ^ owing
-
-    def ack_window(self, tuples: list[Tuple], owed: dict[int, int]) -> None:
-        """Ack the tuples that left a windowed bolt's last window, paying with them what its
-        window emits owe their roots (`emit_rooted`): one XOR per root into this turn's acks."""
+    def init_tree(self, tree: int, xor: int) -> None:
+        """Register `tree` (its edges' XOR) with its acker, this task as its owner: the acker
+        answers with a completion for this task (`DONE`, ok or failed) once every output
+        anchored to it was acked downstream, or one failed."""
         ex = self.ex
-        acks = ex.out.acks
+        ex.out.control.append([wire.INIT, ex.acker_for(tree), tree, xor, self.task])
+
+    def ack_window(self, tuples: list[Tuple], held: dict[int, int] | None) -> None:
+        """Ack the tuples that left a windowed bolt's last window: one XOR per root into this
+        turn's acks, or into `held` when the window keeps them back (an output of a window
+        holding them not acked yet)."""
+        ex = self.ex
+        acks = ex.out.acks if held is None else held
         for tup in tuples:
             a = tup.anchors
             if a:
                 v = tup.ack_val
                 for r, edge in a.items():
-                    x = edge ^ v
-                    if owed:
-                        d = owed.pop(r, None)
-                        if d is not None:
-                            x ^= d
-                    acks[r] = acks.get(r, 0) ^ x
+                    acks[r] = acks.get(r, 0) ^ edge ^ v
         ex.stats.acked += len(tuples)
 
-    def ack_roots(self, roots: Sequence[int], edges: Sequence[int], n: int, owed: dict[int, int],
+    def ack_roots(self, roots: Sequence[int], edges: Sequence[int], n: int, held: dict[int, int] | None,
                   tuples: int) -> None:
         """`ack_window` from a windowed bolt's copy of its tuples' anchors: the first `n` (root,
         edge) pairs, which `tuples` tuples that left the windows had (their ack values unset)."""
         ex = self.ex
-        acks = ex.out.acks
+        acks = ex.out.acks if held is None else held
         for i in range(n):
             r = roots[i]
-            x = edges[i]
-            if owed:
-                d = owed.pop(r, None)
-                if d is not None:
-                    x ^= d
-            acks[r] = acks.get(r, 0) ^ x
+            acks[r] = acks.get(r, 0) ^ edges[i]
         ex.stats.acked += tuples
+
+    def ack_held(self, held: dict[int, int]) -> None:
+        """Send acks a window kept back (`ack_window`'s `held`)."""
+        acks = self.ex.out.acks
+        for r, x in held.items():
+            acks[r] = acks.get(r, 0) ^ x
+
+    def fail_roots(self, roots: Sequence[int]) -> None:
+        """Fail these trees (a window's output failed downstream or timed out). Each also gets
+        an edge that nothing will ever ack, so that no ack of its tuples still to come (or
+        sent before the failure lands) can complete it."""
+        ex = self.ex
+        acks = ex.out.acks
+        control = ex.out.control
+        for r in dict.fromkeys(roots):
+            acks[r] = acks.get(r, 0) ^ (_getrandbits(62) | 1)
+            control.append([wire.FAIL, ex.acker_for(r), r, 0, 0])
 
     def ack(self, tup: Tuple) -> None:
         ex = self.ex
@@ -890,8 +911,14 @@ class BoltExecutor(Executor):
                 raise ValueError(f"bolt {component!r} is a WindowedBolt without a window")
             config = WindowConfig.from_spec(spec.window.model_dump(by_alias=True, exclude_none=True))
             inputs = [(i.component, i.stream) for i in spec.inputs]
-            self.windowed = [WindowedBoltExecutor(b, config, inputs) for b in self.instances.values()]
+            timeout = float(worker.spec.message_timeout_secs)
+            self.windowed = [WindowedBoltExecutor(b, config, inputs, timeout=timeout)
+                             for b in self.instances.values()]
             self.instances = dict(zip(self.tasks, self.windowed))
+        # completions of the windows' own trees (`_WindowAnchoring`), put here by the worker's
+        # control path without waiting: when it is full they are dropped, and the windows time
+        # those trees out (failing their spout trees, which are replayed)
+        self.tree_done: Inbox = queue.Queue(TREE_DONE_BATCHES)
 
     def on_routing(self) -> None:
         plan = self.routing.plan  # type: ignore[union-attr]
@@ -957,6 +984,19 @@ class BoltExecutor(Executor):
     def _fire_timers(self, wait: float) -> float:
         """Fire the windowed bolts' due time windows and watermarks; how long until the next."""
         fired = False
+        done = self.tree_done
+        if not done.empty():
+            by_task = dict(zip(self.tasks, self.windowed))
+            while True:
+                try:
+                    items = done.get_nowait()
+                except queue.Empty:
+                    break
+                for _kind, task, root, ok, _x in items:
+                    w = by_task.get(task)
+                    if w is not None:
+                        w.tree_done(root, bool(ok))
+            fired = True
         for task, w in zip(self.tasks, self.windowed):
             due = w.seconds_to_next()
             if due is None:

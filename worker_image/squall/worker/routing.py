@@ -31,3 +31,5 @@ class Routing:
     inbox_tasks: Mapping[Inbox, tuple[int, ...]] = field(default_factory=dict)
     # every slot of the assignment: tuples for a slot outside it have nowhere to go
     slots: frozenset[WorkerSlot] = frozenset()
+    # a local windowed bolt's task -> the queue of completions of its windows' own trees
+    tree_done: Mapping[int, Inbox] = field(default_factory=dict)

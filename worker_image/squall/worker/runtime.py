@@ -362,18 +362,22 @@ class Worker:
         self.acker_executors = [e for e in sorted(mine) if plan.task_component[e[0]] == ACKER]
         task_dest: dict[int, Any] = dict(task_slot)
         spout_inbox: dict[int, Inbox] = {}
+        tree_done: dict[int, Inbox] = {}
         inbox_tasks: dict[Inbox, tuple[int, ...]] = {}
         for ex in self.executors.values():
             inbox_tasks[ex.inbox] = tuple(ex.tasks)
+            done_q = ex.tree_done if isinstance(ex, BoltExecutor) and ex.windowed else None
             for t in ex.tasks:
                 task_dest[t] = ex.inbox
                 if ex.kind == "spout":
                     spout_inbox[t] = ex.inbox
+                elif done_q is not None:
+                    tree_done[t] = done_q
         for t in self.ledgers:
             task_dest.pop(t, None)
         self.assignment = assignment
         self.routing = Routing(
-            plan, local_tasks, task_dest, task_slot, spout_inbox, inbox_tasks, frozenset(slots.values())
+            plan, local_tasks, task_dest, task_slot, spout_inbox, inbox_tasks, frozenset(slots.values()), tree_done
         )
         self._retiring_spouts()
         if handover:
@@ -499,6 +503,7 @@ class Worker:
         if not done and not remote:
             return own
         local: dict[Inbox, list[list[int]]] = {}
+        trees: dict[Inbox, list[list[int]]] = {}
         own_tasks = caller.tasks if caller is not None and caller.kind == "spout" else ()
         last_t = None
         last: list[list[int]] | None = None
@@ -519,6 +524,8 @@ class Worker:
                 last = own
             elif (inbox := routing.spout_inbox.get(t)) is not None:
                 last = local.setdefault(inbox, [])
+            elif (inbox := routing.tree_done.get(t)) is not None:
+                last = trees.setdefault(inbox, [])  # a windowed bolt's own tree (a window's)
             else:
                 slot = routing.task_slot.get(t)
                 if slot is None or slot == self.slot:
@@ -529,6 +536,11 @@ class Worker:
             last.append(it)
         for inbox, batch in local.items():
             self._put(inbox, batch)
+        for inbox, batch in trees.items():
+            try:
+                inbox.put_nowait(batch)
+            except queue.Full:  # the window times the tree out and fails its spout trees
+                self.dropped += len(batch)
         for slot, batch in remote.items():
             self._send_control(slot, batch, caller)
         return own
