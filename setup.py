@@ -23,11 +23,13 @@ from setuptools import setup
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE / "worker_image"
-# the per-tuple path: routing and groupings, the acker ledger and pending book, the executor
-# loops and collectors, counters, per-peer send queues. Keep in step with squall/_native.py.
+# the per-tuple path: routing and groupings, the acker ledger and pending book, the input tuple,
+# the executor loops and collectors, counters, per-peer send queues. Keep in step with squall/_native.py.
 COMPILED = [
     "squall/acker.py",
+    "squall/counters.py",
     "squall/groupings.py",
+    "squall/tuples.py",
     "squall/worker/control.py",
     "squall/worker/executor.py",
     "squall/worker/routing.py",

@@ -101,3 +101,63 @@ def test_sorted_acks_complete_trees_in_the_ledger() -> None:
     ledgers[10].apply(mine[10], done)
     assert done == [[3, 4, 77, 1, 0]]
     assert len(ledgers[10]) == 0
+
+
+class _Retiring:
+    """A spout executor a hot update removed, still finishing the trees it holds."""
+
+    def __init__(self, roots: set[int]) -> None:
+        self.inbox = "old-inbox"
+        self.roots = roots
+
+    def has_root(self, task: int, root: int) -> bool:
+        return root in self.roots
+
+
+def _route(done: list[list[int]], own_tasks: tuple[int, ...] = (), retiring: dict[int, Any] | None = None,
+           remote: dict[str, list[list[int]]] | None = None) -> tuple[Any, ...]:
+    # spout task 1 is the caller's, 2 and 3 have executors here, 4 runs on w2, 5 is placed here
+    # but has no executor (nowhere to go), 6 is unknown, 7 is a windowed bolt's task here
+    own: list[list[int]] = []
+    local: dict[Any, list[list[int]]] = {}
+    trees: dict[Any, list[list[int]]] = {}
+    remote = {} if remote is None else remote
+    dropped = control.route_done(done, own_tasks, {2: "inbox-2", 3: "inbox-3"}, {7: "trees-7"},
+                                 {1: "w1", 2: "w1", 3: "w1", 4: "w2", 5: "w1", 7: "w1"}, "w1", retiring or {},
+                                 own, local, trees, remote)
+    if trees:
+        local["trees"] = trees
+    return own, local, remote, dropped
+
+
+def test_completions_go_to_their_spouts_in_order() -> None:
+    done = [[3, t, 100 + i, 1, 0] for i, t in enumerate([2, 2, 1, 4, 3, 2, 5, 6, 6, 4, 1, 7, 7])]
+    own, local, remote, dropped = _route(done, own_tasks=(1,), remote={"w2": [[1, 12, 1, 1, 0]]})
+    assert own == [done[2], done[10]]
+    assert local == {"inbox-2": [done[0], done[1], done[5]], "inbox-3": [done[4]],
+                     "trees": {"trees-7": [done[11], done[12]]}}
+    # appended to what the acker messages already put there
+    assert remote == {"w2": [[1, 12, 1, 1, 0], done[3], done[9]]}
+    assert dropped == 3
+    assert local["inbox-2"][0] is done[0]
+
+
+def test_without_a_calling_spout_its_tasks_completions_go_to_its_inbox() -> None:
+    done = [[3, 2, 1, 1, 0], [3, 1, 2, 1, 0]]
+    own, local, remote, dropped = _route(done)
+    assert (own, local, remote) == ([], {"inbox-2": [done[0]]}, {})
+    assert dropped == 1  # task 1 is placed here (w1) but has no inbox in this routing
+
+
+def test_a_retiring_spouts_trees_go_to_its_old_inbox() -> None:
+    done = [[3, 2, 7, 1, 0], [3, 2, 8, 1, 0], [3, 2, 9, 1, 0]]
+    own, local, remote, dropped = _route(done, retiring={2: _Retiring({8})})
+    assert local == {"inbox-2": [done[0], done[2]], "old-inbox": [done[1]]}
+    assert (own, remote, dropped) == ([], {}, 0)
+
+
+def test_new_trees_are_grouped_by_acker_task() -> None:
+    inits = [(10, 1, 4), (11, 2, 4), (12, 3, 4), (14, 5, 4)]
+    assert control.group_inits(inits, (20, 21, 22)) == {21: [(10, 1, 4)], 22: [(11, 2, 4), (14, 5, 4)],
+                                                        20: [(12, 3, 4)]}
+    assert control.group_inits([], (20,)) == {}

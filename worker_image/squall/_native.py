@@ -24,7 +24,9 @@ from types import ModuleType
 # keep in step with setup.py's COMPILED
 MODULES = (
     "squall.acker",
+    "squall.counters",
     "squall.groupings",
+    "squall.tuples",
     "squall.worker.control",
     "squall.worker.executor",
     "squall.worker.routing",

@@ -13,11 +13,14 @@ Messages are `[kind, task, root, val, extra]` (`squall.wire`). The buckets:
 - `signals`: backpressure signals (`BACKPRESSURE`), in order;
 - `remote`: messages for an acker task placed on another worker, by that worker's slot (from
   `task_slot`), in order. A task in neither map is counted as dropped.
+
+The per-tree parts of the same path are here too: `route_done` sends the ledgers' completions
+on to the spouts they are for, `group_inits` sorts a spout's new trees by acker task.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 from squall.acker import AckerLedger
@@ -105,4 +108,86 @@ def sort_control(
     return bad, dropped
 
 
-__all__ = ["sort_control", "well_formed"]
+def route_done(
+    done: list[list[int]],
+    own_tasks: Collection[int],
+    spout_inbox: Mapping[int, Any],
+    tree_done: Mapping[int, Any],
+    task_slot: Mapping[int, S],
+    here: S,
+    retiring: Mapping[int, Any],
+    own: list[list[int]],
+    local: dict[Any, list[list[int]]],
+    trees: dict[Any, list[list[int]]],
+    remote: dict[S, list[list[int]]],
+) -> int:
+    """Completions (`DONE`, one per finished tree) -> where their spout task is: `own` for the
+    calling spout executor's tasks (`own_tasks`), `local` by the inbox of a spout executor of
+    this worker (`spout_inbox`), `trees` by the completion queue of a windowed bolt of this
+    worker whose windows' own trees they are (`tree_done`), `remote` by the slot of the worker
+    it runs in (`task_slot`).
+    A completion of a tree that a retiring spout executor (`retiring`: task -> executor, its
+    tasks removed by a hot update) still holds goes to that executor's inbox. Returns how many
+    have nowhere to go (no such task, or one placed here without an executor)."""
+    dropped = 0
+    last_t = 0
+    last: list[list[int]] | None = None  # the bucket of `last_t` (completions come in runs)
+    for it in done:
+        t = it[1]
+        if retiring:
+            old = retiring.get(t)
+            if old is not None and old.has_root(t, it[2]):
+                # its tasks may already have a new executor, here or elsewhere
+                last = None
+                got = local.get(old.inbox)
+                if got is None:
+                    local[old.inbox] = [it]
+                else:
+                    got.append(it)
+                continue
+        if last is not None and t == last_t:
+            last.append(it)
+            continue
+        if t in own_tasks:
+            last = own
+        else:
+            inbox = spout_inbox.get(t)
+            if inbox is not None:
+                last = local.get(inbox)
+                if last is None:
+                    last = local[inbox] = []
+            elif (inbox := tree_done.get(t)) is not None:
+                last = trees.get(inbox)  # a windowed bolt's own tree (a window's)
+                if last is None:
+                    last = trees[inbox] = []
+            else:
+                slot = task_slot.get(t)
+                if slot is None or slot == here:
+                    dropped += 1
+                    last = None
+                    continue
+                last = remote.get(slot)
+                if last is None:
+                    last = remote[slot] = []
+        last_t = t
+        last.append(it)
+    return dropped
+
+
+def group_inits(
+    inits: list[tuple[int, int, int]], acker_tasks: Sequence[int]
+) -> dict[int, list[tuple[int, int, int]]]:
+    """New trees `(root, xor, spout task)` by their acker task (`root % number of ackers`)."""
+    n = len(acker_tasks)
+    by_task: dict[int, list[tuple[int, int, int]]] = {}
+    for entry in inits:
+        t = acker_tasks[entry[0] % n]
+        got = by_task.get(t)
+        if got is None:
+            by_task[t] = [entry]
+        else:
+            got.append(entry)
+    return by_task
+
+
+__all__ = ["group_inits", "route_done", "sort_control", "well_formed"]

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from squall import wire
-from squall.components import BasicBolt, FailedException, Tuple, WindowedBolt
+from squall.components import BasicBolt, FailedException, WindowedBolt
 from squall.groupings import (
     EVERYTHING,
     HOST_LOCAL,
@@ -38,9 +38,10 @@ from squall.groupings import (
 from squall.models.cluster import ExecutorId, WorkerSlot
 from squall.models.v1alpha1 import Grouping
 from squall.plan import ACKER, SYSTEM, SYSTEM_TASK, TICK_STREAM, TopologyPlan
-from squall.stats import _LUT, Counters, bucket_of
+from squall.counters import _LUT, Counters, bucket_of
 from squall.windowing import WindowConfig, WindowedBoltExecutor
 from squall.acker import PendingTuples
+from squall.tuples import Tuple
 from squall.worker.host import WorkerHost
 from squall.worker.routing import Inbox, Routing
 

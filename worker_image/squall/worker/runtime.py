@@ -43,10 +43,10 @@ from squall.models.v1alpha1 import Topology
 from squall.plan import ACKER, CHECKPOINT_COMPONENT, build_plan
 from squall.state import ACCESS_ERRORS, CONNECTION_ERRORS, ZK_AUTH_ENV, ZK_AUTH_FILE_ENV, ClusterState, NotConnected, ZkCredentials
 from squall.worker import health, metrics
-from squall.worker.control import sort_control
+from squall.worker.control import group_inits, route_done, sort_control
 from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
 from squall.worker.host import HostedExecutor
-from squall.worker.routing import Inbox, Routing
+from squall.worker.routing import Inbox, Routing, sort_data
 from squall.worker.security import CurveKeyError, CurveKeys, Sealer, keys_from_env, read_keys
 from squall.worker.transport import SOCKET_HWM, PeerQueues, run_transfer
 
@@ -505,35 +505,10 @@ class Worker:
         local: dict[Inbox, list[list[int]]] = {}
         trees: dict[Inbox, list[list[int]]] = {}
         own_tasks = caller.tasks if caller is not None and caller.kind == "spout" else ()
-        last_t = None
-        last: list[list[int]] | None = None
-        retiring = self.retiring_spouts
-        for it in done:
-            t = it[1]
-            if retiring and (old := retiring.get(t)) is not None and old.has_root(t, it[2]):
-                # a tree of a spout executor that a hot update removed and that is finishing its
-                # pending trees (its tasks may already have a new executor, here or elsewhere)
-                last_t = None
-                local.setdefault(old.inbox, []).append(it)
-                continue
-            if t == last_t and last is not None:
-                last.append(it)  # completions mostly go to one spout task in a row
-                continue
-            last_t = t
-            if t in own_tasks:
-                last = own
-            elif (inbox := routing.spout_inbox.get(t)) is not None:
-                last = local.setdefault(inbox, [])
-            elif (inbox := routing.tree_done.get(t)) is not None:
-                last = trees.setdefault(inbox, [])  # a windowed bolt's own tree (a window's)
-            else:
-                slot = routing.task_slot.get(t)
-                if slot is None or slot == self.slot:
-                    self.dropped += 1
-                    last = None
-                    continue
-                last = remote.setdefault(slot, [])
-            last.append(it)
+        dropped = route_done(done, own_tasks, routing.spout_inbox, routing.tree_done, routing.task_slot, self.slot,
+                             self.retiring_spouts, own, local, trees, remote)
+        if dropped:
+            self.dropped += dropped
         for inbox, batch in local.items():
             self._put(inbox, batch)
         for inbox, batch in trees.items():
@@ -562,16 +537,7 @@ class Worker:
         them). Returns completions of trees with no edges, for the calling spout. A root whose
         acker is not here (the spout picked it just before the acker count or placement changed)
         becomes an init message in `spill`, which the spout sends like its other acker traffic."""
-        n = len(self.routing.plan.acker_tasks)
-        tasks = self.routing.plan.acker_tasks
-        by_task: dict[int, list[tuple[int, int, int]]] = {}
-        for entry in inits:
-            t = tasks[entry[0] % n]
-            got = by_task.get(t)
-            if got is None:
-                by_task[t] = [entry]
-            else:
-                got.append(entry)
+        by_task = group_inits(inits, self.routing.plan.acker_tasks)
         done: list[list[int]] = []
         with self.acker_lock:
             for t, entries in by_task.items():
@@ -729,45 +695,11 @@ class Worker:
 
         Never blocks: a batch for a full inbox is parked (per inbox, in order) and the rest go
         on; tuples for a task that moved to another worker are forwarded there."""
-        dest = self.routing.task_dest
         groups: dict[Any, list[list[Any]]] = {}
-        last_task = None
-        last_batch: list[list[Any]] = []
-        bad = 0
-        for it in items:
-            # the shape check of wire.check_tuple, inlined: this loop runs per tuple
-            if not checked and not (
-                type(it) is list
-                and len(it) == 5
-                and type(it[0]) is int
-                and type(it[1]) is int
-                and type(it[2]) is str
-                and type(it[3]) is list
-                and (it[4] is None or type(it[4]) is dict)
-            ):
-                bad += 1
-                continue
-            if not checked and it[4] is not None:
-                # anchors come from the network: root and edge ids must be ints
-                ok = True
-                for k, v in it[4].items():
-                    if type(k) is not int or type(v) is not int:
-                        ok = False
-                if not ok:
-                    bad += 1
-                    continue
-            t = it[0]
-            if t != last_task:
-                key = dest.get(t)
-                if key is None or key == self.slot:
-                    self.dropped += 1
-                    last_task = None
-                    continue
-                last_batch = groups.get(key)  # type: ignore[assignment]
-                if last_batch is None:
-                    last_batch = groups[key] = []
-                last_task = t
-            last_batch.append(it)
+        # the per-tuple loop (shape check, grouping by destination) runs compiled
+        bad, dropped = sort_data(items, checked, self.routing.task_dest, self.slot, groups)
+        if dropped:
+            self.dropped += dropped
         if bad:
             self._bad_frame(wire.WireError(f"{bad} malformed tuples in a data frame"))
         parked = self._parked
