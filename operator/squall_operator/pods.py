@@ -353,6 +353,10 @@ def worker_pod(
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
+        # deleted (SIGTERM), the worker serves its slot until the slot's next pod has registered,
+        # for at most this long (squall.worker.handover): the slot is never empty while the new
+        # pod starts. Within the grace period, with time left for the worker's own shutdown
+        {"name": "SQUALL_HANDOVER_SECS", "value": str(handover_secs(config))},
     ]
     if config.curve:
         # the topology's CURVE pair, from its own Secret (squall.worker.security reads these)
@@ -527,6 +531,12 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
     )
 
 
+def handover_secs(config: WorkerPodConfig) -> int:
+    """How long a deleted worker keeps serving its slot for the slot's next pod: 15 s, or less
+    where the grace period is short (10 s of it left for the worker's own shutdown)."""
+    return max(0, min(15, config.termination_grace_secs - 10))
+
+
 @dataclass(frozen=True)
 class PodPlan:
     """What to do to make the worker pods match the assignment."""
@@ -544,8 +554,8 @@ def plan_pods(
     """Compare the slots the assignment uses with the existing worker pods.
 
     A slot with no pod, or only a pod being deleted, gets a new one at once (pod names carry a
-    generation, `pod_name`): the old pod is terminating, its worker stops on SIGTERM within a
-    second or so, before the new one has started. A pod whose slot is no longer assigned, or that
+    generation, `pod_name`): the old pod is terminating, its worker serves the slot until the
+    new one has registered (`handover_secs`), then stops. A pod whose slot is no longer assigned, or that
     has finished (Failed/Succeeded: evicted or given up), is deleted, and if its slot is still
     wanted a new one is created in the same round. Except on a node that is gone or NotReady: a
     pod terminating there still covers its slot (no kubelet would run a new one; nimbus moves

@@ -545,8 +545,11 @@ def test_worker_pods_deleted_every_20s_lose_no_message_id(release: Release) -> N
 
     times, acked, deliveries = chaos.read_records(out)
     ends = [f.at for f in faults[1:]] + [load_end]
+    lowest: list[int] = []  # per deletion, the fewest acks in any 1 s window until the next one
     for fault, until in zip(faults, ends):
         fault.recovery_s = chaos.recovery_time(times, fault.at, before, until)
+        starts = [fault.at + i / 10 for i in range(max(1, int((until - fault.at - 1) * 10)))]
+        lowest.append(min(chaos.count_between(times, t, t + 1) for t in starts))
     recovered = [f.recovery_s for f in faults if f.recovery_s is not None]
     delivered = set(deliveries)
     result = chaos.Result(
@@ -555,7 +558,8 @@ def test_worker_pods_deleted_every_20s_lose_no_message_id(release: Release) -> N
         acked_undelivered=len(acked - delivered), deliveries=len(deliveries),
         duplicates=len(deliveries) - len(delivered), steady_rate=round(before, 1),
         faults=[{"kind": f.kind, "at_s": round(f.at - t_start, 1), "detail": f.detail,
-                 "recovery_s": f.recovery_s, "timeline_s": marks} for f, marks in zip(faults, timelines)],
+                 "recovery_s": f.recovery_s, "lowest_1s_acks": low, "timeline_s": marks}
+                for f, marks, low in zip(faults, timelines, lowest)],
         recovery_p50_s=chaos.percentile_50(recovered),
         recovery_max_s=max(recovered) if len(recovered) == len(faults) and recovered else None,
         unrecovered=len(faults) - len(recovered),
@@ -567,6 +571,7 @@ def test_worker_pods_deleted_every_20s_lose_no_message_id(release: Release) -> N
         elapsed_s=round(time.time() - t_start, 1),
     )
     print(chaos.report(result))
+    print(f"fewest acks in a 1 s window after each deletion (steady {before:.0f}/s): {lowest}")
     if os.environ.get("SQUALL_K8S_CHAOS_JSON"):
         Path(os.environ["SQUALL_K8S_CHAOS_JSON"]).write_text(json.dumps(dataclasses.asdict(result), indent=2) + "\n")
     assert result.lost == 0 and result.acked == count, chaos.report(result)

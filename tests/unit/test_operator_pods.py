@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -126,6 +127,10 @@ def test_worker_pod() -> None:
     env = {e["name"]: e for e in c["env"]}
     assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert env["A"]["value"] == "1" and env["PYTHONUNBUFFERED"]["value"] == "1"
+    # a deleted worker serves its slot for the next pod, within the grace period (30 s)
+    assert env["SQUALL_HANDOVER_SECS"]["value"] == "15"
+    assert [pods.handover_secs(dataclasses.replace(CONFIG, termination_grace_secs=g)) for g in (30, 60, 16, 5)] \
+        == [15, 15, 6, 0]
     assert c["ports"] == [{"name": "data", "containerPort": 6701, "protocol": "TCP"},
                           {"name": "metrics", "containerPort": 7701, "protocol": "TCP"}]
     assert arg("--metrics-port") == "7701"
@@ -404,7 +409,7 @@ def test_worker_settings_are_laid_under_the_operators_own() -> None:
     assert c["resources"] == {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": 1073741824}}
     names = [e["name"] for e in c["env"]]
     # the operator's variables first, the chart's, then the topology's
-    assert names == ["POD_IP", "POD_NAME", "NODE_NAME", "PYTHONUNBUFFERED", "SQUALL_CURVE_PUBLIC_KEY",
+    assert names == ["POD_IP", "POD_NAME", "NODE_NAME", "PYTHONUNBUFFERED", "SQUALL_HANDOVER_SECS", "SQUALL_CURVE_PUBLIC_KEY",
                      "SQUALL_CURVE_SECRET_KEY", "A", "MODE", "TOKEN"]
     assert c["env"][-1] == {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
     assert c["envFrom"] == [{"prefix": "APP_", "configMapRef": {"name": "settings"}}]

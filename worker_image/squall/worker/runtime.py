@@ -45,6 +45,7 @@ from squall.state import ACCESS_ERRORS, CONNECTION_ERRORS, ZK_AUTH_ENV, ZK_AUTH_
 from squall.worker import health, metrics
 from squall.worker.control import group_inits, route_done, sort_control
 from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
+from squall.worker.handover import DRAIN_SECS, Leaving, should_leave
 from squall.worker.host import HostedExecutor
 from squall.worker.routing import Inbox, Routing, sort_data
 from squall.worker.security import CurveKeyError, CurveKeys, Sealer, keys_from_env, read_keys
@@ -59,8 +60,6 @@ SEND_QUEUE_BATCHES = 64
 SEND_QUEUE_HARD_LIMIT = 4096
 # batches parked for one full executor inbox before the receive thread stops reading its socket
 PARK_LIMIT = 512
-# asked to stop (SIGTERM) while executors that moved away still finish: at most this long
-DRAIN_SECS = 3.0
 # a backpressured task is re-announced this often; peers forget an announcement after BP_TTL_SECS
 BP_REFRESH_SECS = 0.5
 BP_TTL_SECS = 2.0
@@ -71,8 +70,10 @@ BP_TTL_SECS = 2.0
 BIND_WAIT_SECS = 30.0
 
 
-def _while_in_use(bind: Callable[[], T], what: str, stop: threading.Event, limit: float = BIND_WAIT_SECS) -> T:
-    """`bind()`, tried again while its address is in use, for at most `limit` seconds."""
+def _while_in_use(bind: Callable[[], T], what: str, stop: threading.Event, limit: float = BIND_WAIT_SECS,
+                  on_busy: Callable[[], None] | None = None) -> T:
+    """`bind()`, tried again while its address is in use, for at most `limit` seconds;
+    `on_busy()` is called once, when it is first found in use."""
     deadline = time.monotonic() + limit
     said = False
     while True:
@@ -85,6 +86,8 @@ def _while_in_use(bind: Callable[[], T], what: str, stop: threading.Event, limit
                 said = True
                 log.info("%s is still in use (the slot's previous worker stopping?); retrying for up to %.0fs",
                          what, limit)
+                if on_busy is not None:
+                    on_busy()
             stop.wait(0.1)
 
 
@@ -100,6 +103,7 @@ class Worker:
         metrics_port: int | None = None,
         metrics_bind: str | None = None,
         curve: CurveKeys | None = None,
+        handover_secs: float = 0.0,
     ) -> None:
         self.state = state
         self.topology_id = topology_id
@@ -144,6 +148,14 @@ class Worker:
         self.recv_routing: Routing | None = None
         # when a stop was requested (SIGTERM), monotonic; see `request_stop`
         self.stop_requested: float | None = None
+        # asked to stop, keep serving the slot until its next worker registered, at most this
+        # long (squall.worker.handover); 0: stop at once
+        self.handover_secs = handover_secs
+        # ZooKeeper refuses this worker's credentials (ACLs), warned once per refusal: it cannot
+        # see a successor come then
+        self.zk_refused = False
+        # seconds each step of the start took (logged once registered; issue 12's recovery)
+        self.startup: dict[str, float] = {}
         self.endpoints: dict[WorkerSlot, Endpoint] = {}
         self.errors: collections.deque[tuple[str, int, str]] = collections.deque(maxlen=100)
         self.bad_frames = 0
@@ -204,7 +216,7 @@ class Worker:
         if self.sealer is not None:
             self.sealer.server(self.data_sock, "data port")
         _while_in_use(lambda: self.data_sock.bind(f"tcp://{self.bind_host}:{self.slot.port}"),
-                      f"slot port {self.slot.port}", self.stop_event)
+                      f"slot port {self.slot.port}", self.stop_event, on_busy=self._claim_slot)
         self.control_sock = self.zmq.socket(zmq.PULL)
         self.control_sock.setsockopt(zmq.LINGER, 0)
         if self.sealer is not None:
@@ -213,10 +225,20 @@ class Worker:
         if self.sealer is not None:
             self.sealer.watch()
 
+    def _claim_slot(self) -> None:
+        """The slot's port is held (pods of one node sharing its network): its previous worker
+        may be serving the slot until its successor is there (squall.worker.handover); removing
+        the slot's endpoint tells it this worker is, so it leaves and frees the port."""
+        try:
+            self.state.remove_endpoint(self.topology_id, self.slot)
+        except Exception as exc:  # it will still leave at the end of its window
+            log.warning("worker %s: could not tell the slot's previous worker to leave: %r", self.slot.key(), exc)
+
     def start(self) -> None:
         from squall.errors import TopologyError
         from squall.models.cluster import LOAD_ERROR_COMPONENT
 
+        t0 = time.monotonic()
         try:
             self._load()
         except TopologyError as exc:
@@ -225,6 +247,7 @@ class Worker:
                 component=LOAD_ERROR_COMPONENT, task=-1, time_secs=time.time(), host=self.host,
                 port=self.slot.port, error="\n".join(exc.lines())))
             raise
+        t_load = time.monotonic()
         self._bind()
         if self.metrics_port is not None:
             registry = metrics.registry_for(self.figures)
@@ -238,7 +261,7 @@ class Worker:
         # the state layer registers the (ephemeral) endpoint again in every new session; the
         # listener re-reads everything then, since watches do not survive a session
         self.state.add_session_listener(self._session_resumed)
-        self.state.register_endpoint(self.topology_id, self.slot, self.endpoint)
+        t_bind = time.monotonic()
         self.routing = Routing(build_plan(self.topology, self.streams, self.base.component_executors), frozenset(), {}, {}, {})
         self.refresh()
         for name, target in (
@@ -250,6 +273,16 @@ class Worker:
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
             self.threads.append(t)
+        # registered last: peers (and the slot's previous worker, which leaves when it sees this,
+        # squall.worker.handover) find a worker whose executors already run; the endpoints
+        # watch then wakes the main loop, whose refresh activates the spouts
+        t_run = time.monotonic()
+        self.state.register_endpoint(self.topology_id, self.slot, self.endpoint)
+        self.wake.set()
+        now = time.monotonic()
+        self.startup.update(load=t_load - t0, bind=t_bind - t_load, executors=t_run - t_bind, register=now - t_run)
+        log.info("worker %s registered %.2fs after its process started (%s)", self.slot.key(),
+                 _process_age(), ", ".join(f"{k} {v:.2f}s" for k, v in self.startup.items()))
 
     # -- refresh-connections and refresh-active ----------------------------------------------
     def _watch(self, *_args: Any) -> None:
@@ -270,6 +303,10 @@ class Worker:
             return False
         if self.endpoints.get(self.slot) == self.endpoint:
             return True
+        if self.stop_requested is not None:
+            # leaving: the endpoint is the slot's next worker's now (or it removed it to say it
+            # is coming); taking it back would turn peers away from it
+            return False
         log.warning("worker %s: its endpoint is not in ZooKeeper; registering it again", self.slot.key())
         self.state.register_endpoint(self.topology_id, self.slot, self.endpoint)
         self.endpoints = self.state.get_endpoints(self.topology_id, watch=self._watch)
@@ -292,6 +329,8 @@ class Worker:
                 and (old.host, old.port) != (ep.host, ep.port)
             )
             self.endpoints = endpoints
+            if self.stop_requested is not None and self._successor():
+                self.wake.set()  # leave at the next turn, not after a heartbeat period
         if assignment is not None and (assignment != self.assignment or base.component_executors != self.base.component_executors):
             self.base = base
             self._apply_assignment(assignment)
@@ -873,14 +912,13 @@ class Worker:
         next_hb = 0.0
         next_poll = time.monotonic() + poll_every
         zk_down = False  # warned about ZooKeeper being unreachable, once per outage
-        zk_refused = False  # warned about ZooKeeper refusing this worker (ACLs), once per refusal
         turns = self.loop_turns
         while not self.stop_event.is_set():
             now = time.monotonic()
             turns["main"] = now
             if self.retiring:
                 self._reap(now)
-            if self.stop_requested is not None and (not self.retiring or now > self.stop_requested + DRAIN_SECS):
+            if self.stop_requested is not None and self._leaving(now):
                 self.stop_event.set()
                 break
             beat_due = now >= next_hb
@@ -906,8 +944,8 @@ class Worker:
                 if zk_down:
                     zk_down = False
                     log.info("worker %s: ZooKeeper reachable again", self.slot.key())
-                if zk_refused and asked:
-                    zk_refused = False
+                if self.zk_refused and asked:
+                    self.zk_refused = False
                     log.info("worker %s: ZooKeeper accepted again this worker's credentials", self.slot.key())
             except CONNECTION_ERRORS as exc:
                 if not zk_down:
@@ -920,8 +958,8 @@ class Worker:
             except ACCESS_ERRORS as exc:
                 # the ACLs-on upgrade: the nodes were closed to credentials this worker lacks
                 # until it is rolled onto them; its tuples keep flowing meanwhile
-                if not zk_refused:
-                    zk_refused = True
+                if not self.zk_refused:
+                    self.zk_refused = True
                     log.warning("worker %s: ZooKeeper refuses this worker (%s): its nodes' ACLs do not admit its "
                                 "credentials (%s); tuples keep flowing, retrying on every heartbeat",
                                 self.slot.key(), type(exc).__name__,
@@ -937,11 +975,29 @@ class Worker:
             self.wake.wait(max(0.0, min(until, 0.05) if self.retiring else until))
         return self.exit_code
 
+    def _successor(self) -> bool:
+        """Whether ZooKeeper's endpoint of the slot is another worker's (or gone)."""
+        return hasattr(self, "endpoint") and self.endpoints.get(self.slot) != self.endpoint
+
+    def _leaving(self, now: float) -> bool:
+        a = self.assignment
+        return should_leave(Leaving(
+            now=now, stop_requested=self.stop_requested, handover_secs=self.handover_secs,
+            assigned=a is not None and self.slot in a.slots().values(),
+            successor=self._successor(), zk_ready=self.state.ready and not self.zk_refused,
+            retiring=bool(self.retiring),
+        ))
+
     def request_stop(self) -> None:
         """SIGTERM: stop, but let executors that moved away (the slot left the assignment) hand
-        on what they hold first, for at most DRAIN_SECS (supervisors wait longer than that)."""
+        on what they hold first, for at most DRAIN_SECS (supervisors wait longer than that); with
+        a hand-over window, serve the slot until its next worker registered
+        (squall.worker.handover)."""
         if self.stop_requested is None:
             self.stop_requested = time.monotonic()
+            if self.handover_secs > 0 and not self.stop_event.is_set():
+                log.info("worker %s asked to stop: serving the slot until its next worker registers, "
+                         "for at most %.0fs", self.slot.key(), self.handover_secs)
         self.wake.set()
 
     def shutdown(self) -> None:
@@ -979,8 +1035,21 @@ class Worker:
         self.zmq.term()
 
 
+def _process_age() -> float:
+    """Seconds since this process started (the interpreter's own start and the imports
+    included), from /proc; 0 where that cannot be read."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
+
+    imported = _process_age()  # the interpreter and this module's imports
 
     p = argparse.ArgumentParser(prog="python -m squall.worker", description="Run one Squall worker slot.")
     p.add_argument("--zookeeper", required=True, help="ZooKeeper connect string HOST:PORT[,...]")
@@ -1002,6 +1071,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--zk-session-timeout", type=float,
                    default=float(os.environ.get("SQUALL_ZK_SESSION_TIMEOUT", "10")),
                    help="ZooKeeper session timeout asked of the server, seconds (it clamps it)")
+    p.add_argument("--handover-secs", type=float,
+                   default=float(os.environ.get("SQUALL_HANDOVER_SECS", "0")),
+                   help="asked to stop (SIGTERM), keep serving the slot until its next worker has registered, "
+                        "for at most this long (default: $SQUALL_HANDOVER_SECS, else 0: stop at once)")
     p.add_argument("--zk-auth-file", default=None,
                    help=f"file holding 'user:password' for ZooKeeper's digest ACLs (default: "
                         f"${ZK_AUTH_ENV}, else the file ${ZK_AUTH_FILE_ENV} names)")
@@ -1024,16 +1097,19 @@ def main(argv: list[str] | None = None) -> int:
     except CurveKeyError as exc:
         log.error("worker %s-%s cannot start: %s", args.node, args.port, exc)
         return 2
+    t_zk = time.monotonic()
     state = ClusterState.connect(args.zookeeper, root=args.root, session_timeout=args.zk_session_timeout,
                                  credentials=credentials)
+    connected = time.monotonic() - t_zk
     worker = Worker(state, args.topology, WorkerSlot(args.node, args.port), args.host, args.bind, tuple(args.search_path),
-                    args.metrics_port, args.metrics_bind, curve)
+                    args.metrics_port, args.metrics_bind, curve, max(0.0, args.handover_secs))
 
     def _stop(_sig: int, _frame: Any) -> None:
         worker.request_stop()
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    worker.startup.update(imports=imported, zookeeper=connected)
     code = 0
     try:
         worker.start()
