@@ -1,6 +1,7 @@
 """A Kubernetes cluster with real nodes, for tests: the control plane of
 cluster.py plus, per node, the real kubelet over its own containerd (runc, CNI
-bridge + host-local + loopback + portmap), one kube-proxy (iptables) and
+bridge + host-local + loopback + portmap) and a NetworkPolicy agent
+(kube-network-policies, tests/k8s/go/netpol), one kube-proxy (iptables) and
 CoreDNS, running the images scripts/k8s-images built.
 
 Everything runs in a network namespace of its own (`squall-k8s-<slot>`), so
@@ -37,8 +38,8 @@ their device-plugin socket there whatever their root directory is).
     with RealNodeCluster(nodes=2) as c:
         c.kubectl("run", "x", "--image=squall-worker:0.1.0", ...)
 
-Needs root, the binaries of scripts/k8s-build (kubelet, kube-proxy, coredns
-included), the images of scripts/k8s-images and Debian's containerd, runc,
+Needs root, the binaries of scripts/k8s-build (kubelet, kube-proxy, coredns,
+netpol included), the images of scripts/k8s-images and Debian's containerd, runc,
 containernetworking-plugins, iptables and conntrack (scripts/k8s-images installs them).
 """
 
@@ -69,6 +70,8 @@ CNI_BIN = "/usr/lib/cni"
 SLOTS_DIR = Path("/run/squall-k8s")
 DNS_SERVICE_IP = "10.96.0.10"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10.2"
+NETPOL_QUEUE_BASE: Final = 100  # node-i's NetworkPolicy agent reads nfqueue 100 + i
+NETPOL_CHAIN: Final = "SQUALL-NETPOL"
 NODE_TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "ip", "nsenter")
 
 
@@ -85,7 +88,7 @@ def missing_prerequisites(bin_dir: Path, images: Path) -> list[str]:
         out.append("root (the kubelet, containerd and network namespaces need it)")
     out += [f"{t} (scripts/k8s-images installs Debian's containerd, runc, iptables)"
             for t in NODE_TOOLS if shutil.which(t) is None]
-    for b in ("kubelet", "kube-proxy", "coredns"):
+    for b in ("kubelet", "kube-proxy", "coredns", "netpol"):
         if not os.access(bin_dir / b, os.X_OK):
             out.append(f"{bin_dir / b} (run scripts/k8s-build)")
     for f in ("bridge", "host-local", "loopback", "portmap"):
@@ -136,6 +139,7 @@ class RealNode:
         self.sock = self.dir / "containerd.sock"
         assert cluster.slot is not None
         self.cgroup_root = f"/squall-k{cluster.slot.k}-{self.name}"
+        self.netpol_metrics = ""  # host:port of its NetworkPolicy agent's /metrics
         self.failed = False
 
 
@@ -229,6 +233,9 @@ class RealNodeCluster(Cluster):
             self._start_containerd(n)
         self._start_dns(pki)
         self._start_proxy(pki)
+        self._netpol_chains()
+        for n in self.nodes.values():
+            self._start_netpol(n)  # before its kubelet: no pod of the node runs unguarded
         for n in self.nodes.values():
             self._wait_containerd(n, deadline)
             before = _socket_id(DEVICE_PLUGIN_SOCKET)
@@ -397,6 +404,62 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         }, indent=2))
         self._spawn("kube-proxy", [str(self.bin / "kube-proxy"), f"--config={self.dir / 'kube-proxy.yaml'}", "--v=1"])
 
+    # -- NetworkPolicy
+    def _mangle(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return self.in_netns("iptables", "-w", "5", "-t", "mangle", *args, check=check)
+
+    def _netpol_chains(self) -> None:
+        """The rules that hand the first packet of a connection to a NetworkPolicy agent
+        (tests/k8s/go/netpol: kube-network-policies' controller, one per node), which accepts or
+        drops it. Upstream writes them in nftables with the `queue` expression, which this
+        kernel lacks (CONFIG_NFT_QUEUE); the xtables NFQUEUE target does the same here.
+
+        In mangle POSTROUTING, before kube-proxy's SNAT (the source is still the pod's) and after
+        its DNAT (a Service's packets carry the chosen pod's address), the same place upstream
+        uses. Established and related packets pass, as do packets of the namespace's own root
+        processes (the kubelets' probes: upstream's `meta skuid 0 accept`). A new connection to a
+        node's pods goes to that node's agent, else one from its pods does: each agent knows every
+        pod and policy and judges both the sender's egress and the receiver's ingress, so one
+        verdict per packet is enough (the nodes share this namespace, where separate machines
+        would each ask their own agent). `--queue-bypass`: while a node's agent is not
+        reading its queue (not started yet, or its node failed), its packets pass unjudged."""
+        self._mangle("-N", NETPOL_CHAIN)
+        for sub in ("TO", "FROM"):
+            self._mangle("-N", f"{NETPOL_CHAIN}-{sub}")
+        self._mangle("-A", NETPOL_CHAIN, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN")
+        self._mangle("-A", NETPOL_CHAIN, "-m", "owner", "--uid-owner", "0", "-j", "RETURN")
+        self._mangle("-A", NETPOL_CHAIN, "-j", f"{NETPOL_CHAIN}-TO")
+        self._mangle("-A", NETPOL_CHAIN, "-j", f"{NETPOL_CHAIN}-FROM")
+        self._mangle("-A", "POSTROUTING", "-j", NETPOL_CHAIN)
+
+    def _start_netpol(self, n: RealNode) -> None:
+        """Node `n`'s NetworkPolicy agent and the rules sending its pods' new connections to it."""
+        q = str(NETPOL_QUEUE_BASE + n.i)
+        for sub, side in (("TO", "-d"), ("FROM", "-s")):
+            rule = (f"{NETPOL_CHAIN}-{sub}", side, n.cidr, "-j", "NFQUEUE", "--queue-num", q, "--queue-bypass")
+            if self._mangle("-C", *rule, check=False).returncode != 0:  # kept across a node's failure
+                self._mangle("-A", *rule)
+        n.netpol_metrics = f"{n.ip}:{free_port()}"
+        self._spawn(f"netpol-{n.name}", [
+            str(self.bin / "netpol"), f"--kubeconfig={self.kubeconfig}", f"--hostname-override={n.name}",
+            f"--nfqueue-id={q}", f"--metrics-bind-address={n.netpol_metrics}", f"--v={self.verbosity}",
+        ])
+
+    def netpol_verdicts(self, node: str) -> dict[str, int]:
+        """How many packets node's NetworkPolicy agent accepted and dropped (its /metrics)."""
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://{self.nodes[node].netpol_metrics}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        out = {"accept": 0, "drop": 0}
+        for line in text.splitlines():
+            if line.startswith("kube_network_policies_packet_count{"):
+                labels, value = line.rsplit(" ", 1)
+                for verdict in out:
+                    if f'verdict="{verdict}"' in labels:
+                        out[verdict] += int(float(value))
+        return out
+
     def _make_cgroup_root(self, n: RealNode) -> None:
         """The kubelet wants its cgroup root to exist, in every v1 hierarchy."""
         for ctl in Path("/sys/fs/cgroup").iterdir():
@@ -455,13 +518,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     # -- node failure
     def fail_node(self, name: str) -> None:
-        """The node dies: its kubelet, every container on it and its containerd are killed;
-        the control plane finds out by the missed heartbeats."""
+        """The node dies: its kubelet, NetworkPolicy agent, every container on it and its
+        containerd are killed; the control plane finds out by the missed heartbeats."""
         n = self.nodes[name]
-        p = self.procs.get(f"kubelet-{name}")
-        if p is not None and p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+        for proc in (f"kubelet-{name}", f"netpol-{name}"):
+            p = self.procs.get(proc)
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
         self._kill_containers(n)
         p = self.procs.get(f"containerd-{name}")
         if p is not None and p.poll() is None:
@@ -470,13 +534,17 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         n.failed = True
 
     def restore_node(self, name: str, timeout: float = 120) -> None:
-        """The node comes back like a rebooted machine: its containerd and kubelet start again
-        on the same root directories, and the kubelet restarts the pods still bound to it."""
+        """The node comes back like a rebooted machine: its containerd, NetworkPolicy agent and
+        kubelet start again on the same root directories, and the kubelet restarts the pods still
+        bound to it."""
         n = self.nodes[name]
         p = self.procs.get(f"containerd-{name}")
         if p is None or p.poll() is not None:
             self._start_containerd(n)
             self._wait_containerd(n, time.monotonic() + timeout)
+        p = self.procs.get(f"netpol-{name}")
+        if p is None or p.poll() is not None:
+            self._start_netpol(n)
         self._start_kubelet(n, self.dir / "pki")
         n.failed = False
 
