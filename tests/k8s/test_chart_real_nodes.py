@@ -577,9 +577,12 @@ def test_worker_pods_deleted_every_20s_lose_no_message_id(release: Release) -> N
     assert result.lost == 0 and result.acked == count, chaos.report(result)
     assert result.acked_undelivered == 0, chaos.report(result)
     assert result.worker_restarts == CHAOS_DELETIONS, chaos.report(result)  # one new pod per deletion
-    # the ack rate came back after every deletion before the next one (the figures are what
-    # docs/reliability.md records; they are not the local goal of 5 s, see there why)
+    # the ack rate came back after every deletion before the next one, and within issue 12's
+    # goal of 5 s: the deleted worker serves its slot until the new pod's worker registered
+    # (squall.worker.handover), so the rate barely dips (0.0 s, 92-98% of it in the worst 1 s
+    # window, docs/reliability.md): the bound has a wide margin on the loaded 2-core machine
     assert result.unrecovered == 0, chaos.report(result)
+    assert result.recovery_max_s is not None and result.recovery_max_s <= 5.0, chaos.report(result)
 
 def test_operator_killed_mid_rebalance_finishes_it(release: Release) -> None:
     r, c = release, release.c
