@@ -113,10 +113,12 @@ def test_rebalance_2_to_4_workers_under_full_load_acks_every_id(
 ) -> None:
     """The spout emits as fast as it can (maxSpoutPending 500) while the topology goes from 2 to
     4 workers. numAckers is unset, so the ackers follow the worker count (one per worker, as at
-    submit): no worker is left without an acker, acking never deadlocks, every id is acked."""
-    n = 150_000
+    submit): no worker is left without an acker, acking never deadlocks, every id is acked.
+    The source is ended (its `stop` file) only after the 4 workers acked 10,000 more ids: a
+    fixed count could be done before the rebalance took effect on a fast, idle machine."""
+    n = 1_000_000_000
     out = tmp_path / "out"
-    topo = id_pipeline("bp-rebalance", out, n, workers=2, timeout=10)
+    topo = id_pipeline("bp-rebalance", out, n, workers=2, timeout=10, extra={"test.stoppable": True})
     assert topo.spec.num_ackers is None
     cluster = make_cluster(nodes=2, slots=2)
     cluster.submit(topo)
@@ -136,11 +138,13 @@ def test_rebalance_2_to_4_workers_under_full_load_acks_every_id(
     acked = totals(cluster, topo.name)["ids"]["acked"]
     wait_for(lambda: totals(cluster, topo.name)["ids"]["acked"] >= acked + 10_000, 60,
              "acks on 4 workers", cluster)
+    (out / "stop").write_text("stop")
     wait_spout_done(out, cluster, 240)
     stop_topology(cluster, topo.name)
     spout = read_spout(out, cluster)
-    print("SPOUT failed", spout["failed"], "opens", spout["opens"])
-    assert spout["acked"] == list(range(n))
+    print("SPOUT failed", spout["failed"], "opens", spout["opens"], "ids", spout["limit"])
+    assert spout["limit"] is not None and spout["limit"] > 10_000, spout["limit"]
+    assert spout["acked"] == list(range(spout["limit"]))
     assert not cluster.crashes
 
 

@@ -46,6 +46,10 @@ class IdSpout(Spout):
     are written to `spout-<task>.json` when it closes and read back when a task of it opens again
     (after a rebalance moved it), so only unacknowledged ids are emitted again. When every id of
     the task is acked it writes `spout-<task>.done`. Task k of P owns the ids i with i % P == k.
+
+    With `test.stoppable`, a file `stop` in `test.out` ends the source early, for a test that
+    needs the load to last however fast the machine is: the ids the task emitted by then (all of
+    its ids below `limit`, written with the rest) are the source; the others are never emitted.
     """
 
     outputs = ["id"]
@@ -60,6 +64,10 @@ class IdSpout(Spout):
         self.index, self.n_tasks = tasks.index(self.task), len(tasks)
         self.acked: set[int] = set()
         self.opens = 1
+        self.limit: int | None = None  # set once `stop` was seen: the source ends below it
+        self.high = -1  # the highest id emitted, over every open of the task
+        self.stoppable = bool(conf.get("test.stoppable"))
+        self.next_stop_check = 0.0
         self.failed = 0
         self.emitted = 0
         self.acks = 0
@@ -69,10 +77,17 @@ class IdSpout(Spout):
             self.acked = set(prev["acked"])
             self.opens = prev["opens"] + 1
             self.failed = prev["failed"]
-        self.mine = range(self.index, self.count, self.n_tasks) if self.count else None
+            self.limit = prev.get("limit")
+            self.high = prev.get("high", max(self.acked, default=-1))
+        end = self.limit if self.limit is not None else self.count
+        self.mine = range(self.index, end, self.n_tasks) if self.count else None
+        # to emit: first the ids an earlier open emitted and saw no ack for, then fresh ones
+        # from `cursor` on (not listed: a stoppable source may be very long)
         self.todo: collections.deque[int] = collections.deque(
-            i for i in (self.mine or ()) if i not in self.acked
+            i for i in range(self.index, min(self.high + 1, end), self.n_tasks) if i not in self.acked
         )
+        above = self.high + 1 - self.index
+        self.cursor = self.index + max(0, -(-above // self.n_tasks)) * self.n_tasks
         self.replay: collections.deque[int] = collections.deque()
         self.next_fresh = self.index
         self.t0 = time.monotonic()
@@ -81,15 +96,25 @@ class IdSpout(Spout):
         self._check_done()
 
     def next_tuple(self):
+        if self.stoppable and self.limit is None and self.out is not None:
+            now = time.monotonic()
+            if now >= self.next_stop_check:
+                self.next_stop_check = now + 0.1
+                if (self.out / "stop").exists():
+                    self._stop()
         if self.replay:
             msg_id = self.replay.popleft()
         else:
             if self.rate and self.fresh >= self.rate * (time.monotonic() - self.t0):
                 return
             if self.count:
-                if not self.todo:
+                if self.todo:
+                    msg_id = self.todo.popleft()
+                elif self.cursor < self.mine.stop:
+                    msg_id = self.high = self.cursor
+                    self.cursor += self.n_tasks
+                else:
                     return
-                msg_id = self.todo.popleft()
             else:
                 msg_id = self.next_fresh
                 self.next_fresh += self.n_tasks
@@ -108,6 +133,14 @@ class IdSpout(Spout):
         if self.count:
             self.replay.append(msg_id)
 
+    def _stop(self):
+        """The source ends after the highest id emitted so far: those below it not acked yet
+        (emitted before a reopen) are still to be emitted; none above it ever will be."""
+        assert self.mine is not None
+        self.limit = self.high + 1
+        self.mine = range(self.index, self.limit, self.n_tasks)
+        self._check_done()
+
     def _check_done(self):
         if (
             self.count and self.out is not None and not self._done_written
@@ -124,6 +157,8 @@ class IdSpout(Spout):
                 "failed": self.failed,
                 "emitted": self.emitted,
                 "opens": self.opens,
+                "limit": self.limit,
+                "high": self.high,
             })
 
 
