@@ -230,9 +230,15 @@ class LocalCluster:
         self.nimbus.kill(name, wait_secs)
 
     def wait_removed(self, name: str, timeout: float) -> bool:
+        """Whether the topology's nodes are gone within `timeout`; a moment without ZooKeeper
+        (the client reconnecting) is waited through, as nimbus waits, not raised."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.state.get_storm(name) is None:
+            try:
+                gone = self.state.get_storm(name) is None
+            except CONNECTION_ERRORS:
+                gone = False
+            if gone:
                 self.sync_wake.set()
                 return True
             self.nimbus.wake.set()
