@@ -82,7 +82,9 @@ def test_crd_validation_status_and_finalizers(k8s_cluster: Cluster, ns: str) -> 
         {"apiVersion": "test.squall.io/v1", "kind": "Widget", "name": "w2", "uid": uid}]}, "data": {"a": "b"}}
     apply(k8s_cluster, json.dumps(owned), ns)
     k8s_cluster.kubectl("delete", "widget", "w2", "-n", ns)
-    wait_for(lambda: k8s_cluster.kubectl("get", "configmap", "owned", "-n", ns, check=False).returncode != 0, 30,
+    # the controller-manager's garbage collector watches a kind only after its discovery of new
+    # resources, which runs every 30 s: for a CRD created a moment ago that comes first
+    wait_for(lambda: k8s_cluster.kubectl("get", "configmap", "owned", "-n", ns, check=False).returncode != 0, 90,
              what="the garbage collector to delete the owned ConfigMap")
     k8s_cluster.kubectl("delete", "crd", "widgets.test.squall.io", "--wait=false")
 
