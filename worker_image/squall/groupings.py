@@ -74,6 +74,13 @@ MAX_WEIGHT = 100
 # Storm's defaults.yaml: topology.localityaware.higher.bound / .lower.bound
 HIGHER_BOUND = 0.8
 LOWER_BOUND = 0.2
+# Squall's CPU side: a worker is one Python process, one GIL, so a busy worker is loaded however
+# empty its queues are. Targets' workers whose busy fractions (0.0 idle to 1.0 a saturated
+# GIL) differ by less than CPU_BAND are even (noise, and the hysteresis that keeps the weights
+# still once balanced); past it, the busier ones lose CPU_GAIN weight per 1.0 of difference
+# above the band per refresh (at least 1): the weights move in proportion to the imbalance
+CPU_BAND = 0.1
+CPU_GAIN = 20.0
 
 
 class LoadAwareShuffle:
@@ -86,7 +93,17 @@ class LoadAwareShuffle:
     average is below `lower_bound`; within the scope, a target whose load is within 0.05 of the
     least loaded one gains weight slowly (+1 up to 100), others lose it fast (-10). Per tuple
     the chooser only steps through a ring of 1000 pre-built choices drawn by weight and
-    shuffled, so it costs what uniform shuffle does."""
+    shuffled, so it costs what uniform shuffle does.
+
+    Squall adds the CPU of the targets' workers (`refresh(load, cpu)`): a Python worker whose
+    GIL is saturated cannot take more work however empty its queues are. The scope follows
+    each target's `max(load, cpu)`; within the scope, among targets whose queues are even
+    (Storm's rule gives +1), one whose worker is busier than the least busy one by more than
+    CPU_BAND loses weight in proportion to the excess (CPU_GAIN per 1.0). The weights move
+    gently because they act on the CPU they are measured by: Storm's -10 on a busy worker
+    would swing the whole share away and back (see tests/unit/test_load_aware_shuffle.py's
+    settling test). A scope change that brings no new targets (a single node's HOST_LOCAL and
+    EVERYTHING) keeps the weights."""
 
     def __init__(
         self,
@@ -130,19 +147,30 @@ class LoadAwareShuffle:
             return scope - 1
         return scope
 
-    def refresh(self, load: Mapping[int, float] | None) -> None:
-        """Re-weigh the targets from their loads (None: no load known yet) and rebuild the ring."""
-        scope = self._transition(load)
+    def refresh(self, load: Mapping[int, float] | None, cpu: Mapping[int, float] | None = None) -> None:
+        """Re-weigh the targets from their loads (None: no load known yet) and, when given,
+        their workers' busy fractions (`cpu`, 0.0 to 1.0; a target without one counts as
+        idle), and rebuild the ring."""
+        busy = load
+        if load is not None and cpu is not None:
+            busy = {t: max(load.get(t, 0.0), cpu.get(t, 0.0)) for t in self.tasks}
+        scope = self._transition(busy)
         if scope != self.scope:
-            self.weight = dict.fromkeys(self.tasks, MAX_WEIGHT)
+            if self.in_scope(scope) != self.in_scope(self.scope):
+                self.weight = dict.fromkeys(self.tasks, MAX_WEIGHT)
             self.scope = scope
         targets = self.in_scope(scope)
         least = min(load.get(t, 0.0) for t in targets) if load is not None else 0.0
+        least_cpu = min(cpu.get(t, 0.0) for t in targets) if cpu is not None else 0.0
         for t in targets:
-            if load is None or load.get(t, 0.0) <= least + 0.05:
-                self.weight[t] = min(MAX_WEIGHT, self.weight[t] + 1)
-            else:
+            if load is not None and load.get(t, 0.0) > least + 0.05:
                 self.weight[t] = max(0, self.weight[t] - 10)
+            elif load is not None and cpu is not None and (
+                excess := cpu.get(t, 0.0) - least_cpu - CPU_BAND
+            ) > 0:
+                self.weight[t] = max(0, self.weight[t] - max(1, round(CPU_GAIN * excess)))
+            else:
+                self.weight[t] = min(MAX_WEIGHT, self.weight[t] + 1)
         total = sum(self.weight[t] for t in targets)
         ring: list[list[int]] = []
         if total > 0:

@@ -2,7 +2,7 @@
 
 Data frame: a list of tuples `[dest_task, src_task, stream, values, anchors]`, where anchors is
 `{root_id: edge_id}` or None (untracked). Control frame: a list of `[kind, dest_task, root, val,
-extra]` for acker traffic and backpressure signals. A frame that does not decode, or whose items have the wrong shape,
+extra]` for acker traffic, backpressure signals and load announcements. A frame that does not decode, or whose items have the wrong shape,
 raises `WireError`; receivers count and drop it instead of crashing.
 
 Values beyond msgpack's own types (datetime, Decimal, set, big ints, registered user types)
@@ -27,6 +27,10 @@ ACK = 1  # bolt -> acker: val = input edge xor the edges it created
 FAIL = 2  # bolt -> acker
 DONE = 3  # acker -> spout: val = 1 completed, 0 failed
 BACKPRESSURE = 4  # worker -> peers: dest_task = a task of the sender, root = 1 full inbox, 0 room again
+# worker -> peers, about once a second: dest_task = a task of the sender, root = the sender's busy
+# fraction, val = the task's inbox fill, both in permille (squall.worker.load). Not 5: a kind
+# that no flipped bit or stray byte in an acker message turns into (it encodes in three bytes)
+LOAD = 1000
 
 
 class WireError(ValueError):

@@ -10,7 +10,7 @@ reads, and fills the buckets it is given. It is plain Python too (`SQUALL_PURE=1
 Messages are `[kind, task, root, val, extra]` (`squall.wire`). The buckets:
 - `mine`: messages for an acker task of this worker (a key of `ledgers`), by task, in order;
 - `done`: completions (`DONE`) for spout tasks, in order;
-- `signals`: backpressure signals (`BACKPRESSURE`), in order;
+- `signals`: backpressure signals and load announcements (`BACKPRESSURE`, `LOAD`), in order;
 - `remote`: messages for an acker task placed on another worker, by that worker's slot (from
   `task_slot`), in order. A task in neither map is counted as dropped.
 
@@ -33,6 +33,7 @@ ACK: Final = 1
 FAIL: Final = 2
 DONE: Final = 3
 BACKPRESSURE: Final = 4
+LOAD: Final = 1000
 
 
 def well_formed(it: Any) -> bool:
@@ -42,7 +43,7 @@ def well_formed(it: Any) -> bool:
     k = it[0]
     return (
         type(k) is int
-        and 0 <= k <= BACKPRESSURE
+        and (0 <= k <= BACKPRESSURE or k == LOAD)
         and type(it[1]) is int
         and type(it[2]) is int
         and type(it[3]) is int
@@ -74,7 +75,7 @@ def sort_control(
         if kind == DONE:
             done.append(it)
             continue
-        if kind == BACKPRESSURE:
+        if kind == BACKPRESSURE or kind == LOAD:
             signals.append(it)
             continue
         task: int = it[1]

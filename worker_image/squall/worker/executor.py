@@ -43,6 +43,7 @@ from squall.windowing import WindowConfig, WindowedBoltExecutor
 from squall.acker import PendingTuples
 from squall.tuples import Tuple
 from squall.worker.host import WorkerHost
+from squall.worker.load import PeerLoads
 from squall.worker.routing import Inbox, Routing
 
 log = logging.getLogger("squall.executor")
@@ -128,6 +129,9 @@ class Executor:
         # load-aware shuffles of this executor's streams, re-weighed every LOAD_REFRESH_SECS
         self.load_aware: list[LoadAwareShuffle] = []
         self.next_load = 0.0
+        # the worker's busy fraction and its peers' announcements (set by the worker; None:
+        # queues only, Storm's load)
+        self.loads: PeerLoads | None = None
         # spouts: (root, xor, spout task) of new trees whose acker is in this worker
         self.local_inits: list[tuple[int, int, int]] = []
         # hot update: removed from the worker, finishing what it holds (see `retire`)
@@ -199,14 +203,19 @@ class Executor:
         """Re-weigh the load-aware shuffles (at most every LOAD_REFRESH_SECS). A target's load:
         how full its executor's inbox is when it is in this worker; when it is in another, 1.0
         while its worker announces it backpressured, else how full the send queue to that
-        worker is (Storm: the receive queue's population, or the pending Netty messages)."""
+        worker is or the inbox fill its worker last announced, whichever is more (Storm: the
+        receive queue's population, or the pending Netty messages). With the worker's loads
+        (`self.loads`), a target also carries its worker's busy fraction: this worker's own
+        for a local one, the announced one for a remote one (squall.worker.load)."""
         if now < self.next_load or not self.load_aware:
             return
         self.next_load = now + LOAD_REFRESH_SECS
         dest = self.task_dest
         bp = self.worker.remote_bp
         peers = self.worker.data_peers
+        loads = self.loads
         load: dict[int, float] = {}
+        cpu: dict[int, float] | None = {} if loads is not None else None
         for chooser in self.load_aware:
             for t in chooser.tasks:
                 if t in load:
@@ -214,18 +223,26 @@ class Executor:
                 key = dest.get(t)
                 if type(key) is queue.Queue:
                     load[t] = min(1.0, key.qsize() / (key.maxsize or INBOX_BATCHES))
-                elif bp.get(t, 0.0) > now:
+                    if loads is not None and cpu is not None:
+                        cpu[t] = loads.busy_here
+                    continue
+                if bp.get(t, 0.0) > now:
                     load[t] = 1.0
                 else:
                     q = peers.queues.get(key) if key is not None else None
                     load[t] = min(1.0, len(q) / peers.bound) if q else 0.0
+                if loads is not None and cpu is not None:
+                    busy, fill = loads.of(t, now)
+                    cpu[t] = busy
+                    load[t] = max(load[t], fill)
             scope = chooser.scope
-            chooser.refresh(load)
+            chooser.refresh(load, cpu)
             if chooser.scope != scope:
                 log.info(
-                    "load-aware shuffle of %s to tasks %s: scope %s -> %s (loads %s)",
+                    "load-aware shuffle of %s to tasks %s: scope %s -> %s (loads %s%s)",
                     self.component, chooser.tasks, SCOPE_NAMES[scope], SCOPE_NAMES[chooser.scope],
                     {t: round(load[t], 2) for t in chooser.tasks},
+                    f", busy {({t: round(cpu[t], 2) for t in chooser.tasks})}" if cpu is not None else "",
                 )
 
     def _rekey(self, routing: Routing) -> None:

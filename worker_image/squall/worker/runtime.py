@@ -47,6 +47,7 @@ from squall.worker.control import group_inits, route_done, sort_control
 from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
 from squall.worker.handover import DRAIN_SECS, Leaving, should_leave
 from squall.worker.host import HostedExecutor
+from squall.worker.load import ANNOUNCE_SECS, BusyMeter, PeerLoads, load_items
 from squall.worker.routing import Inbox, Routing, sort_data
 from squall.worker.security import CurveKeyError, CurveKeys, Sealer, keys_from_env, read_keys
 from squall.worker.transport import SOCKET_HWM, PeerQueues, run_transfer
@@ -140,6 +141,9 @@ class Worker:
         self.control_peers = PeerQueues(SEND_QUEUE_BATCHES, SEND_QUEUE_HARD_LIMIT)
         # remote task -> until when it is backpressured (monotonic); written by receive-control
         self.remote_bp: dict[int, float] = {}
+        # this worker's busy fraction (measured by receive-data) and what its peers announce
+        # of theirs (heard by receive-control), for the load-aware shuffles
+        self.loads = PeerLoads()
         # executors removed by a hot update that are still finishing what they hold
         self.retiring: list[Executor] = []
         # task -> a retiring spout executor of it, for the completions of its pending trees
@@ -398,6 +402,8 @@ class Worker:
                 ex = BoltExecutor(self, plan, e, comp, cls, conf, float(tick) if tick else None)
             self.executors[e] = ex
             new_execs.append(ex)
+        for ex in new_execs:
+            ex.loads = self.loads
         self.acker_executors = [e for e in sorted(mine) if plan.task_component[e[0]] == ACKER]
         task_dest: dict[int, Any] = dict(task_slot)
         spout_inbox: dict[int, Inbox] = {}
@@ -517,16 +523,18 @@ class Worker:
         if dropped:
             self.dropped += dropped
         for it in signals:
-            # a peer's task is (1) or is no longer (0) backpressured; without CURVE, only a
-            # host running one of the assignment's workers may say so (else anyone reaching
-            # the control port could throttle this worker)
+            # a peer's task is (1) or is no longer (0) backpressured, or a peer announces its
+            # load; without CURVE, only a host running one of the assignment's workers may say
+            # so (else anyone reaching the control port could throttle or steer this worker)
             if peer is not None and not self._known_peer(peer):
                 self.refused_signals += 1
                 if self.refused_signals <= 10 or self.refused_signals % 1000 == 0:
                     log.warning("worker %s refused a backpressure signal from %s: no worker of the "
                                 "assignment runs there (%d so far)", self.slot.key(), peer, self.refused_signals)
                 continue
-            if it[2]:
+            if it[0] == wire.LOAD:
+                self.loads.hear((it,), time.monotonic())
+            elif it[2]:
                 self.remote_bp[it[1]] = time.monotonic() + BP_TTL_SECS
             else:
                 self.remote_bp.pop(it[1], None)
@@ -666,6 +674,8 @@ class Worker:
         self._bp_tasks: set[int] = set()
         self._bp_sent = 0.0
         self._bp_at = time.monotonic()
+        self._busy = BusyMeter()
+        self._next_announce = 0.0
         self._receive(self.data_sock, wire.unpack_data, self._dispatch_data, self._data_turn)
 
     def _receive_control(self) -> None:
@@ -713,6 +723,9 @@ class Worker:
         if bp != self._bp_tasks or (bp and now - self._bp_sent > BP_REFRESH_SECS):
             self._announce(bp, routing)
             self._bp_sent = now
+        if now >= self._next_announce:
+            self._next_announce = now + ANNOUNCE_SECS
+            self._announce_load(bp, routing)
         if not parked:
             return True, 100
         full = any(len(b) >= PARK_LIMIT for b in parked.values()) or self.data_peers.over_hard_limit()
@@ -728,6 +741,23 @@ class Worker:
         for slot in routing.slots:
             if slot != self.slot:
                 self.control_peers.offer(slot, list(items), force=True)
+
+    def _announce_load(self, bp: set[int], routing: Routing) -> None:
+        """Measure how busy this worker was since the last time and tell every peer, with each
+        local task's inbox fill (a task whose batches are parked counts as full)."""
+        busy = self.loads.busy_here = self._busy.sample()
+        fill: dict[int, float] = {}
+        for inbox, tasks in routing.inbox_tasks.items():
+            f = 1.0 if tasks and tasks[0] in bp else inbox.qsize() / (inbox.maxsize or 1)
+            for t in tasks:
+                fill[t] = f
+        peers = [slot for slot in routing.slots if slot != self.slot]
+        if not peers or not fill:
+            return
+        items = load_items(busy, fill)
+        for slot in peers:
+            # advisory: a peer that is not taking control traffic misses this one
+            self.control_peers.offer(slot, list(items))
 
     def _dispatch_data(self, items: list[Any], checked: bool = False) -> None:
         """Tuples from the network -> the inboxes of their executors, shape-checked on the way.
