@@ -140,3 +140,10 @@ def test_a_peers_announced_inbox_fill_counts_as_its_queue_load() -> None:
     ex.refresh_load(0.0)  # widened by this worker's CPU
     ex.refresh_load(LOAD_REFRESH_SECS)  # Storm's -10 for the filling inbox, twice
     assert chooser.weight == {LOCAL_SPLIT: 100, REMOTE_SPLIT: 80}
+
+
+def test_with_the_cpu_side_off_a_busy_worker_keeps_storms_queue_load() -> None:
+    ex, chooser = executor(PeerLoads(busy_here=0.97))
+    ex.cpu_aware = False  # topology.localityaware.cpu: false
+    ex.refresh_load(0.0)
+    assert chooser.scope == WORKER_LOCAL

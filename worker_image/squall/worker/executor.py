@@ -132,6 +132,8 @@ class Executor:
         # the worker's busy fraction and its peers' announcements (set by the worker; None:
         # queues only, Storm's load)
         self.loads: PeerLoads | None = None
+        # topology.localityaware.cpu: whether the shuffles read the workers' busy fractions
+        self.cpu_aware = True
         # spouts: (root, xor, spout task) of new trees whose acker is in this worker
         self.local_inits: list[tuple[int, int, int]] = []
         # hot update: removed from the worker, finishing what it holds (see `retire`)
@@ -154,6 +156,7 @@ class Executor:
         self.n_ackers = len(plan.acker_tasks)
         self.load_aware = []
         self.next_load = 0.0
+        self.cpu_aware = bool(self.worker.conf.get("topology.localityaware.cpu", True))
         scopes: dict[int, int] | None = None
         if not self.worker.conf.get("topology.disable.loadaware.messaging", False):
             # Storm 2's default: shuffle prefers targets in this worker, then on this node
@@ -213,7 +216,7 @@ class Executor:
         dest = self.task_dest
         bp = self.worker.remote_bp
         peers = self.worker.data_peers
-        loads = self.loads
+        loads = self.loads if self.cpu_aware else None
         load: dict[int, float] = {}
         cpu: dict[int, float] | None = {} if loads is not None else None
         for chooser in self.load_aware:
