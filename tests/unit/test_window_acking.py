@@ -22,7 +22,7 @@ from squall import WindowedBolt, wire
 from squall.acker import AckerLedger
 from squall.components import Tuple
 from squall.windowing import WindowConfig, WindowedBoltExecutor
-from squall.worker.executor import BoltCollector
+from squall.worker.executor import BoltCollector, WindowFeed
 from test_collector_anchoring import executor  # the same real, unstarted executor (tests/unit)
 
 pytestmark = pytest.mark.unit
@@ -100,7 +100,7 @@ class Run:
 
     def __init__(self, length: str | int, sliding: str, *, per_window: int = 1, fast: bool = True,
                  seed: int = 0, bolt: type[EmitEach] = EmitEach, timeout: float = 30.0,
-                 failures: bool = False) -> None:
+                 failures: bool = False, feed: bool = False) -> None:
         self.rng = random.Random(seed)
         self.clock = Clock(100.0)
         self.ledger = AckerLedger(30, now=0.0)
@@ -113,6 +113,10 @@ class Run:
         self.failed: set[int] = set()
         collector = BoltCollector(self.ex, BOLT)
         self.w.prepare({}, None, collector if fast else Delegating(collector))  # type: ignore[arg-type]
+        # `feed`: tuples join the window through the executor's compiled per-tuple input, as
+        # `BoltExecutor.process` hands them over where the window mirrors its anchors
+        rooted = self.w.rooted
+        self.feed = WindowFeed(self.w) if feed and rooted is not None and rooted.rts is not None else None
         self.left: dict[int, int] = {}  # root -> its tuples not yet out of the windows
         self.completed: set[int] = set()
         # the window's outputs not acked yet downstream, each with the spout trees it holds
@@ -126,7 +130,9 @@ class Run:
             x ^= e
         self.ledger.apply([[wire.INIT, ACKER, root, x, SPOUT]], [])
         for e in edges:
-            self.w.execute(Tuple(["w"], SPOUT, "split", "default", {"word": 0}, {root: e}))
+            tup = Tuple(["w"], SPOUT, "split", "default", {"word": 0}, {root: e})
+            if self.feed is None or not self.feed.add(tup):
+                self.w.execute(tup)
         self.left[root] = words
         return root
 
@@ -250,14 +256,15 @@ def test_a_late_timer_firing_several_windows_at_once_completes_every_tree(fast: 
     assert len(r.ledger) == 0
 
 
-@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("fast,feed", [(True, False), (False, False), (True, True)])
 @pytest.mark.parametrize("seed", range(4))
-def test_random_sentences_and_several_outputs_per_window_complete_exactly(fast: bool, seed: int) -> None:
+def test_random_sentences_and_several_outputs_per_window_complete_exactly(fast: bool, feed: bool,
+                                                                          seed: int) -> None:
     """Sentences at random times, 1-3 outputs per window acked at random moments: a tree
     completes exactly when its last tuple left the windows and every output anchored to it was
     acked, never before."""
     rng = random.Random(seed)
-    r = Run("1s", "500ms", per_window=rng.randint(1, 3), fast=fast, seed=seed)
+    r = Run("1s", "500ms", per_window=rng.randint(1, 3), fast=fast, seed=seed, feed=feed)
     arrived: dict[int, float] = {}
     now = 100.0
     while now < 104.0:
@@ -283,15 +290,16 @@ def test_random_sentences_and_several_outputs_per_window_complete_exactly(fast: 
     assert len(r.ledger) == 0
 
 
+@pytest.mark.parametrize("feed", [False, True])
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("case", ["explicit anchors", "count length", "ids beyond 64 bits"])
-def test_other_window_kinds_and_anchors_complete_exactly(case: str, seed: int) -> None:
+def test_other_window_kinds_and_anchors_complete_exactly(case: str, seed: int, feed: bool) -> None:
     """The per-root anchoring where the window's anchors are read from its tuples: a bolt that
     also anchors emits itself (the tuples' ack values are set), a window whose length is a
     count, and a tuple whose anchors do not fit 64-bit arrays (the window reads its tuples from
     then on); the trees complete exactly as in the common case."""
     r = Run(50 if case == "count length" else "1s", "500ms", seed=seed,
-            bolt=EmitAlsoAnchoredToTheFirst if case == "explicit anchors" else EmitEach)
+            bolt=EmitAlsoAnchoredToTheFirst if case == "explicit anchors" else EmitEach, feed=feed)
     rng = random.Random(seed)
     arrived: dict[int, float] = {}
     now = 100.0
@@ -317,3 +325,25 @@ def test_other_window_kinds_and_anchors_complete_exactly(case: str, seed: int) -
     assert bool(held) == (case == "count length")
     assert r.completed == set(arrived) - held
     assert len(r.ledger) == len(held)
+
+
+def test_the_compiled_feed_builds_the_window_execute_builds() -> None:
+    """`WindowFeed.add` (the executor's compiled per-tuple input) leaves the manager's lists and
+    the anchor arrays exactly as the window's own `execute`, a clock that steps back included;
+    ticks and, after anchors beyond 64 bits, every tuple go to `execute`."""
+    a, b = Run("2s", "1s", seed=1), Run("2s", "1s", seed=1, feed=True)
+    assert a.feed is None and b.feed is not None
+    for now in (100.0, 100.25, 100.1, 100.5):  # 100.1: the clock stepped back
+        a.clock.now = b.clock.now = now
+        assert a.sentence(3) == b.sentence(3)
+    assert a.w.manager.ts == b.w.manager.ts == [100.0] * 3 + [100.25] * 6 + [100.5] * 3
+    assert len(a.w.manager.items) == len(b.w.manager.items) == 12
+    assert [t.anchors for t in a.w.manager.items] == [t.anchors for t in b.w.manager.items]
+    ra, rb = a.w.rooted, b.w.rooted
+    assert ra is not None and rb is not None and ra.rts is not None and rb.rts is not None
+    assert (list(ra.rts), list(ra.rid), list(ra.redge)) == (list(rb.rts), list(rb.rid), list(rb.redge))
+    tick = Tuple([1], -1, "__system", "__tick", {}, None)
+    assert not b.feed.add(tick)
+    b.sentence(2, root=2**64 - 5)  # anchors beyond the arrays: the window reads its tuples now
+    assert rb.rts is None and not b.feed.on
+    assert not b.feed.add(Tuple(["w"], SPOUT, "split", "default", {"word": 0}, {5: 6}))

@@ -671,7 +671,8 @@ class WindowedBoltExecutor:
         m.items.append(tup)
 
     def _execute_mirrored(self, tup: Tuple) -> None:
-        """`_execute_timed` that also copies the tuple's anchors into the window's arrays."""
+        """`_execute_timed` that also copies the tuple's anchors into the window's arrays (the
+        worker's executor runs the same steps compiled: `squall.worker.executor.WindowFeed`)."""
         if tup.stream == TICK_STREAM:
             self.collector.ack(tup)
             return
@@ -693,10 +694,15 @@ class WindowedBoltExecutor:
                     redge.append(e)
                     rts.append(now)
             except OverflowError:
-                log.warning("a tuple from %s:%s is anchored to ids outside 64 bits: this window "
-                            "reads its tuples' anchors from now on", tup.source_component, tup.stream)
-                rooted.unmirror()
-                setattr(self, "execute", self._execute_timed)  # noqa: B010
+                self.unmirror(tup)
+
+    def unmirror(self, tup: Tuple) -> None:
+        """`tup` is anchored to ids outside 64 bits: read the tuples' anchors from now on."""
+        log.warning("a tuple from %s:%s is anchored to ids outside 64 bits: this window "
+                    "reads its tuples' anchors from now on", tup.source_component, tup.stream)
+        assert self.rooted is not None
+        self.rooted.unmirror()
+        setattr(self, "execute", self._execute_timed)  # noqa: B010
 
     def execute(self, tup: Tuple) -> None:
         if tup.stream == TICK_STREAM:
@@ -740,6 +746,10 @@ class WindowedBoltExecutor:
             if deadline is not None:
                 due = deadline if due is None else min(due, deadline)
         return None if due is None else due - self.clock()
+
+    def held(self) -> int:
+        """How many tuples the windows hold (waiting for, or in, a window)."""
+        return len(self.manager)
 
     def tree_done(self, tree: int, ok: bool) -> None:
         """The acker's completion of one of the windows' own trees (see _WindowAnchoring)."""

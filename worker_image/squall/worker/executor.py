@@ -42,6 +42,7 @@ from squall.counters import _LUT, Counters, bucket_of
 from squall.windowing import WindowConfig, WindowedBoltExecutor
 from squall.acker import PendingTuples
 from squall.tuples import Tuple
+from squall.worker.gcpolicy import POLICY as GC_POLICY
 from squall.worker.host import WorkerHost
 from squall.worker.load import PeerLoads
 from squall.worker.routing import Inbox, Routing
@@ -910,6 +911,52 @@ class BoltCollector:
         self.ex.report_error(self.task, exc)
 
 
+class WindowFeed:
+    """`WindowedBoltExecutor._execute_mirrored` in compiled code: a tuple joins a processing-time
+    window slid by duration (the manager's timestamp and tuple lists, and its anchors into the
+    window's arrays). The executor calls `add` for such a bolt's tuples instead of its
+    interpreted `execute`; same lists, same order, same clock. Holds the lists and arrays
+    themselves (the window never replaces them while mirrored); `add` answers False, and the
+    bolt's own `execute` takes the tuple, for tick tuples and once the window stopped mirroring
+    (anchors outside 64 bits)."""
+
+    __slots__ = ("window", "clock", "stamps", "items", "rid", "redge", "rts", "on")
+
+    def __init__(self, window: WindowedBoltExecutor) -> None:
+        rooted = window.rooted
+        assert rooted is not None and rooted.rts is not None
+        self.window = window
+        self.clock: Callable[[], float] = window.clock
+        self.stamps: list[float] = window.manager.ts
+        self.items: list[Tuple] = window.manager.items
+        self.rid: Any = rooted.rid
+        self.redge: Any = rooted.redge
+        self.rts: Any = rooted.rts
+        self.on = True
+
+    def add(self, tup: Tuple) -> bool:
+        if not self.on or tup.stream == TICK_STREAM:
+            return False
+        stamps = self.stamps
+        now = self.clock()
+        if stamps and stamps[-1] > now:
+            now = stamps[-1]  # a clock stepped back: keep arrival order
+        stamps.append(now)
+        self.items.append(tup)
+        a = tup.anchors
+        if a:
+            rid, redge, rts = self.rid, self.redge, self.rts
+            try:
+                for r, e in a.items():
+                    rid.append(r)
+                    redge.append(e)
+                    rts.append(now)
+            except OverflowError:
+                self.on = False
+                self.window.unmirror(tup)
+        return True
+
+
 class BoltExecutor(Executor):
     kind = "bolt"
 
@@ -940,6 +987,8 @@ class BoltExecutor(Executor):
         # control path without waiting: when it is full they are dropped, and the windows time
         # those trees out (failing their spout trees, which are replayed)
         self.tree_done: Inbox = queue.Queue(TREE_DONE_BATCHES)
+        # task -> its window's compiled per-tuple input, where the window mirrors its anchors
+        self.feeds: dict[int, WindowFeed] = {}
 
     def on_routing(self) -> None:
         plan = self.routing.plan  # type: ignore[union-attr]
@@ -958,6 +1007,9 @@ class BoltExecutor(Executor):
             except Exception as exc:
                 self.report_error(task, exc)
                 raise
+        for task, w in zip(self.tasks, self.windowed):
+            if w.rooted is not None and w.rooted.rts is not None:
+                self.feeds[task] = WindowFeed(w)
         inbox = self.inbox
         next_tick = time.monotonic() + self.tick_secs if self.tick_secs else None
         stop = self.stop_event
@@ -998,6 +1050,8 @@ class BoltExecutor(Executor):
                 bolt.cleanup()
             except Exception as exc:
                 self.report_error(task, exc)
+        if self.windowed:
+            GC_POLICY.windows_hold(self, 0)
         # what cleanup emitted, acked or failed still goes out (if peers still listen); a
         # retiring executor waits for that (the worker stops it at its deadline)
         self.flush(block=self.retiring)
@@ -1018,6 +1072,7 @@ class BoltExecutor(Executor):
                     if w is not None:
                         w.tree_done(root, bool(ok))
             fired = True
+        timed = False
         for task, w in zip(self.tasks, self.windowed):
             due = w.seconds_to_next()
             if due is None:
@@ -1027,9 +1082,12 @@ class BoltExecutor(Executor):
                     w.on_timer()
                 except Exception as exc:
                     self.report_error(task, exc)
-                fired = True
+                fired = timed = True
                 due = w.seconds_to_next() or 0.0
             wait = min(wait, max(due, 0.0005))
+        if timed:
+            # size the collector's young generation to what the windows hold (gcpolicy.py)
+            GC_POLICY.windows_hold(self, sum([w.held() for w in self.windowed]))
         if fired:
             self.flush(block=True)
         return wait
@@ -1044,6 +1102,7 @@ class BoltExecutor(Executor):
         comp_of = self._task_component
         fields = self._fields_by_comp
         instances = self.instances
+        feeds = self.feeds
         basic = self.basic
         stats = self.stats
         perf = time.perf_counter
@@ -1088,7 +1147,9 @@ class BoltExecutor(Executor):
                 self.auto_anchor = None
             else:
                 try:
-                    bolt.execute(tup)
+                    feed = feeds.get(dest) if feeds else None
+                    if feed is None or not feed.add(tup):
+                        bolt.execute(tup)
                 except Exception as exc:
                     # a bolt that raises fails its input (the spout replays it) and keeps running
                     self.report_error(dest, exc)

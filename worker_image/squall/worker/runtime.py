@@ -45,6 +45,7 @@ from squall.state import ACCESS_ERRORS, CONNECTION_ERRORS, ZK_AUTH_ENV, ZK_AUTH_
 from squall.worker import health, metrics
 from squall.worker.control import group_inits, route_done, sort_control
 from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
+from squall.worker.gcpolicy import POLICY as GC_POLICY
 from squall.worker.handover import DRAIN_SECS, Leaving, should_leave
 from squall.worker.host import HostedExecutor
 from squall.worker.load import ANNOUNCE_SECS, BusyMeter, PeerLoads, load_items
@@ -1116,8 +1117,9 @@ def main(argv: list[str] | None = None) -> int:
     import gc
 
     # Tuples, anchors and acker entries are acyclic: reference counting frees them. The cyclic
-    # collector would otherwise run every 700 allocations and rescan every live pending tuple.
-    gc.set_threshold(100_000, 50, 1000)
+    # collector would otherwise run every 700 allocations and rescan every live pending tuple;
+    # windowed bolts size its young generation to what they hold (gcpolicy.py)
+    GC_POLICY.install()
     logging.basicConfig(level=args.log_level, format=f"%(asctime)s worker {args.node}-{args.port} %(levelname)s %(name)s: %(message)s")
     from squall import _native
 
