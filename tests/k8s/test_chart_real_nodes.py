@@ -138,6 +138,7 @@ class Release:
         summary: dict[str, Any] = json.loads(files[0].read_text())
         missing = set(range(n)) - set(summary["acked"])
         assert not missing, f"{len(missing)} message ids never acked, e.g. {sorted(missing)[:10]}"
+        assert set(summary["acked"]) <= set(range(n)), "the spout acked ids it never emitted"
         return summary
 
 
@@ -305,11 +306,19 @@ def test_invalid_specs_are_refused_with_clear_status_and_events(release: Release
     bad = json.loads(json.dumps(doc))
     bad["metadata"]["name"] = "bad-schema"
     bad["spec"]["spouts"][0]["parallelism"] = 0
+    bad["spec"]["bolts"][0]["inputs"][0]["grouping"] = "random"
     bad["spec"]["worker"] = {"imagePullPolicy": "Sometimes"}
     res = r.apply(bad, check=False)
     assert res.returncode != 0
     assert "spec.spouts[0].parallelism" in res.stderr and "greater than or equal to 1" in res.stderr, res.stderr
+    assert "spec.bolts[0].inputs[0].grouping" in res.stderr, res.stderr
     assert "spec.worker.imagePullPolicy" in res.stderr and "Unsupported value" in res.stderr, res.stderr
+    # a misspelt field is refused too, not dropped
+    bad = json.loads(json.dumps(doc))
+    bad["metadata"]["name"] = "bad-field"
+    bad["spec"]["numWorker"] = 3
+    res = r.apply(bad, check=False)
+    assert res.returncode != 0 and "numWorker" in res.stderr, res.stderr
     # what needs the graph: phase Failed, the message in the status, an Event, no pods
     bad = json.loads(json.dumps(doc))
     bad["metadata"]["name"] = "bad-graph"
@@ -349,6 +358,16 @@ def test_invalid_specs_are_refused_with_clear_status_and_events(release: Release
         r.kubectl("delete", "topology", name, "--wait=false")
     for name in ("bad-graph", "bad-class", "no-image"):
         r.delete_and_wait_gone(name)
+    # the same name with the spec fixed runs: nothing of the failed one is left in the way
+    fixed = json.loads(json.dumps(doc))
+    fixed["metadata"]["name"] = "bad-class"
+    fixed["spec"]["numWorkers"] = 1
+    applied = time.monotonic()
+    r.apply(fixed)
+    wait_for(lambda: r.running("bad-class", 1), 240, interval=1, what="the fixed bad-class Running 1/1")
+    print(f"the fixed bad-class Running 1/1 {time.monotonic() - applied:.1f}s after kubectl apply")
+    assert r.status("wordcount")["phase"] == "Running"
+    r.delete_and_wait_gone("bad-class")
 
 
 def test_rebalance_2_to_3_workers_loses_no_message_id(release: Release) -> None:
@@ -363,7 +382,8 @@ def test_rebalance_2_to_3_workers_loses_no_message_id(release: Release) -> None:
                     what="phase Rebalancing")
     assert _cond(seen, "Rebalancing")["reason"] == "Waiting" and _cond(seen, "Active")["status"] == "False"
     st = wait_for(lambda: r.running("ids", 3), 240, interval=1, what="ids Running 3/3")
-    assert _cond(st, "Rebalancing")["reason"] == "Completed" and st["stormStatus"] == "ACTIVE"
+    assert _cond(st, "Rebalancing")["reason"] == "Completed" and _cond(st, "Rebalancing")["status"] == "False"
+    assert st["stormStatus"] == "ACTIVE"
     assert {"RebalanceRequested", "RebalanceCompleted"} <= set(r.reasons("ids"))
     assert {p["spec"]["nodeName"] for p in r.workers("ids", live=True)} == {"node-1", "node-2"}
     r.all_ids_acked("ids", out, n)
@@ -391,7 +411,7 @@ def test_two_images_side_by_side_and_an_image_roll_loses_no_message_id(release: 
               json.dumps({"spec": {"worker": {"image": WORDCOUNT_IMAGE}}}))
     seen = wait_for(lambda: (s := r.status("roll")).get("phase") == "Rolling" and s, 60, interval=0.5,
                     what="phase Rolling")
-    assert _cond(seen, "Rolling")["reason"] in ("Draining", "Replacing")
+    assert _cond(seen, "Rolling")["reason"] in ("Draining", "Replacing") and _cond(seen, "Active")["status"] == "False"
     # a slot at a time (maxUnavailable 1): a worker pod is Ready throughout the roll
     ready_counts: list[int] = []
 
@@ -407,6 +427,7 @@ def test_two_images_side_by_side_and_an_image_roll_loses_no_message_id(release: 
     assert images("roll") == {WORDCOUNT_IMAGE}
     assert not before & {p["metadata"]["uid"] for p in r.workers("roll")}, "a pod was not replaced"
     assert {"RollStarted", "RollReplacing", "RollCompleted"} <= set(r.reasons("roll"))
+    assert "SpecChangeIgnored" not in r.reasons("roll")
     assert {p["metadata"]["uid"] for p in r.workers("wordcount")} == other
     assert r.status("wordcount")["phase"] == "Running"
     r.all_ids_acked("roll", out, n)
@@ -624,6 +645,11 @@ def test_failed_node_moves_its_workers_and_no_message_id_is_lost(release: Releas
         assert {p["spec"]["nodeName"] for p in r.workers("nodefail", live=True)} == {"node-1"}
         node = kget(c, "node", "node-2")
         assert any(x["type"] == "Ready" and x["status"] == "Unknown" for x in node["status"]["conditions"])
+        # the Topology's Events say why its executors moved
+        items = r.get("events", "--field-selector", "involvedObject.name=nodefail")["items"]
+        reasons = {e["reason"] for e in items}
+        assert "Assigned" in reasons and ("NodeNotReady" in reasons or any("dead" in e["message"] for e in items)), \
+            [(e["reason"], e["message"]) for e in items]
         wait_for(lambda: list(out.glob("spout-*.done")), 300, interval=1, what="every message id acked")
         wait_for(lambda: r.running("wordcount", 2), 120, interval=1, what="the word count running again")
     finally:
