@@ -83,13 +83,22 @@ def squall(k8s_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> It
     # same time would share ZooKeeper's address and two operators would fight over one state
     import socket
 
-    with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.2", 2181)) == 0:
-            pytest.fail("127.0.0.2:2181 is already in use (another test cluster running at the same "
-                        "time?); the operator tests need node-1's address for their ZooKeeper")
-    # the previous module's release leaves this namespace terminating for a while
+    # the previous module's release leaves this namespace terminating for a while, and its
+    # ZooKeeper pod's process may still hold the port until its grace period is over
     wait_for(lambda: c.kubectl("get", "namespace", NS, check=False).returncode != 0, 180,
              what=f"namespace {NS} of a previous module to be gone")
+
+    def port_free() -> bool:
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.2", 2181)) != 0
+
+    deadline = time.monotonic() + 60
+    while not port_free():
+        if time.monotonic() > deadline:
+            pytest.fail("127.0.0.2:2181 is still in use 60 s after the previous release was gone (another "
+                        "test cluster running at the same time?); the operator tests need node-1's address "
+                        "for their ZooKeeper")
+        time.sleep(0.5)
     with chart_release(c, NS, values=_values(tmp), helm_wait=True, operator_log=lambda: _operator_log(c)):
         wait_for(lambda: _lease_holder(c), 60, what="the operator to hold its lease")
         yield c
