@@ -38,6 +38,7 @@ from squall.models.cluster import WorkerSlot
 from squall.models.v1alpha1 import Grouping
 from squall.worker import executor as exm
 from squall.worker import runtime as rtm
+from squall.worker.gcpolicy import POLICY as GC_POLICY
 from squall.worker.transport import PeerQueues
 
 SENTENCES = ["the cow jumped over the moon", "an apple a day keeps the doctor away",
@@ -74,6 +75,9 @@ class Count(Bolt):
 
 
 def main() -> None:
+    # the collector's thresholds of a worker (runtime.main installs them): without windows a
+    # young collection every 100k allocations, not CPython's default 700
+    GC_POLICY.install()
     peers = PeerQueues(1 << 30, 1 << 30)
     worker = SimpleNamespace(
         slot=WorkerSlot("n", 1), conf={}, remote_bp={}, data_peers=peers,

@@ -121,7 +121,8 @@ class Executor:
         # per task: stream -> choosers; per task: stream -> direct consumer tasks
         self.routes: dict[int, dict[str, list[Chooser]]] = {}
         self.direct: dict[int, dict[str, frozenset[int]]] = {}
-        self.task_dest: Mapping[int, Any] = {}
+        # a dict, not any Mapping: compiled, `.get` on it is a C call, not a method lookup
+        self.task_dest: dict[int, Any] = {}
         self.acker_tasks: Sequence[int] = ()
         self.n_ackers = 0
         self.contexts: dict[int, Context] = {}
@@ -150,7 +151,8 @@ class Executor:
             return
         plan = routing.plan
         self.routing = routing
-        self.task_dest = routing.task_dest
+        td = routing.task_dest
+        self.task_dest = td if isinstance(td, dict) else dict(td)
         if self.bufs:
             self._rekey(routing)
         self.acker_tasks = plan.acker_tasks
@@ -731,11 +733,14 @@ class SpoutExecutor(Executor):
 class BoltCollector:
     """Storm's OutputCollector for one task."""
 
-    __slots__ = ("ex", "task")
+    __slots__ = ("ex", "task", "src")
 
     def __init__(self, ex: Executor, task: int) -> None:
         self.ex = ex
         self.task = task
+        # the task id as an object, for the items emitted (an `int` attribute is boxed anew at
+        # every use when compiled)
+        self.src: Any = task
 
     def _anchored(self, dest: int, stream: str, values: list[Any], anchors: Any) -> list[Any]:
         if anchors is None:
@@ -774,16 +779,21 @@ class BoltCollector:
         if anchors is None:
             anchors = ex.auto_anchor
         if len(targets) == 1 and type(anchors) is Tuple and anchors.anchors and len(anchors.anchors) == 1:
-            # the common case, inlined: one target, anchored to one input of one tree
-            t = targets[0]
+            # the common case, inlined: one target, anchored to one input of one tree. The ids
+            # are held as objects (`Any`): compiled, an `int` local is unboxed, and boxing it
+            # back into the item allocates a new int object for every 62-bit id
+            tl: list[Any] = targets
+            t: Any = tl[0]
             key = ex.task_dest.get(t)
             if key is None:
                 ex.stats.dropped += 1
                 return targets
-            e = _getrandbits(62)
-            anchors.ack_val ^= e
-            for r in anchors.anchors:
-                item = [t, self.task, stream, values, {r: e}]
+            e: Any = _getrandbits(62)
+            ei: int = e  # unboxing a 62-bit int allocates nothing
+            anchors.ack_val ^= ei
+            a: dict[Any, Any] = anchors.anchors
+            for r in a:
+                item = [t, self.src, stream, values, {r: e}]
             buf = ex.bufs.get(key)
             if buf is None:
                 ex.bufs[key] = [item]
@@ -891,12 +901,16 @@ class BoltCollector:
 
     def ack(self, tup: Tuple) -> None:
         ex = self.ex
-        a = tup.anchors
+        a: dict[Any, Any] | None = tup.anchors
         if a:
-            acks = ex.out.acks
+            # roots as objects (`Any`): compiled, an `int` root would be unboxed and boxed again
+            # (a new int object) for the lookup and again for the store
+            acks: dict[Any, Any] = ex.out.acks
             v = tup.ack_val
             for r, edge in a.items():
-                acks[r] = acks.get(r, 0) ^ edge ^ v
+                x: int = acks.get(r, 0)
+                y: int = edge
+                acks[r] = x ^ y ^ v
         ex.stats.acked += 1
 
     def fail(self, tup: Tuple) -> None:
