@@ -485,21 +485,27 @@ class SpoutCollector:
             xor = 0
             dest = ex.task_dest
             bufs = ex.bufs
-            for t in targets:
-                e = _getrandbits(62)
-                xor ^= e
+            # ids as objects (`Any`), boxed once: see BoltCollector.emit
+            ro: Any = r
+            src: Any = task
+            tl: list[Any] = targets
+            for t in tl:
+                e: Any = _getrandbits(62)
+                ei: int = e
+                xor ^= ei
                 key = dest.get(t)
                 if key is None:
                     ex.stats.dropped += 1
                     continue
                 buf = bufs.get(key)
                 if buf is None:
-                    bufs[key] = [[t, task, stream, values, {r: e}]]
+                    bufs[key] = [[t, src, stream, values, {ro: e}]]
                 else:
-                    buf.append([t, task, stream, values, {r: e}])
+                    buf.append([t, src, stream, values, {ro: e}])
             ex.stats.emitted += len(targets)
+            head: dict[Any, Any] = self.pending.pending._head
+            head[ro] = (msg_id, ex.now)  # RotatingMap.put, inlined
             pend = self.pending.pending
-            pend._head[r] = (msg_id, ex.now)  # RotatingMap.put, inlined
             pend.size += 1
             if local:
                 # the acker is in this worker: registered straight into its ledger at flush
