@@ -96,7 +96,8 @@ def measure(topology: Topology, search: Path | list[Path], seconds: float, rate_
         cpu0 = {p: cpu_secs(p) for p in pids}
         time.sleep(seconds)
         b = snapshot(cluster, name)
-        busiest = max(cpu_secs(p) - c for p, c in cpu0.items())
+        used = [cpu_secs(p) - c for p, c in cpu0.items()]
+        busiest = max(used)
         cluster.kill(name, 0)
         cluster.wait_removed(name, 20)
     comp, field = rate_of
@@ -108,6 +109,9 @@ def measure(topology: Topology, search: Path | list[Path], seconds: float, rate_
         "tuples_per_sec": count / dt,
         # heartbeats are 1 s apart, CPU is read at the sleeps: scale the count to the CPU window
         "tuples_per_cpu_sec": count * (seconds / dt) / max(busiest, 1e-6),
+        # the same per CPU second of all the workers together: the per-tuple cost, whichever
+        # worker did the work (the load-aware shuffle moves it between them from run to run)
+        "tuples_per_cpu_sec_all": count * (seconds / dt) / max(sum(used), 1e-6),
         "p50_ms": stats.percentile(hist, 0.5),
         "p99_ms": stats.percentile(hist, 0.99),
     }
