@@ -1143,8 +1143,10 @@ class BoltExecutor(Executor):
             if bolt is None:
                 stats.dropped += 1
                 continue
-            if src != last_src or stream != last_stream:
-                # batches mostly come from one source task: look its stream up once
+            if (src is not last_src or stream is not last_stream) and (src != last_src or stream != last_stream):
+                # batches mostly come from one source task: look its stream up once (a local
+                # emitter's items share its task id and stream objects: compared by identity
+                # first, by value only when they differ, as items decoded from a frame do)
                 comp = comp_of.get(src, SYSTEM)
                 fidx = fields.get((comp, stream), {})
                 last_src, last_stream = src, stream
