@@ -656,12 +656,13 @@ class WindowedBoltExecutor:
         assert self.rooted is not None and self.window is not None
         return self.rooted.emit(self.window, values, stream, task)
 
-    def _execute_timed(self, tup: Tuple) -> None:
+    def _execute_timed(self, tup: Tuple) -> float | None:
         """`execute` for processing-time windows slid by duration, the common case: a tuple only
-        joins the list (windows fire from `on_timer`)."""
+        joins the list (windows fire from `on_timer`). Returns the time it joined at (None: a
+        tick, acked)."""
         if tup.stream == TICK_STREAM:
             self.collector.ack(tup)
-            return
+            return None
         m = self.manager
         stamps = m.ts
         now = self.clock()
@@ -669,22 +670,14 @@ class WindowedBoltExecutor:
             now = stamps[-1]  # a clock stepped back: keep arrival order
         stamps.append(now)
         m.items.append(tup)
+        return now
 
     def _execute_mirrored(self, tup: Tuple) -> None:
         """`_execute_timed` that also copies the tuple's anchors into the window's arrays (the
         worker's executor runs the same steps compiled: `squall.worker.executor.WindowFeed`)."""
-        if tup.stream == TICK_STREAM:
-            self.collector.ack(tup)
-            return
-        m = self.manager
-        stamps = m.ts
-        now = self.clock()
-        if stamps and stamps[-1] > now:
-            now = stamps[-1]  # a clock stepped back: keep arrival order
-        stamps.append(now)
-        m.items.append(tup)
+        now = self._execute_timed(tup)
         a = tup.anchors
-        if a:
+        if now is not None and a:
             rooted = self.rooted
             assert rooted is not None and rooted.rts is not None
             rid, redge, rts = rooted.rid, rooted.redge, rooted.rts
