@@ -47,6 +47,9 @@ class EmitEach(WindowedBolt):
     for each output, in order, the spout trees it is anchored to (those of its anchors)."""
 
     per_window = 1
+    # the spout trees of tuples (the test's own record: a window that mirrors its anchors drops
+    # them from its tuples); `Run` sets it
+    trees_of: Callable[[list[Tuple]], set[int]] = staticmethod(roots_of)
 
     def prepare(self, conf: Any, context: Any, collector: Any) -> None:
         super().prepare(conf, context, collector)
@@ -55,7 +58,7 @@ class EmitEach(WindowedBolt):
     def execute(self, window: Any) -> None:
         for i in range(self.per_window):
             self.collector.emit([len(window), i])
-            self.emitted.append(roots_of(window.get()))
+            self.emitted.append(self.trees_of(window.get()))
 
 
 class EmitAlsoAnchoredToTheFirst(EmitEach):
@@ -64,7 +67,7 @@ class EmitAlsoAnchoredToTheFirst(EmitEach):
     def execute(self, window: Any) -> None:
         super().execute(window)
         self.collector.emit([len(window), -1], anchors=window.get()[:1])
-        self.emitted.append(roots_of(window.get()[:1]))
+        self.emitted.append(self.trees_of(window.get()[:1]))
 
 
 class Delegating:
@@ -107,6 +110,9 @@ class Run:
         self.ex = executor()
         self.bolt = bolt()
         self.bolt.per_window = per_window
+        # each tuple sent (kept alive here, so that ids stay unique) with its spout tree
+        self.tree_by_id: dict[int, tuple[Tuple, int]] = {}
+        self.bolt.trees_of = self.trees_of  # type: ignore[method-assign]
         cfg = WindowConfig.from_spec({"windowLength": length, "slidingInterval": sliding})
         self.w = WindowedBoltExecutor(self.bolt, cfg, [("split", "default")], self.clock, timeout)
         self.failures = failures  # whether a tree may fail (else every completion is a success)
@@ -131,10 +137,14 @@ class Run:
         self.ledger.apply([[wire.INIT, ACKER, root, x, SPOUT]], [])
         for e in edges:
             tup = Tuple(["w"], SPOUT, "split", "default", {"word": 0}, {root: e})
+            self.tree_by_id[id(tup)] = (tup, root)
             if self.feed is None or not self.feed.add(tup):
                 self.w.execute(tup)
         self.left[root] = words
         return root
+
+    def trees_of(self, tuples: list[Tuple]) -> set[int]:
+        return {self.tree_by_id[id(t)][1] for t in tuples}
 
     def timer(self, now: float) -> None:
         self.clock.now = now
@@ -321,7 +331,7 @@ def test_other_window_kinds_and_anchors_complete_exactly(case: str, seed: int, f
         r.timer(float(end))
     r.ack_children()
     # a count window keeps its last 50 tuples until newer ones push them out
-    held = {a for t in r.w.manager.items for a in (t.anchors or {})}
+    held = r.trees_of(r.w.manager.items)
     assert bool(held) == (case == "count length")
     assert r.completed == set(arrived) - held
     assert len(r.ledger) == len(held)
@@ -338,12 +348,40 @@ def test_the_compiled_feed_builds_the_window_execute_builds() -> None:
         assert a.sentence(3) == b.sentence(3)
     assert a.w.manager.ts == b.w.manager.ts == [100.0] * 3 + [100.25] * 6 + [100.5] * 3
     assert len(a.w.manager.items) == len(b.w.manager.items) == 12
-    assert [t.anchors for t in a.w.manager.items] == [t.anchors for t in b.w.manager.items]
+    # the anchors moved to the arrays, dropped from the tuples, the same way
+    assert [t.anchors for t in a.w.manager.items] == [t.anchors for t in b.w.manager.items] == [None] * 12
     ra, rb = a.w.rooted, b.w.rooted
     assert ra is not None and rb is not None and ra.rts is not None and rb.rts is not None
     assert (list(ra.rts), list(ra.rid), list(ra.redge)) == (list(rb.rts), list(rb.rid), list(rb.redge))
+    assert list(ra.rn) == list(rb.rn) == [1] * 12
     tick = Tuple([1], -1, "__system", "__tick", {}, None)
     assert not b.feed.add(tick)
+    edges = list(rb.redge)
     b.sentence(2, root=2**64 - 5)  # anchors beyond the arrays: the window reads its tuples now
     assert rb.rts is None and not b.feed.on
+    # ... with their own anchors back on them
+    items = b.w.manager.items
+    assert [t.anchors for t in items[:12]] == [{b.tree_by_id[id(t)][1]: e} for t, e in zip(items, edges)]
+    assert [list(t.anchors or {}) for t in items[12:]] == [[2**64 - 5]] * 2
     assert not b.feed.add(Tuple(["w"], SPOUT, "split", "default", {"word": 0}, {5: 6}))
+
+
+@pytest.mark.parametrize("feed", [False, True])
+def test_a_window_tuple_failed_by_the_bolt_fails_its_tree(feed: bool) -> None:
+    """The window keeps its tuples without their anchors (copied into its arrays); a bolt that
+    fails one of them through its collector still fails that tuple's spout tree, and the
+    window's other trees complete as usual."""
+
+    class FailTheFirst(EmitEach):
+        def execute(self, window: Any) -> None:
+            super().execute(window)
+            self.collector.fail(window.get()[0])
+
+    r = Run("2s", "1s", bolt=FailTheFirst, failures=True, feed=feed)
+    roots = [r.sentence(2) for _ in range(3)]
+    assert [t.anchors for t in r.w.manager.items] == [None] * 6
+    for now in (101.0, 102.0, 103.0):
+        r.timer(now)
+        r.ack_children()
+    assert r.failed == {roots[0]}
+    assert r.completed == set(roots[1:])

@@ -426,6 +426,7 @@ class _WindowCollector:
             anchors = runner.anchors
         elif anchors:
             self._runner.explicit = True
+            self._runner.unmirror()  # the anchors' own ids, back on the tuples
         return self._collector.emit(values, stream, anchors)
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default",
@@ -438,12 +439,14 @@ class _WindowCollector:
             anchors = runner.anchors
         elif anchors:
             self._runner.explicit = True
+            self._runner.unmirror()
         self._collector.emit_direct(task, values, stream, anchors)
 
     def ack(self, tup: Tuple) -> None:
         """Window tuples are acked when they expire."""
 
     def fail(self, tup: Tuple) -> None:
+        self._runner.unmirror()  # its anchors back on it
         self._collector.fail(tup)
 
     def report_error(self, exc: BaseException) -> None:
@@ -472,10 +475,17 @@ class _WindowAnchoring:
     edge) to three `array`s while the tuple is hot in memory, so the window's bursts read none
     of the (cold) tuples they ack; same timestamps as the manager's, so the same bisections
     pick the same tuples. Other windows read the tuples.
+
+    Once copied, a tuple's anchors dict is dropped (`anchors` None, the count of its anchors in
+    `rn`): a window keeps its tuples for its length and slide, and the dict, its key table and
+    its two ids were about half of what each kept tuple weighs, read and freed cold when it
+    expired. Whatever needs a tuple's own anchors back (the bolt anchoring an emit explicitly,
+    or failing a tuple) first puts them back on every tuple the window holds (`restore`) and
+    the window reads its tuples from then on, as for ids beyond 64 bits.
     """
 
     __slots__ = ("collector", "clock", "timeout", "tree", "owing", "roots", "trees", "seq", "held",
-                 "rts", "rid", "redge")
+                 "rts", "rid", "redge", "rn")
 
     def __init__(self, collector: Any, mirror: bool, clock: Clock, timeout: float) -> None:
         self.collector = collector
@@ -494,6 +504,8 @@ class _WindowAnchoring:
         self.rts = array("d") if mirror else None
         self.rid = array("q")
         self.redge = array("q")
+        # per tuple held (not acked yet, oldest first): how many anchors it had, dropped from it
+        self.rn = array("I")
 
     def emit(self, window: Window[Tuple], values: Sequence[Any], stream: str, task: int | None) -> list[int]:
         tree = self.tree
@@ -557,6 +569,7 @@ class _WindowAnchoring:
             del rts[:n]
             del self.rid[:n]
             del self.redge[:n]
+            del self.rn[:len(tuples)]
 
     def tree_done(self, tree: int, ok: bool) -> None:
         """The acker's word on a window tree: every output anchored to it was acked (`ok`),
@@ -602,12 +615,27 @@ class _WindowAnchoring:
         while held and (low is None or held[0][0] < low):
             self.collector.ack_held(held.pop(0)[1])
 
-    def unmirror(self) -> None:
-        """Anchors that do not fit the arrays (ids outside 64 bits, which no Squall spout or
-        collector makes): read the tuples from now on."""
+    def unmirror(self, tuples: Iterable[Tuple]) -> None:
+        """Read the tuples' anchors from now on: anchors that do not fit the arrays (ids outside
+        64 bits, which no Squall spout or collector makes), or the bolt needs its tuples' own
+        anchors. `tuples`: those the window holds, oldest first; their anchors go back on them."""
+        if self.rts is None:
+            return
+        self.restore(tuples)
         self.rts = None
         self.rid = array("q")
         self.redge = array("q")
+        self.rn = array("I")
+
+    def restore(self, tuples: Iterable[Tuple]) -> None:
+        """Put back the anchors dropped from `tuples` (the window's, oldest first: one entry of
+        `rn` each, in order; a tuple past them, whose anchors did not fit, kept its own)."""
+        rid, redge = self.rid, self.redge
+        i = 0
+        for tup, k in zip(tuples, self.rn):
+            if k:
+                tup.anchors = {rid[j]: redge[j] for j in range(i, i + k)}
+                i += k
 
 
 # what `_WindowAnchoring` needs of a collector (the worker's `BoltCollector` has them)
@@ -636,6 +664,8 @@ class WindowedBoltExecutor:
         # (the stateful harness records acks itself): then per tuple, through the collector's
         # own `emit` and `ack`
         self.rooted: _WindowAnchoring | None = None
+        # the worker's compiled input for this window while it mirrors (executor.WindowFeed)
+        self.feed: Any = None
         self.late = 0
         self._warned = False
         if not config.event_time and not config.sliding.count:
@@ -673,13 +703,16 @@ class WindowedBoltExecutor:
         return now
 
     def _execute_mirrored(self, tup: Tuple) -> None:
-        """`_execute_timed` that also copies the tuple's anchors into the window's arrays (the
-        worker's executor runs the same steps compiled: `squall.worker.executor.WindowFeed`)."""
+        """`_execute_timed` that also copies the tuple's anchors into the window's arrays and
+        drops them from the tuple (the worker's executor runs the same steps compiled:
+        `squall.worker.executor.WindowFeed`)."""
         now = self._execute_timed(tup)
+        if now is None:
+            return
+        rooted = self.rooted
+        assert rooted is not None and rooted.rts is not None
         a = tup.anchors
-        if now is not None and a:
-            rooted = self.rooted
-            assert rooted is not None and rooted.rts is not None
+        if a:
             rid, redge, rts = rooted.rid, rooted.redge, rooted.rts
             try:
                 for r, e in a.items():
@@ -688,13 +721,26 @@ class WindowedBoltExecutor:
                     rts.append(now)
             except OverflowError:
                 self.unmirror(tup)
+                return
+            rooted.rn.append(len(a))
+            tup.anchors = None
+        else:
+            rooted.rn.append(0)
 
-    def unmirror(self, tup: Tuple) -> None:
-        """`tup` is anchored to ids outside 64 bits: read the tuples' anchors from now on."""
-        log.warning("a tuple from %s:%s is anchored to ids outside 64 bits: this window "
-                    "reads its tuples' anchors from now on", tup.source_component, tup.stream)
-        assert self.rooted is not None
-        self.rooted.unmirror()
+    def unmirror(self, tup: Tuple | None = None) -> None:
+        """Read the tuples' anchors from now on (their anchors put back on them): `tup` is
+        anchored to ids outside 64 bits, or (None) the bolt needs the tuples' own anchors."""
+        rooted = self.rooted
+        if rooted is None or rooted.rts is None:
+            return
+        if tup is not None:
+            log.warning("a tuple from %s:%s is anchored to ids outside 64 bits: this window "
+                        "reads its tuples' anchors from now on", tup.source_component, tup.stream)
+        m = self.manager
+        rooted.unmirror(m._evicted + m.items)
+        feed = self.feed
+        if feed is not None:
+            feed.on = False
         setattr(self, "execute", self._execute_timed)  # noqa: B010
 
     def execute(self, tup: Tuple) -> None:

@@ -934,13 +934,14 @@ class BoltCollector:
 class WindowFeed:
     """`WindowedBoltExecutor._execute_mirrored` in compiled code: a tuple joins a processing-time
     window slid by duration (the manager's timestamp and tuple lists, and its anchors into the
-    window's arrays). The executor calls `add` for such a bolt's tuples instead of its
-    interpreted `execute`; same lists, same order, same clock. Holds the lists and arrays
-    themselves (the window never replaces them while mirrored); `add` answers False, and the
-    bolt's own `execute` takes the tuple, for tick tuples and once the window stopped mirroring
-    (anchors outside 64 bits)."""
+    window's arrays, dropped from the tuple). The executor calls `add` for such a bolt's tuples
+    instead of its interpreted `execute`; same lists, same order, same clock. Holds the lists
+    and arrays themselves (the window never replaces them while mirrored); `add` answers False,
+    and the bolt's own `execute` takes the tuple, for tick tuples and once the window stopped
+    mirroring (anchors outside 64 bits, or the bolt needed its tuples' own anchors: the window
+    turns `on` off)."""
 
-    __slots__ = ("window", "clock", "stamps", "items", "rid", "redge", "rts", "on")
+    __slots__ = ("window", "clock", "stamps", "items", "rid", "redge", "rts", "rn", "on")
 
     def __init__(self, window: WindowedBoltExecutor) -> None:
         rooted = window.rooted
@@ -952,7 +953,9 @@ class WindowFeed:
         self.rid: Any = rooted.rid
         self.redge: Any = rooted.redge
         self.rts: Any = rooted.rts
+        self.rn: Any = rooted.rn
         self.on = True
+        window.feed = self
 
     def add(self, tup: Tuple) -> bool:
         if not self.on or tup.stream == TICK_STREAM:
@@ -974,6 +977,13 @@ class WindowFeed:
             except OverflowError:
                 self.on = False
                 self.window.unmirror(tup)
+                return True
+            # the window keeps the tuple for seconds: without its anchors dict (a third of
+            # what it weighs; `_WindowAnchoring.restore` puts it back if ever needed)
+            self.rn.append(len(a))
+            tup.anchors = None
+        else:
+            self.rn.append(0)
         return True
 
 
