@@ -15,6 +15,7 @@ are held back (a bolt waits, a spout stops emitting) while everything else goes 
 
 from __future__ import annotations
 
+from array import array
 import logging
 import queue
 import random
@@ -877,15 +878,29 @@ class BoltCollector:
                     acks[r] = acks.get(r, 0) ^ edge ^ v
         ex.stats.acked += len(tuples)
 
-    def ack_roots(self, roots: Sequence[int], edges: Sequence[int], n: int, held: dict[int, int] | None,
+    def ack_roots(self, roots: array[int], edges: array[int], n: int, held: dict[int, int] | None,
                   tuples: int) -> None:
         """`ack_window` from a windowed bolt's copy of its tuples' anchors: the first `n` (root,
         edge) pairs, which `tuples` tuples that left the windows had (their ack values unset)."""
         ex = self.ex
-        acks = ex.out.acks if held is None else held
-        for i in range(n):
-            r = roots[i]
-            acks[r] = acks.get(r, 0) ^ edges[i]
+        acks: dict[Any, Any] = ex.out.acks if held is None else held
+        if n:
+            # the arrays as lists of int objects in one C call each (indexing an array from
+            # here boxes a new int per read), and one dict update per run of a root (a
+            # sentence's words arrive together, so its entries mostly follow each other)
+            rl: list[Any] = roots[:n].tolist()
+            el: list[Any] = edges[:n].tolist()
+            prev: Any = rl[0]
+            x: int = el[0]
+            for i in range(1, n):
+                r: Any = rl[i]
+                if r == prev:
+                    x ^= el[i]
+                else:
+                    acks[prev] = acks.get(prev, 0) ^ x
+                    prev = r
+                    x = el[i]
+            acks[prev] = acks.get(prev, 0) ^ x
         ex.stats.acked += tuples
 
     def ack_held(self, held: dict[int, int]) -> None:
