@@ -22,7 +22,6 @@ and the same with `--only none` (set-up alone) gives the instructions of 20 x 25
 from __future__ import annotations
 
 import argparse
-import queue
 import random
 import threading
 import time
@@ -39,6 +38,7 @@ from squall.models.v1alpha1 import Grouping
 from squall.worker import executor as exm
 from squall.worker import runtime as rtm
 from squall.worker.gcpolicy import POLICY as GC_POLICY
+from squall.worker.routing import Inbox
 from squall.worker.transport import PeerQueues
 
 SENTENCES = ["the cow jumped over the moon", "an apple a day keeps the doctor away",
@@ -132,8 +132,8 @@ def main() -> None:
 
     # the worker's own per-tuple paths, called on a stand-in worker (runtime.Worker's methods)
     here = WorkerSlot("n", 1)
-    count_inbox: queue.Queue[Any] = queue.Queue()
-    spout_inbox: queue.Queue[Any] = queue.Queue()
+    count_inbox = Inbox(1 << 20)
+    spout_inbox = Inbox(1 << 20)
     host = SimpleNamespace(
         routing=SimpleNamespace(task_dest={3: count_inbox, 1: spout_inbox}, spout_inbox={1: spout_inbox},
                                 task_slot={1: here, 3: here, 9: here}, tree_done={},
@@ -146,7 +146,8 @@ def main() -> None:
 
     def dispatch() -> None:
         rtm.Worker._dispatch_data(host, received)  # type: ignore[arg-type]
-        count_inbox.queue.clear()
+        while not count_inbox.empty():
+            count_inbox.get_nowait()
 
     def trees() -> None:
         inits = [(rng.getrandbits(62), 5, 1) for _ in range(256)]
@@ -154,7 +155,7 @@ def main() -> None:
         assert not own
         rtm.Worker.handle_control(host, [[wire.ACK, 9, r, x, 0] for r, x, _ in inits], None)  # type: ignore[arg-type]
         assert spout_inbox.qsize() == 1
-        spout_inbox.queue.clear()
+        spout_inbox.get_nowait()
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=["split", "count", "pack", "unpack", "acker", "dispatch", "trees", "none"],

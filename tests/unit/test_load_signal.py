@@ -8,7 +8,6 @@ logs every change of scope (the routing shares a benchmark reads next to its rat
 from __future__ import annotations
 
 import logging
-import queue
 import random
 from types import SimpleNamespace
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 from squall.groupings import HOST_LOCAL, WORKER_LOCAL, LoadAwareShuffle
 from squall.models.cluster import WorkerSlot
 from squall.worker.executor import LOAD_REFRESH_SECS, Executor
+from squall.worker.routing import Inbox
 from squall.worker.transport import PeerQueues
 
 pytestmark = pytest.mark.unit
@@ -26,8 +26,8 @@ SPOUT, LOCAL_SPLIT, REMOTE_SPLIT = 1, 9, 10
 HERE, THERE = WorkerSlot("node1", 6700), WorkerSlot("node1", 6701)
 
 
-def executor() -> tuple[Any, LoadAwareShuffle, queue.Queue[Any], PeerQueues]:
-    inbox: queue.Queue[Any] = queue.Queue(64)
+def executor() -> tuple[Any, LoadAwareShuffle, Inbox, PeerQueues]:
+    inbox = Inbox(64)
     peers = PeerQueues(64, 4096)
     host = SimpleNamespace(remote_bp={}, data_peers=peers)
     ex = Executor(host, (SPOUT, SPOUT), "sentences")  # type: ignore[arg-type]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from squall.models.cluster import WorkerSlot
@@ -29,11 +32,94 @@ def test_force_goes_past_the_bound_up_to_the_hard_limit_signal() -> None:
     assert peers.queued() == 3
 
 
-def test_offer_wakes_the_transfer_thread() -> None:
+def test_offer_wakes_the_transfer_thread_only_while_it_sleeps() -> None:
     peers = PeerQueues(bound=4, hard_limit=8)
-    peers.wake.clear()
-    peers.offer(A, [[1]])
-    assert peers.wake.is_set()
+    peers.offer(A, [[1]])  # the transfer thread is busy (not sleeping): no ring
+    assert peers.bell.empty()
+    peers.sleeping = True
+    peers.offer(A, [[2]])
+    assert not peers.bell.empty() and not peers.sleeping  # rung once, and marked awake
+    peers.offer(A, [[3]])
+    assert peers.bell.qsize() == 1
+
+
+def test_sleep_returns_at_once_for_an_offer_made_while_looking() -> None:
+    peers = PeerQueues(bound=4, hard_limit=8)
+    seen = peers.offers
+    peers.offer(A, [[1]])  # after the transfer thread read the count, before it sleeps
+    t0 = time.monotonic()
+    peers.sleep(seen, 5.0)
+    assert time.monotonic() - t0 < 1.0 and not peers.sleeping
+
+
+def test_sleep_times_out_without_offers_and_an_offer_from_another_thread_ends_it() -> None:
+    peers = PeerQueues(bound=4, hard_limit=8)
+    t0 = time.monotonic()
+    peers.sleep(peers.offers, 0.05)
+    assert 0.04 <= time.monotonic() - t0 < 1.0 and not peers.sleeping
+
+    def offer_soon() -> None:
+        while not peers.sleeping:
+            time.sleep(0.001)
+        peers.offer(B, [[1]])
+
+    t = threading.Thread(target=offer_soon)
+    t.start()
+    t0 = time.monotonic()
+    peers.sleep(peers.offers, 10.0)
+    assert time.monotonic() - t0 < 5.0
+    t.join()
+    assert peers.bell.empty() and list(peers.queues[B]) == [[[1]]]
+
+
+def test_ring_wakes_a_sleeping_transfer_thread() -> None:
+    peers = PeerQueues(bound=4, hard_limit=8)
+    t = threading.Timer(0.05, peers.ring)
+    t.start()
+    t0 = time.monotonic()
+    peers.sleep(peers.offers, 10.0)
+    assert time.monotonic() - t0 < 5.0
+    t.join()
+
+
+def test_many_producers_never_leave_the_transfer_thread_asleep_on_an_offer() -> None:
+    """The sleep/offer handshake under contention: every offer is taken within its sleep's timeout
+    budget, never stuck behind a missed ring (the sleep here would take 10 s)."""
+    peers = PeerQueues(bound=1 << 20, hard_limit=1 << 21)
+    n, producers = 2000, 3
+    stop = threading.Event()
+    taken = 0
+
+    def transfer() -> None:
+        nonlocal taken
+        while not stop.is_set():
+            seen = peers.offers
+            q = peers.queues.get(A)
+            while q:
+                q.popleft()
+                taken += 1
+            if taken == n * producers:
+                return
+            peers.sleep(seen, 10.0)
+
+    def produce() -> None:
+        for i in range(n):
+            peers.offer(A, [[i]])
+            if i % 50 == 0:
+                time.sleep(0.0005)
+
+    t = threading.Thread(target=transfer)
+    t.start()
+    ps = [threading.Thread(target=produce) for _ in range(producers)]
+    t0 = time.monotonic()
+    for p in ps:
+        p.start()
+    for p in ps:
+        p.join()
+    t.join(8.0)
+    stop.set()
+    peers.ring()
+    assert taken == n * producers and time.monotonic() - t0 < 8.0
 
 
 def test_drop_forgets_a_peer_and_counts_its_items() -> None:

@@ -4,7 +4,6 @@ plain values with an injected clock; one test reads this process's own schedstat
 
 from __future__ import annotations
 
-import queue
 import random
 import threading
 import time
@@ -21,6 +20,7 @@ from squall.worker import control
 from squall.worker.control import sort_control, well_formed
 from squall.worker.executor import LOAD_REFRESH_SECS, Executor
 from squall.worker.load import ANNOUNCE_TTL_SECS, BusyMeter, PeerLoads, load_items, python_thread_secs
+from squall.worker.routing import Inbox
 from squall.worker.transport import PeerQueues
 
 pytestmark = pytest.mark.unit
@@ -102,7 +102,7 @@ THERE = WorkerSlot("node1", 6701)
 
 
 def executor(loads: PeerLoads | None) -> tuple[Any, LoadAwareShuffle]:
-    inbox: queue.Queue[Any] = queue.Queue(64)
+    inbox = Inbox(64)
     host = SimpleNamespace(remote_bp={}, data_peers=PeerQueues(64, 4096))
     ex = Executor(host, (SPOUT, SPOUT), "sentences")  # type: ignore[arg-type]
     ex.loads = loads

@@ -110,7 +110,7 @@ class Executor:
         self.id = executor
         self.component = component
         self.tasks = list(range(executor[0], executor[1] + 1))
-        self.inbox: Inbox = queue.Queue(INBOX_BATCHES)
+        self.inbox = Inbox(INBOX_BATCHES)
         self.stats = Counters()
         self.out = Outbox()
         self.bufs = self.out.bufs
@@ -228,7 +228,7 @@ class Executor:
                 if t in load:
                     continue
                 key = dest.get(t)
-                if type(key) is queue.Queue:
+                if type(key) is Inbox:
                     load[t] = min(1.0, key.qsize() / (key.maxsize or INBOX_BATCHES))
                     if loads is not None and cpu is not None:
                         cpu[t] = loads.busy_here
@@ -347,7 +347,7 @@ class Executor:
             return not out.control
         bp = self.worker.remote_bp
         for key, batch in list(bufs.items()):
-            if type(key) is queue.Queue:
+            if type(key) is Inbox:
                 if self._put(key, batch, block):
                     del bufs[key]
                     self.stats.transferred += len(batch)
@@ -371,12 +371,10 @@ class Executor:
     def _put(self, inbox: Inbox, batch: list[list[Any]], block: bool) -> bool:
         """A local hand-over; a blocked one gives up when the routing changes (the inbox may
         have left: the caller re-keys and tries again)."""
-        try:
-            inbox.put_nowait(batch)
+        if inbox.offer(batch):
             return True
-        except queue.Full:
-            if not block:
-                return False
+        if not block:
+            return False
         routing = self.routing
         while not self.stop_event.is_set() and self.worker.routing is routing:
             try:
@@ -1031,7 +1029,7 @@ class BoltExecutor(Executor):
         # completions of the windows' own trees (`_WindowAnchoring`), put here by the worker's
         # control path without waiting: when it is full they are dropped, and the windows time
         # those trees out (failing their spout trees, which are replayed)
-        self.tree_done: Inbox = queue.Queue(TREE_DONE_BATCHES)
+        self.tree_done = Inbox(TREE_DONE_BATCHES)
         # task -> its window's compiled per-tuple input, where the window mirrors its anchors
         self.feeds: dict[int, WindowFeed] = {}
 

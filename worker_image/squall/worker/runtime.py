@@ -560,9 +560,7 @@ class Worker:
         for inbox, batch in local.items():
             self._put(inbox, batch)
         for inbox, batch in trees.items():
-            try:
-                inbox.put_nowait(batch)
-            except queue.Full:  # the window times the tree out and fails its spout trees
+            if not inbox.offer(batch):  # full: the window times the tree out and fails its spout trees
                 self.dropped += len(batch)
         for slot, batch in remote.items():
             self._send_control(slot, batch, caller)
@@ -706,11 +704,7 @@ class Worker:
                     while backlog:
                         self._dispatch_data(backlog.popleft(), checked=True)
                     continue
-                while backlog:
-                    try:
-                        inbox.put_nowait(backlog[0])
-                    except queue.Full:
-                        break
+                while backlog and inbox.offer(backlog[0]):
                     backlog.popleft()
                 if not backlog:
                     del parked[inbox]
@@ -774,16 +768,14 @@ class Worker:
             self._bad_frame(wire.WireError(f"{bad} malformed tuples in a data frame"))
         parked = self._parked
         for key, batch in groups.items():
-            if type(key) is not queue.Queue:
+            if type(key) is not Inbox:
                 self.data_peers.offer(key, batch, force=True)  # the task moved: forward
                 continue
             backlog = parked.get(key)
             if backlog is not None:
                 backlog.append(batch)
                 continue
-            try:
-                key.put_nowait(batch)
-            except queue.Full:
+            if not key.offer(batch):
                 parked[key] = collections.deque([batch])
 
     # -- transfer ----------------------------------------------------------------------------

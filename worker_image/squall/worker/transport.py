@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import queue
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -43,7 +44,13 @@ class PeerQueues:
         self.bound = bound
         self.hard_limit = hard_limit
         self.queues: dict[WorkerSlot, collections.deque[list[Any]]] = {}
-        self.wake = threading.Event()
+        # the transfer thread's doorbell, rung only while it sleeps (`sleeping`): an offer to a
+        # transfer thread that is busy sending wakes nothing, and a ring is one C call (a
+        # SimpleQueue put), not threading.Event's Python-level Condition
+        self.bell: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self.sleeping = False
+        # counts offers, so that the transfer thread sees one made while it was looking
+        self.offers = 0
         self._lock = threading.Lock()
 
     def _queue(self, slot: WorkerSlot) -> collections.deque[list[Any]]:
@@ -62,9 +69,38 @@ class PeerQueues:
         if not force and len(q) >= self.bound:
             return False
         q.append(batch)
-        if not self.wake.is_set():
-            self.wake.set()
+        self.offers += 1
+        if self.sleeping:  # read after the append and the count: see `sleep`
+            self.sleeping = False
+            self.bell.put(None)
         return True
+
+    def ring(self) -> None:
+        """Wake the transfer thread now (e.g. to see its stop event)."""
+        self.sleeping = False
+        self.bell.put(None)
+
+    def sleep(self, seen: int, timeout: float) -> None:
+        """The transfer thread: wait up to `timeout` for an offer made after `seen` (the count
+        of offers it read before it last looked at the queues). It marks itself sleeping before
+        it reads the count again, and an offer counts before it reads the mark, so an offer is
+        either seen here or rings the bell: none is missed. Two offers that both see the mark
+        ring twice; the extra ring is taken here (or wakes the next sleep early, harmlessly)."""
+        self.sleeping = True
+        if self.offers != seen:
+            self.sleeping = False
+            return
+        bell = self.bell
+        try:
+            bell.get(True, timeout)
+        except queue.Empty:
+            pass
+        self.sleeping = False
+        while not bell.empty():
+            try:
+                bell.get_nowait()
+            except queue.Empty:
+                break
 
     def over_hard_limit(self) -> bool:
         return any(len(q) >= self.hard_limit for q in list(self.queues.values()))
@@ -105,7 +141,7 @@ def run_transfer(
         while not stop.is_set():
             if turned is not None:
                 turned()
-            peers.wake.clear()  # before looking: a batch offered from now on sets it again
+            seen = peers.offers  # before looking: a batch offered from now on changes it
             sent = False
             for slot, q in list(peers.queues.items()):
                 addr = address_of(slot)
@@ -163,7 +199,7 @@ def run_transfer(
                 for sock, _flags in list(poller.sockets):
                     poller.unregister(sock)
             else:
-                peers.wake.wait(0.1)
+                peers.sleep(seen, 0.1)
     finally:
         for _addr, s in socks.values():
             s.close(0)
