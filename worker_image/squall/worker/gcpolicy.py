@@ -14,9 +14,10 @@ worker's time.
 
 So the young threshold is `max(YOUNG, PER_HELD * held)`, with `held` the most tuples this
 worker's windows held after they fired. Between two firings a window takes in at most about what
-it holds (length >= slide), and each tuple it keeps costs the collector's count three
+it holds (length >= slide), and each tuple it keeps costs the collector's count at most three
 allocations (the `Tuple`, its values list and its anchors dict: dicts count when allocated even
-while untracked); `PER_HELD` = 6 leaves twice that as headroom, so a steady window never
+while untracked; a window that copies its tuples' anchors into arrays frees the dict at once,
+which takes it off the count again); `PER_HELD` = 6 leaves at least twice that as headroom, so a steady window never
 triggers a collection and its tuples leave by reference counting when they expire. The
 threshold follows the peak, not each firing: a rate that swings would otherwise lower it under
 what the windows still take in. It falls back when the windowed executors stop. Garbage that
