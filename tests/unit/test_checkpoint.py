@@ -501,3 +501,28 @@ def test_a_basic_bolt_inside_the_harness_anchors_and_acks_its_input() -> None:
     h.execute(bad)
     assert rec.emitted == [(["A"], "default")] and rec.anchors == [good]
     assert rec.acked == [good] and rec.failed == [bad]
+
+
+def test_a_stateful_windowed_bolt_tells_the_collector_policy_what_its_windows_hold() -> None:
+    """The harness fires time windows on ticks; after each it reports what its windows hold to
+    the worker's GC policy (a fresh one here, its setter recorded), as the executor does for a
+    plain windowed bolt, and 0 at cleanup (squall/worker/gcpolicy.py)."""
+    from fixtures_stateful import Sums
+
+    from squall.worker.gcpolicy import YOUNG, GcPolicy, young_threshold
+
+    thresholds: list[int] = []
+    cls = type("W", (BoltHarness,), {"inner": Sums})
+    h = cls()
+    h.gc_policy = GcPolicy(lambda young, _middle, _old: thresholds.append(young))
+    conf = {"squall.checkpoint.sources": ["ids"],
+            "squall.checkpoint.window": {"windowLength": "1h", "slidingInterval": "1h"},
+            "squall.checkpoint.window.inputs": [["ids", "default"]]}
+    h.prepare(conf, Ctx({"ids": [1]}), Recorder(), provider=MemoryProvider())  # type: ignore[arg-type]
+    h.execute(barrier(1, R, -1, 1))
+    for i in range(40_000):
+        h.execute(window_tuple(i))
+    h.execute(Tuple([0.1], -1, "__system", "__tick", {}, None))
+    assert thresholds == [young_threshold(40_000)] and thresholds[0] > YOUNG
+    h.cleanup()
+    assert thresholds[-1] == YOUNG

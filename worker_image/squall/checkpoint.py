@@ -50,6 +50,8 @@ from squall.components import (
     WindowedBolt,
 )
 from squall.plan import CHECKPOINT_COMPONENT, CHECKPOINT_STREAM, TopologyPlan
+from squall.worker.gcpolicy import POLICY as GC_POLICY
+from squall.worker.gcpolicy import GcPolicy
 from squall.statebackend import (
     KeyValueState,
     StateBackendError,
@@ -306,6 +308,9 @@ class BoltHarness(Bolt):
         self.before_init: list[Tuple] = []
         self.prepared_acks: list[Tuple] = []
         self.state: KeyValueState | None = None
+        # the worker's collector thresholds, told what the windows hold after they fire on a
+        # tick (as the executor does for a plain windowed bolt: squall/worker/gcpolicy.py)
+        self.gc_policy: GcPolicy = GC_POLICY
 
     def prepare(self, conf: Mapping[str, Any], context: Any, collector: OutputCollector,
                 provider: StateProvider | None = None) -> None:
@@ -339,6 +344,7 @@ class BoltHarness(Bolt):
 
     def cleanup(self) -> None:
         if self.runner is not None:
+            self.gc_policy.windows_hold(self, 0)
             self.runner.cleanup()
         else:
             self.bolt.cleanup()
@@ -374,6 +380,7 @@ class BoltHarness(Bolt):
         if runner is not None:
             if tup.is_tick():
                 runner.on_timer()  # time windows and watermarks fire on the ticks
+                self.gc_policy.windows_hold(self, runner.held())
             else:
                 runner.execute(tup)
             return

@@ -52,7 +52,8 @@ def young_threshold(held: int) -> int:
 
 class GcPolicy:
     """The worker's collector thresholds; each windowed executor reports what its windows hold
-    (`windows_hold`) after they fired, and 0 when it stops. Thread-safe: executors report from
+    (`windows_hold`) after they fired, and 0 when it stops (a stateful windowed bolt's harness,
+    squall/checkpoint.py, after each tick that fires its windows, and 0 at cleanup). Thread-safe: executors report from
     their own threads."""
 
     def __init__(self, set_threshold: SetThreshold = gc.set_threshold) -> None:
