@@ -19,7 +19,15 @@ from squall.models.cluster import WorkerSlot
 from squall.worker import control
 from squall.worker.control import sort_control, well_formed
 from squall.worker.executor import LOAD_REFRESH_SECS, Executor
-from squall.worker.load import ANNOUNCE_TTL_SECS, BusyMeter, PeerLoads, load_items, python_thread_secs
+from squall.worker.load import (
+    ANNOUNCE_SECS,
+    ANNOUNCE_TTL_SECS,
+    MIN_WINDOW_SECS,
+    BusyMeter,
+    PeerLoads,
+    load_items,
+    python_thread_secs,
+)
 from squall.worker.routing import Inbox
 from squall.worker.transport import PeerQueues
 
@@ -83,6 +91,34 @@ def test_announcements_are_heard_until_they_go_stale() -> None:
     assert loads.of(8, 10.0) == (0.0, 1.0)
 
 
+def test_an_announcement_says_when_its_measure_began() -> None:
+    items = load_items(0.5, {7: 0.0}, window=1.2344)
+    assert items == [[wire.LOAD, 7, 500, 0, 1234]]
+    assert all(well_formed(it) for it in items)
+    loads = PeerLoads()
+    loads.hear(items, now=10.0)
+    assert loads.since(7, 10.0) == pytest.approx(10.0 - 1.234)
+    loads.hear([[wire.LOAD, 7, 500, 0, 0]], now=20.0)  # a worker that does not say: one interval
+    assert loads.since(7, 20.0) == pytest.approx(20.0 - ANNOUNCE_SECS)
+    assert loads.since(7, 20.1 + ANNOUNCE_TTL_SECS) is None  # stale
+    assert loads.since(99, 20.0) is None  # never heard
+
+
+def test_the_meter_says_when_its_window_began_and_needs_a_long_enough_one() -> None:
+    clock, secs = Clock(), [0.0]
+    meter = BusyMeter(read=lambda: secs[0], clock=clock)
+    start = clock.t
+    clock.t += MIN_WINDOW_SECS / 2
+    secs[0] += MIN_WINDOW_SECS / 2  # a few busy milliseconds right after the start
+    assert meter.sample() == 0.0 and meter.since == start  # too short to tell: nothing yet
+    clock.t += 1.0 - MIN_WINDOW_SECS / 2
+    secs[0] += 0.5 - MIN_WINDOW_SECS / 2
+    assert meter.sample() == pytest.approx(0.5) and meter.since == start  # the whole second
+    clock.t += 1.5
+    secs[0] += 1.5
+    assert meter.sample() == 1.0 and meter.since == start + 1.0
+
+
 def test_load_items_are_well_formed_control_signals() -> None:
     assert control.LOAD == wire.LOAD
     items = load_items(0.5, {3: 0.0})
@@ -119,8 +155,38 @@ def test_a_busy_worker_spreads_to_the_less_busy_peer() -> None:
     ex, chooser = executor(loads)
     ex.refresh_load(0.0)
     assert chooser.scope == HOST_LOCAL
-    ex.refresh_load(LOAD_REFRESH_SECS)
-    assert chooser.weight[LOCAL_SPLIT] < chooser.weight[REMOTE_SPLIT]
+    loads.busy_here, loads.here_since = 0.97, 0.5
+    loads.hear([[wire.LOAD, REMOTE_SPLIT, 300, 0, 1000]], now=1.5)  # measured after the widening
+    ex.refresh_load(2 * LOAD_REFRESH_SECS)
+    assert chooser.share(LOCAL_SPLIT) < chooser.share(REMOTE_SPLIT)
+
+
+def test_an_executor_steps_again_only_on_measures_taken_after_its_last_step() -> None:
+    loads = PeerLoads(busy_here=0.97, here_since=-1.0)
+    loads.hear([[wire.LOAD, REMOTE_SPLIT, 300, 0, 1000]], now=0.0)  # measured over [-1, 0]
+    ex, chooser = executor(loads)
+    ex.refresh_load(0.0)  # widens to an even split
+    assert chooser.scope == HOST_LOCAL and chooser.share(LOCAL_SPLIT) == 0.5
+    ex.refresh_load(LOAD_REFRESH_SECS)  # the same measures, taken before: no step
+    assert chooser.share(LOCAL_SPLIT) == 0.5
+    loads.here_since = 0.2
+    loads.hear([[wire.LOAD, REMOTE_SPLIT, 300, 0, 1000]], now=1.3)  # measured over [0.3, 1.3]
+    ex.refresh_load(2 * LOAD_REFRESH_SECS)  # a step
+    first = chooser.share(LOCAL_SPLIT)
+    assert first < 0.5
+    ex.refresh_load(3 * LOAD_REFRESH_SECS)  # nothing newer: no second step
+    assert chooser.share(LOCAL_SPLIT) == first
+    loads.here_since = 2.5
+    loads.hear([[wire.LOAD, REMOTE_SPLIT, 300, 0, 1000]], now=3.6)  # measured over [2.6, 3.6]
+    ex.refresh_load(4 * LOAD_REFRESH_SECS)
+    assert chooser.share(LOCAL_SPLIT) < first
+
+
+def test_a_peer_not_heard_from_yet_holds_the_split() -> None:
+    ex, chooser = executor(PeerLoads(busy_here=0.97))
+    ex.refresh_load(0.0)
+    assert chooser.scope == HOST_LOCAL  # this worker's own busy fraction widens it
+    assert chooser.cpu_factor == {LOCAL_SPLIT: 1.0, REMOTE_SPLIT: 1.0}
 
 
 def test_an_idle_worker_keeps_tuples_local_and_queues_alone_are_storms_load() -> None:

@@ -76,11 +76,14 @@ HIGHER_BOUND = 0.8
 LOWER_BOUND = 0.2
 # Squall's CPU side: a worker is one Python process, one GIL, so a busy worker is loaded however
 # empty its queues are. Targets' workers whose busy fractions (0.0 idle to 1.0 a saturated
-# GIL) differ by less than CPU_BAND are even (noise, and the hysteresis that keeps the weights
-# still once balanced); past it, the busier ones lose CPU_GAIN weight per 1.0 of difference
-# above the band per refresh (at least 1): the weights move in proportion to the imbalance
+# GIL) differ by less than CPU_BAND are even (noise, and the hysteresis that keeps the split
+# still once balanced); past it, a busier one's CPU factor is multiplied by 1 - CPU_GAIN x the
+# difference above the band (at least CPU_MIN_STEP) in one step, and the next step waits for
+# busy fractions measured wholly after it (the lag of the measure and of the announcement)
 CPU_BAND = 0.1
-CPU_GAIN = 20.0
+CPU_GAIN = 3.0
+CPU_MIN_STEP = 0.25  # one step cuts a CPU factor to no less than a quarter of what it was
+CPU_FLOOR = 0.02  # nor below this (its worker keeps a trickle, so its busy fraction stays known)
 
 
 class LoadAwareShuffle:
@@ -95,15 +98,21 @@ class LoadAwareShuffle:
     the chooser only steps through a ring of 1000 pre-built choices drawn by weight and
     shuffled, so it costs what uniform shuffle does.
 
-    Squall adds the CPU of the targets' workers (`refresh(load, cpu)`): a Python worker whose
-    GIL is saturated cannot take more work however empty its queues are. The scope follows
-    each target's `max(load, cpu)`; within the scope, among targets whose queues are even
-    (Storm's rule gives +1), one whose worker is busier than the least busy one by more than
-    CPU_BAND loses weight in proportion to the excess (CPU_GAIN per 1.0). The weights move
-    gently because they act on the CPU they are measured by: Storm's -10 on a busy worker
-    would swing the whole share away and back (see tests/unit/test_load_aware_shuffle.py's
-    settling test). A scope change that brings no new targets (a single node's HOST_LOCAL and
-    EVERYTHING) keeps the weights."""
+    Squall adds the CPU of the targets' workers (`refresh(load, cpu, ...)`): a Python worker
+    whose GIL is saturated cannot take more work however empty its queues are. The scope
+    follows each target's `max(load, cpu)`. Within the scope each target also has a CPU factor
+    (1.0 at most; the ring is drawn by weight x factor): among targets whose queues are even,
+    one whose worker is busier than the least busy one by more than CPU_BAND has its factor cut
+    in one step in proportion to the excess, and the factors then stay put until busy fractions
+    measured wholly after that step arrive (`now` and `measured_since`: the measure covers the
+    last second and a peer's announcement comes up to a second later, so acting on older ones
+    would cut again for an imbalance already corrected, and swing the share back and forth).
+    Within the band the factors do not move (Storm's +1 recovery is for queue penalties only),
+    so a split that evens the workers stays. A target whose worker's busy fraction is not known
+    (not announced yet) holds the factors too. A scope change that brings new targets starts
+    over from an even split, as Storm's weights do, and its first step waits for busy fractions
+    measured on that split (those at hand were measured with the old scope); one that brings none (a single node's HOST_LOCAL and
+    EVERYTHING) keeps the weights and factors."""
 
     def __init__(
         self,
@@ -121,6 +130,10 @@ class LoadAwareShuffle:
         self.higher_bound = higher_bound
         self.lower_bound = lower_bound
         self.weight = dict.fromkeys(self.tasks, MAX_WEIGHT)
+        self.cpu_factor = dict.fromkeys(self.tasks, 1.0)
+        # when the CPU factors last moved (the caller's clock), or None: the next step waits for
+        # busy fractions measured since then
+        self.cpu_moved_at: float | None = None
         self.singles = {t: [t] for t in self.tasks}
         self.scope = WORKER_LOCAL
         self.ring: list[list[int]] = []
@@ -132,6 +145,10 @@ class LoadAwareShuffle:
 
     def in_scope(self, scope: int) -> list[int]:
         return [t for t in self.tasks if self.scope_of[t] <= scope]
+
+    def share(self, t: int) -> float:
+        """The fraction of the ring (of the tuples) that goes to task `t`."""
+        return sum(1 for c in self.ring if c[0] == t) / len(self.ring)
 
     def _transition(self, load: Mapping[int, float] | None) -> int:
         scope = self.scope
@@ -147,10 +164,19 @@ class LoadAwareShuffle:
             return scope - 1
         return scope
 
-    def refresh(self, load: Mapping[int, float] | None, cpu: Mapping[int, float] | None = None) -> None:
+    def refresh(
+        self,
+        load: Mapping[int, float] | None,
+        cpu: Mapping[int, float] | None = None,
+        now: float | None = None,
+        measured_since: float | None = None,
+    ) -> None:
         """Re-weigh the targets from their loads (None: no load known yet) and, when given,
-        their workers' busy fractions (`cpu`, 0.0 to 1.0; a target without one counts as
-        idle), and rebuild the ring."""
+        their workers' busy fractions (`cpu`, 0.0 to 1.0; for the scope a target without one
+        counts as idle, and it holds the CPU factors), and rebuild the ring. `now` (any
+        monotonic clock) and `measured_since` (when the oldest of the `cpu` measures began; None:
+        some target's is unknown) let a CPU step wait for measures taken after the previous
+        one; without `now` every refresh may step."""
         busy = load
         if load is not None and cpu is not None:
             busy = {t: max(load.get(t, 0.0), cpu.get(t, 0.0)) for t in self.tasks}
@@ -158,24 +184,55 @@ class LoadAwareShuffle:
         if scope != self.scope:
             if self.in_scope(scope) != self.in_scope(self.scope):
                 self.weight = dict.fromkeys(self.tasks, MAX_WEIGHT)
+                self.cpu_factor = dict.fromkeys(self.tasks, 1.0)
+                # the busy fractions at hand were measured on the old scope's split: the first
+                # step waits for ones measured on this one, as after a step
+                self.cpu_moved_at = now
             self.scope = scope
         targets = self.in_scope(scope)
-        least = min(load.get(t, 0.0) for t in targets) if load is not None else 0.0
-        least_cpu = min(cpu.get(t, 0.0) for t in targets) if cpu is not None else 0.0
-        for t in targets:
-            if load is not None and load.get(t, 0.0) > least + 0.05:
-                self.weight[t] = max(0, self.weight[t] - 10)
-            elif load is not None and cpu is not None and (
-                excess := cpu.get(t, 0.0) - least_cpu - CPU_BAND
-            ) > 0:
-                self.weight[t] = max(0, self.weight[t] - max(1, round(CPU_GAIN * excess)))
-            else:
-                self.weight[t] = min(MAX_WEIGHT, self.weight[t] + 1)
-        total = sum(self.weight[t] for t in targets)
+        even = targets
+        if load is not None:
+            least = min(load.get(t, 0.0) for t in targets)
+            even = []
+            for t in targets:
+                if load.get(t, 0.0) > least + 0.05:
+                    self.weight[t] = max(0, self.weight[t] - 10)
+                else:
+                    self.weight[t] = min(MAX_WEIGHT, self.weight[t] + 1)
+                    even.append(t)
+            if cpu is not None and len(targets) > 1:
+                self._cpu_step(targets, even, cpu, now, measured_since)
+        self._build(targets)
+
+    def _cpu_step(self, targets: list[int], even: list[int], cpu: Mapping[int, float],
+                  now: float | None, measured_since: float | None) -> None:
+        if any(t not in cpu for t in targets):
+            return  # some worker's busy fraction is not known yet
+        if now is not None and self.cpu_moved_at is not None and (
+            measured_since is None or measured_since < self.cpu_moved_at
+        ):
+            return  # the last step's effect is not measured yet
+        least = min(cpu[t] for t in targets)
+        factor = self.cpu_factor
+        moved = False
+        for t in even:
+            excess = cpu[t] - least - CPU_BAND
+            if excess > 0:
+                factor[t] = max(CPU_FLOOR, factor[t] * max(CPU_MIN_STEP, 1.0 - CPU_GAIN * excess))
+                moved = True
+        if moved:
+            top = max(factor[t] for t in targets)
+            for t in targets:
+                factor[t] = max(CPU_FLOOR, factor[t] / top)
+            self.cpu_moved_at = now
+
+    def _build(self, targets: list[int]) -> None:
+        weight = {t: self.weight[t] * self.cpu_factor[t] for t in targets}
+        total = sum(weight.values())
         ring: list[list[int]] = []
         if total > 0:
             for t in targets:
-                ring.extend([self.singles[t]] * int(self.weight[t] / total * RING))
+                ring.extend([self.singles[t]] * int(weight[t] / total * RING))
             while len(ring) < RING:  # rounding left some slots: copies of random ones
                 ring.append(ring[self.rng.randrange(len(ring))] if ring else self.singles[targets[0]])
         else:

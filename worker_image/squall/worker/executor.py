@@ -137,6 +137,8 @@ class Executor:
         self.loads: PeerLoads | None = None
         # topology.localityaware.cpu: whether the shuffles read the workers' busy fractions
         self.cpu_aware = True
+        # topology.localityaware.trace: log every re-weighing (scope, weights, loads, busy)
+        self.load_trace = False
         # spouts: (root, xor, spout task) of new trees whose acker is in this worker
         self.local_inits: list[tuple[int, int, int]] = []
         # hot update: removed from the worker, finishing what it holds (see `retire`)
@@ -161,6 +163,7 @@ class Executor:
         self.load_aware = []
         self.next_load = 0.0
         self.cpu_aware = bool(self.worker.conf.get("topology.localityaware.cpu", True))
+        self.load_trace = bool(self.worker.conf.get("topology.localityaware.trace", False))
         scopes: dict[int, int] | None = None
         if not self.worker.conf.get("topology.disable.loadaware.messaging", False):
             # Storm 2's default: shuffle prefers targets in this worker, then on this node
@@ -223,6 +226,7 @@ class Executor:
         loads = self.loads if self.cpu_aware else None
         load: dict[int, float] = {}
         cpu: dict[int, float] | None = {} if loads is not None else None
+        since: dict[int, float | None] = {}  # when each target's busy measure began
         for chooser in self.load_aware:
             for t in chooser.tasks:
                 if t in load:
@@ -232,6 +236,7 @@ class Executor:
                     load[t] = min(1.0, key.qsize() / (key.maxsize or INBOX_BATCHES))
                     if loads is not None and cpu is not None:
                         cpu[t] = loads.busy_here
+                        since[t] = loads.here_since
                     continue
                 if bp.get(t, 0.0) > now:
                     load[t] = 1.0
@@ -239,17 +244,32 @@ class Executor:
                     q = peers.queues.get(key) if key is not None else None
                     load[t] = min(1.0, len(q) / peers.bound) if q else 0.0
                 if loads is not None and cpu is not None:
-                    busy, fill = loads.of(t, now)
-                    cpu[t] = busy
-                    load[t] = max(load[t], fill)
+                    began = since[t] = loads.since(t, now)
+                    if began is not None:  # unknown: not in `cpu` (idle for the scope, and no CPU step)
+                        busy, fill = loads.of(t, now)
+                        cpu[t] = busy
+                        load[t] = max(load[t], fill)
             scope = chooser.scope
-            chooser.refresh(load, cpu)
+            measured = [since.get(t) for t in chooser.tasks]
+            oldest = None if cpu is None or None in measured else min(b for b in measured if b is not None)
+            chooser.refresh(load, cpu, now, oldest)
+            if self.load_trace:
+                log.info(
+                    "load-aware trace of %s: acked %d executed %d local share %.3f scope %s weights %s "
+                    "loads %s busy %s",
+                    self.component, self.stats.acked, self.stats.executed,
+                    sum(1 for c in chooser.ring if chooser.scope_of[c[0]] == WORKER_LOCAL) / len(chooser.ring),
+                    SCOPE_NAMES[chooser.scope],
+                    {t: round(chooser.weight[t] * chooser.cpu_factor[t], 1) for t in chooser.tasks},
+                    {t: round(load[t], 3) for t in chooser.tasks},
+                    {t: round(cpu[t], 3) for t in chooser.tasks if t in cpu} if cpu is not None else None,
+                )
             if chooser.scope != scope:
                 log.info(
                     "load-aware shuffle of %s to tasks %s: scope %s -> %s (loads %s%s)",
                     self.component, chooser.tasks, SCOPE_NAMES[scope], SCOPE_NAMES[chooser.scope],
                     {t: round(load[t], 2) for t in chooser.tasks},
-                    f", busy {({t: round(cpu[t], 2) for t in chooser.tasks})}" if cpu is not None else "",
+                    f", busy {({t: round(cpu[t], 2) for t in chooser.tasks if t in cpu})}" if cpu is not None else "",
                 )
 
     def _rekey(self, routing: Routing) -> None:

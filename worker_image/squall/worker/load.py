@@ -19,9 +19,11 @@ Without schedstat (another kernel or OS) it falls back to the process's CPU time
 Each worker announces every local task's load to its peers about once a second (Storm 2's
 worker does the same with its receive queues' population: `WorkerState.refreshLoad` and the
 messaging server's `sendLoadMetrics`): a control item `[LOAD, task, busy permille, inbox fill
-permille, 0]`. Receivers keep what they heard for ANNOUNCE_TTL_SECS; an announcement that
-stopped coming counts as unknown (0.0), which is Storm's view of a remote task it has no
-metrics for.
+permille, window ms]`, the last the milliseconds the busy fraction was measured over (0 from a
+worker that does not say: taken as ANNOUNCE_SECS). Receivers keep what they heard for
+ANNOUNCE_TTL_SECS; an announcement that stopped coming counts as unknown (0.0), which is Storm's
+view of a remote task it has no metrics for. With each busy fraction a receiver knows when its
+measure began (heard - window), so a shuffle can wait for measures taken after its last step.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from squall import wire
 
 ANNOUNCE_SECS = 1.0  # a worker measures its load and tells its peers this often
 ANNOUNCE_TTL_SECS = 3.5  # an announcement is forgotten after this long (three missed)
+MIN_WINDOW_SECS = 0.25  # a busy fraction is measured over at least this long
 _TASKS = "/proc/self/task"
 
 
@@ -77,6 +80,7 @@ class BusyMeter:
         self.clock = clock
         self.fallback = fallback
         self.busy = 0.0
+        self.since = clock()  # when the window `busy` was measured over began
         self._use_fallback = read() is None
         self._last = (clock(), self._secs())
 
@@ -89,11 +93,17 @@ class BusyMeter:
         return self.fallback()
 
     def sample(self) -> float:
-        now, secs = self.clock(), self._secs()
+        """Busy over the time since the previous sample; a sample less than MIN_WINDOW_SECS
+        after it keeps the previous value and window (a worker's first announcement, right
+        after its start, would otherwise read a few busy milliseconds as a saturated GIL)."""
+        now = self.clock()
         then, before = self._last
+        if now - then < MIN_WINDOW_SECS:
+            return self.busy
+        secs = self._secs()
         self._last = (now, secs)
-        if now > then:
-            self.busy = min(1.0, max(0.0, (secs - before) / (now - then)))
+        self.busy = min(1.0, max(0.0, (secs - before) / (now - then)))
+        self.since = then
         return self.busy
 
 
@@ -101,18 +111,21 @@ class BusyMeter:
 class PeerLoads:
     """What this worker knows of its own and its peers' loads, for its executors' shuffles.
 
-    `busy_here` is written by the worker's measuring loop, `heard` by its control receiver;
-    executors only read (a float and a dict entry: each read is atomic under the GIL)."""
+    `busy_here` and `here_since` (when its measure began) are written by the worker's measuring
+    loop, `heard` by its control receiver; executors only read (a float, a tuple, a dict entry:
+    each read is atomic under the GIL; `busy_here` is written last)."""
 
     busy_here: float = 0.0
-    # remote task -> (busy, inbox fill, heard until: monotonic)
-    heard: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+    here_since: float = 0.0
+    # remote task -> (busy, inbox fill, heard until, measure began: monotonic)
+    heard: dict[int, tuple[float, float, float, float]] = field(default_factory=dict)
 
     def hear(self, items: Iterable[list[int]], now: float) -> None:
         """Apply LOAD items from a peer (already shape-checked: five ints)."""
         until = now + ANNOUNCE_TTL_SECS
         for it in items:
-            self.heard[it[1]] = (_fraction(it[2]), _fraction(it[3]), until)
+            window = it[4] / 1000.0 if 0 < it[4] <= 60_000 else ANNOUNCE_SECS
+            self.heard[it[1]] = (_fraction(it[2]), _fraction(it[3]), until, now - window)
 
     def of(self, task: int, now: float) -> tuple[float, float]:
         """(busy, inbox fill) a peer last announced for `task`; (0.0, 0.0) unknown or stale."""
@@ -121,15 +134,25 @@ class PeerLoads:
             return 0.0, 0.0
         return got[0], got[1]
 
+    def since(self, task: int, now: float) -> float | None:
+        """When the measure of the busy fraction last announced for `task` began; None when
+        unknown or stale."""
+        got = self.heard.get(task)
+        if got is None or got[2] < now:
+            return None
+        return got[3]
+
 
 def _fraction(permille: int) -> float:
     return min(1000, max(0, permille)) / 1000.0
 
 
-def load_items(busy: float, inbox_fill: Mapping[int, float]) -> list[list[int]]:
-    """The announcement of this worker's tasks: `[LOAD, task, busy, inbox fill, 0]` in permille."""
+def load_items(busy: float, inbox_fill: Mapping[int, float], window: float = 0.0) -> list[list[int]]:
+    """The announcement of this worker's tasks: `[LOAD, task, busy, inbox fill, window]`, busy
+    and fill in permille, the seconds `busy` was measured over in milliseconds (0: not said)."""
     b = round(1000 * min(1.0, max(0.0, busy)))
-    return [[wire.LOAD, t, b, round(1000 * min(1.0, max(0.0, f))), 0] for t, f in sorted(inbox_fill.items())]
+    w = round(1000 * min(60.0, max(0.0, window)))
+    return [[wire.LOAD, t, b, round(1000 * min(1.0, max(0.0, f))), w] for t, f in sorted(inbox_fill.items())]
 
 
-__all__ = ["ANNOUNCE_SECS", "ANNOUNCE_TTL_SECS", "BusyMeter", "PeerLoads", "load_items", "python_thread_secs"]
+__all__ = ["ANNOUNCE_SECS", "ANNOUNCE_TTL_SECS", "MIN_WINDOW_SECS", "BusyMeter", "PeerLoads", "load_items", "python_thread_secs"]

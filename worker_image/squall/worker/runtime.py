@@ -740,7 +740,9 @@ class Worker:
     def _announce_load(self, bp: set[int], routing: Routing) -> None:
         """Measure how busy this worker was since the last time and tell every peer, with each
         local task's inbox fill (a task whose batches are parked counts as full)."""
-        busy = self.loads.busy_here = self._busy.sample()
+        busy = self._busy.sample()
+        self.loads.here_since = self._busy.since
+        self.loads.busy_here = busy
         fill: dict[int, float] = {}
         for inbox, tasks in routing.inbox_tasks.items():
             f = 1.0 if tasks and tasks[0] in bp else inbox.qsize() / (inbox.maxsize or 1)
@@ -749,7 +751,7 @@ class Worker:
         peers = [slot for slot in routing.slots if slot != self.slot]
         if not peers or not fill:
             return
-        items = load_items(busy, fill)
+        items = load_items(busy, fill, self._busy.clock() - self._busy.since)
         for slot in peers:
             # advisory: a peer that is not taking control traffic misses this one
             self.control_peers.offer(slot, list(items))
