@@ -119,6 +119,18 @@ def test_the_meter_says_when_its_window_began_and_needs_a_long_enough_one() -> N
     assert meter.sample() == 1.0 and meter.since == start + 1.0
 
 
+def test_a_warming_up_meter_reports_nothing_for_its_first_windows() -> None:
+    clock, secs = Clock(), [0.0]
+    meter = BusyMeter(read=lambda: secs[0], clock=clock, warmup=1)
+    start = clock.t
+    clock.t += 1.0
+    secs[0] += 1.0  # the worker starting: imports, prepare, connections
+    assert meter.sample() == 0.0 and meter.since == start
+    clock.t += 1.0
+    secs[0] += 0.2
+    assert meter.sample() == pytest.approx(0.2) and meter.since == start + 1.0
+
+
 def test_load_items_are_well_formed_control_signals() -> None:
     assert control.LOAD == wire.LOAD
     items = load_items(0.5, {3: 0.0})

@@ -75,8 +75,10 @@ class BusyMeter:
         read: Callable[[], float | None] = python_thread_secs,
         clock: Callable[[], float] = time.monotonic,
         fallback: Callable[[], float] = process_cpu_secs,
+        warmup: int = 0,
     ) -> None:
         self.read = read
+        self.warmup = warmup
         self.clock = clock
         self.fallback = fallback
         self.busy = 0.0
@@ -95,13 +97,18 @@ class BusyMeter:
     def sample(self) -> float:
         """Busy over the time since the previous sample; a sample less than MIN_WINDOW_SECS
         after it keeps the previous value and window (a worker's first announcement, right
-        after its start, would otherwise read a few busy milliseconds as a saturated GIL)."""
+        after its start, would otherwise read a few busy milliseconds as a saturated GIL). The
+        first `warmup` windows are not reported either (0.0): they hold the worker's start
+        (executors preparing, connections), not its share of the tuples."""
         now = self.clock()
         then, before = self._last
         if now - then < MIN_WINDOW_SECS:
             return self.busy
         secs = self._secs()
         self._last = (now, secs)
+        if self.warmup > 0:
+            self.warmup -= 1
+            return self.busy
         self.busy = min(1.0, max(0.0, (secs - before) / (now - then)))
         self.since = then
         return self.busy

@@ -673,7 +673,7 @@ class Worker:
         self._bp_tasks: set[int] = set()
         self._bp_sent = 0.0
         self._bp_at = time.monotonic()
-        self._busy = BusyMeter()
+        self._busy = BusyMeter(warmup=1)  # its first second is this worker's start, not its load
         self._next_announce = 0.0
         self._receive(self.data_sock, wire.unpack_data, self._dispatch_data, self._data_turn)
 
