@@ -3,8 +3,9 @@
     .venv/bin/python bench/hotpath.py                  # compiled hot path when built (squall._native)
     SQUALL_PURE=1 .venv/bin/python bench/hotpath.py    # the same, plain Python
 
-Real executors and collectors (unstarted, with a stand-in for their worker) process batches of
-256 sentences (split: a BasicBolt, anchored emits, fields grouping) and the resulting words
+Real executors and collectors (unstarted, with a stand-in for their worker): a spout emits 256
+sentences with message ids (acked, shuffled to one remote task, its acker in this worker); bolts
+process batches of 256 sentences (split: a BasicBolt, anchored emits, fields grouping) and the resulting words
 (count: a Bolt that acks); plus wire packing and unpacking of a word batch, the acker ledger's
 init and ack of 256 trees, and two paths of the worker itself on a stand-in for it (no sockets):
 the receive thread's dispatch of a decoded word frame to an executor inbox, and 256 new trees
@@ -31,7 +32,7 @@ from typing import Any
 
 from squall import _native, wire
 from squall.acker import AckerLedger
-from squall.components import BasicBolt, Bolt, Tuple
+from squall.components import BasicBolt, Bolt, Spout, Tuple
 from squall.groupings import Chooser, make_chooser
 from squall.models.cluster import WorkerSlot
 from squall.models.v1alpha1 import Grouping
@@ -72,6 +73,16 @@ class Count(Bolt):
         w = tup.values[0]
         self.counts[w] = self.counts.get(w, 0) + 1
         self.collector.ack(tup)
+
+
+class Sentences(Spout):
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.i = 0
+
+    def next_tuple(self) -> None:
+        self.i += 1
+        self.collector.emit([SENTENCES[self.i % 5]], msg_id=self.i)
 
 
 def main() -> None:
@@ -120,6 +131,26 @@ def main() -> None:
             peers.queues.clear()
         return go
 
+    # the spout: acked emits with a shuffle to one remote split task, its acker in this worker
+    spout = exm.SpoutExecutor(worker, plan, (1, 1), "spout", Sentences, {})  # type: ignore[arg-type]
+    spout.routes = {1: {"default": [make_chooser(Grouping.SHUFFLE, [2])]}}
+    spout.task_dest = {2: WorkerSlot("n", 2)}
+    spout.acker_tasks = (9,)
+    spout.n_ackers = 1
+    sc = spout.collectors[1]
+    sc.acking = True
+    sc._local_ackers = [0]
+    spout.instances[1].open({}, None, sc)
+    next_tuple = spout.instances[1].next_tuple
+
+    def emit() -> None:
+        for _ in range(256):
+            next_tuple()
+        spout.bufs.clear()
+        spout.local_inits.clear()
+        sc.pending.pending._head.clear()
+        sc.pending.pending.size = 0
+
     frame = wire.pack_data(words)[0]
     assert frame is not None
     ledger = AckerLedger(30.0, 0.0)
@@ -158,12 +189,13 @@ def main() -> None:
         spout_inbox.get_nowait()
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=["split", "count", "pack", "unpack", "acker", "dispatch", "trees", "none"],
+    ap.add_argument("--only", choices=["spout", "split", "count", "pack", "unpack", "acker", "dispatch", "trees", "none"],
                     action="append")
     ap.add_argument("--calls", type=int, default=100, help="calls per round (default 100)")
     ap.add_argument("--rounds", type=int, default=ROUNDS, help=f"rounds, the best counts (default {ROUNDS})")
     args = ap.parse_args()
     cases: dict[str, tuple[str, Callable[[], None], int]] = {
+        "spout": ("spout, per acked emit", emit, 256),
         "split": ("split, per sentence (~7 emits)", run(split, sentences), 256),
         "count": ("count, per word", run(count, words), len(words)),
         "pack": ("wire pack, per word tuple", lambda: None if wire.pack_data(words) else None, len(words)),

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from squall import wire
-from squall.acker import AckerLedger, PendingTuples, RotatingMap, Rotator
+from squall.acker import ID_BATCH, AckerLedger, Ids, PendingTuples, RotatingMap, Rotator, fresh_ids
 
 pytestmark = pytest.mark.unit
 
@@ -519,3 +519,45 @@ def test_init_new_then_fail_reports_the_spout() -> None:
     ledger.apply([[2, 1, 21, 0, 0]], done)
     assert done == [[3, 9, 21, 0, 0]]
     assert len(ledger) == 0
+
+
+# --------------------------------------------------------------------------------------------
+# root and edge ids: made in batches (`Ids`), uniform 62-bit like `random.getrandbits(62)`
+# --------------------------------------------------------------------------------------------
+
+
+def test_fresh_ids_are_62_bit_ints_with_every_bit_random() -> None:
+    ids = fresh_ids(random.Random(), 4096)
+    assert len(ids) == 4096
+    assert all(type(i) is int and 0 <= i < 1 << 62 for i in ids)
+    # each of the 62 bits is set in some ids and clear in others (a stuck bit fails this with
+    # probability 2**-4095); the top two bits of the 64 drawn are the ones cleared
+    for bit in range(62):
+        ones = sum(i >> bit & 1 for i in ids)
+        assert 1500 < ones < 2600, (bit, ones)
+    assert len(set(ids)) == len(ids)
+
+
+def test_ids_do_not_follow_the_random_module_seed() -> None:
+    # each `Ids` has a generator of its own, seeded from the OS: a component seeding the
+    # `random` module (in every worker alike) does not make ids repeat
+    state = random.getstate()
+    try:
+        random.seed(11)
+        a = [Ids().take() for _ in range(8)]
+        random.seed(11)
+        b = [Ids().take() for _ in range(8)]
+        assert not set(a) & set(b)
+        assert len(set(a)) == 8
+    finally:
+        random.setstate(state)
+
+
+def test_ids_hand_out_each_id_of_a_batch_once_then_refill() -> None:
+    ids = Ids()
+    first = [ids.take() for _ in range(ID_BATCH)]
+    assert len(set(first)) == ID_BATCH
+    assert all(type(i) is int and 0 <= i < 1 << 62 for i in first)
+    more = [ids.take() for _ in range(ID_BATCH + 5)]
+    assert not set(first) & set(more)
+    assert len(set(more)) == len(more)

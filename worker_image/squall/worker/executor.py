@@ -41,7 +41,7 @@ from squall.models.v1alpha1 import Grouping
 from squall.plan import ACKER, SYSTEM, SYSTEM_TASK, TICK_STREAM, TopologyPlan
 from squall.counters import _LUT, Counters, bucket_of
 from squall.windowing import WindowConfig, WindowedBoltExecutor
-from squall.acker import PendingTuples
+from squall.acker import Ids, PendingTuples
 from squall.tuples import Tuple
 from squall.worker.gcpolicy import POLICY as GC_POLICY
 from squall.worker.host import WorkerHost
@@ -463,7 +463,7 @@ class Executor:
 class SpoutCollector:
     """Storm's SpoutOutputCollector for one task."""
 
-    __slots__ = ("ex", "task", "pending", "acking", "_local_ackers", "_ack_now", "_n")
+    __slots__ = ("ex", "task", "pending", "acking", "_local_ackers", "_ack_now", "_n", "ids")
 
     def __init__(self, ex: SpoutExecutor, task: int, pending: PendingTuples) -> None:
         self.ex = ex
@@ -473,10 +473,12 @@ class SpoutCollector:
         self._local_ackers: list[int] = []
         self._ack_now: list[Any] = []
         self._n = 0
+        # root and edge ids, made in batches (the executor's thread only)
+        self.ids = Ids()
 
     def _root(self) -> int:
         n = self.ex.n_ackers
-        r = _getrandbits(62)
+        r: int = self.ids.take()
         if self._local_ackers:
             self._n += 1
             r = r - r % n + self._local_ackers[self._n % len(self._local_ackers)]
@@ -494,7 +496,8 @@ class SpoutCollector:
         if type(values) is not list:
             values = list(values)
         if msg_id is not None and self.acking:
-            r = _getrandbits(62)
+            ids = self.ids
+            r: int = ids.take()
             local = self._local_ackers
             if local:
                 # a root id that hashes to an acker in this worker, so the init never crosses
@@ -509,7 +512,7 @@ class SpoutCollector:
             src: Any = task
             tl: list[Any] = targets
             for t in tl:
-                e: Any = _getrandbits(62)
+                e: Any = ids.take()
                 ei: int = e
                 xor ^= ei
                 key = dest.get(t)
@@ -528,9 +531,9 @@ class SpoutCollector:
             pend.size += 1
             if local:
                 # the acker is in this worker: registered straight into its ledger at flush
-                ex.local_inits.append((r, xor, task))
+                ex.local_inits.append((ro, xor, src))
             else:
-                ex.out.control.append([wire.INIT, ex.acker_tasks[r % ex.n_ackers], r, xor, task])
+                ex.out.control.append([wire.INIT, ex.acker_tasks[r % ex.n_ackers], ro, xor, src])
         else:
             for t in targets:
                 ex.put_tuple(t, [t, task, stream, values, None])
@@ -544,7 +547,7 @@ class SpoutCollector:
         values = list(values)
         if msg_id is not None and self.acking:
             root = self._root()
-            e = _getrandbits(62)
+            e: Any = self.ids.take()
             ex.put_tuple(task, [task, self.task, stream, values, {root: e}])
             self.pending.add(root, msg_id, ex.now)
             ex.out.control.append([wire.INIT, ex.acker_for(root), root, e, self.task])
@@ -758,7 +761,7 @@ class SpoutExecutor(Executor):
 class BoltCollector:
     """Storm's OutputCollector for one task."""
 
-    __slots__ = ("ex", "task", "src")
+    __slots__ = ("ex", "task", "src", "ids")
 
     def __init__(self, ex: Executor, task: int) -> None:
         self.ex = ex
@@ -766,6 +769,8 @@ class BoltCollector:
         # the task id as an object, for the items emitted (an `int` attribute is boxed anew at
         # every use when compiled)
         self.src: Any = task
+        # edge ids, made in batches (the executor's thread only)
+        self.ids = Ids()
 
     def _anchored(self, dest: int, stream: str, values: list[Any], anchors: Any) -> list[Any]:
         if anchors is None:
@@ -774,8 +779,9 @@ class BoltCollector:
             a = anchors.anchors
             if not a:
                 return [dest, self.task, stream, values, None]
-            e = _getrandbits(62)
-            anchors.ack_val ^= e
+            e: Any = self.ids.take()
+            ei: int = e
+            anchors.ack_val ^= ei
             if len(a) == 1:
                 for r in a:
                     return [dest, self.task, stream, values, {r: e}]
@@ -786,10 +792,10 @@ class BoltCollector:
         out: dict[int, int] = {}
         for t in anchors:
             if t.anchors:
-                e = _getrandbits(62)
-                t.ack_val ^= e
+                e2: int = self.ids.take()
+                t.ack_val ^= e2
                 for r in t.anchors:
-                    out[r] = out.get(r, 0) ^ e
+                    out[r] = out.get(r, 0) ^ e2
         return [dest, self.task, stream, values, out or None]
 
     def emit(self, values: Sequence[Any], stream: str = "default", anchors: Any = None) -> list[int]:
@@ -813,7 +819,7 @@ class BoltCollector:
             if key is None:
                 ex.stats.dropped += 1
                 return targets
-            e: Any = _getrandbits(62)
+            e: Any = self.ids.take()
             ei: int = e  # unboxing a 62-bit int allocates nothing
             anchors.ack_val ^= ei
             a: dict[Any, Any] = anchors.anchors
