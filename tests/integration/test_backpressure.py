@@ -7,6 +7,7 @@ in the same run, never on absolute times.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -197,3 +198,54 @@ def test_a_frozen_peer_does_not_stop_sends_to_the_other_peers(
     assert during >= 0.3 * before, f"b-sink ran at {during:.0f}/s while c-sink's worker was frozen, {before:.0f}/s before" + logs_tail(cluster)
     wait_for(lambda: totals(cluster, topo.name)["c-sink"]["executed"] > 0, 30, "the frozen sink to run again", cluster)
     stop_topology(cluster, topo.name)
+
+
+# -- 4. per-pair order across a slow peer -------------------------------------------------------
+FREEZES = 6
+
+
+def test_a_tasks_tuples_arrive_in_order_across_a_slow_peer(
+    make_cluster: Callable[..., LocalCluster], tmp_path: Path
+) -> None:
+    """A spout task in one worker emits sequence numbers (1 kB each, unanchored: no pending
+    limit, no replays) as fast as it can to a bolt task in the other worker, whose worker is
+    frozen (SIGSTOP) for a second, FREEZES times: with no backpressure signal from the frozen
+    worker the spout's sockets to it reach their high-water mark each time, and the thawed
+    worker reads whatever its connections hold at once. Every tuple the bolt gets must come after the ones
+    its task emitted before it (Storm keeps per-connection order; stateful windows rely on it):
+    a batch must never overtake earlier ones still waiting for the slow peer on another path."""
+    out = tmp_path / "out"
+    spec = {
+        "numWorkers": 2,
+        "numAckers": 0,
+        "spouts": [{"name": "a-seq", "class": "flow_components:SeqSpout", "parallelism": 1}],
+        "bolts": [
+            {"name": "b-check", "class": "flow_components:OrderCheckBolt", "parallelism": 1,
+             "inputs": [{"component": "a-seq", "grouping": "shuffle"}]},
+        ],
+    }
+    topo = topology("bp-order", spec, {"test.pad_bytes": 1000, "test.sleep_ms": 0, "test.out": str(out)})
+    cluster = make_cluster(nodes=2, slots=1)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    slots = component_slots(cluster, topo)
+    assert slots["a-seq"] != slots["b-check"], slots
+    wait_for(lambda: totals(cluster, topo.name)["b-check"]["executed"] > 2000, 60, "the checking bolt to run", cluster)
+    (check_slot,) = slots["b-check"]
+    pid = cluster.worker_pids(topo.name)[check_slot]
+    for _ in range(FREEZES):
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(1.0)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        executed = totals(cluster, topo.name)["b-check"]["executed"]
+        wait_for(lambda: totals(cluster, topo.name)["b-check"]["executed"] > executed + 5000, 60,
+                 "the checking bolt to go on", cluster)
+    stop_topology(cluster, topo.name)
+    (path,) = out.glob("order-*.json")
+    seen = json.loads(path.read_text())
+    print("ORDER", seen)
+    assert seen["received"] > FREEZES * 5000, seen
+    assert seen["out_of_order"] == 0, f"tuples overtook earlier ones: {seen}"
+    assert not cluster.crashes

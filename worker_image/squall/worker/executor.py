@@ -47,6 +47,7 @@ from squall.worker.gcpolicy import POLICY as GC_POLICY
 from squall.worker.host import WorkerHost
 from squall.worker.load import PeerLoads
 from squall.worker.routing import Inbox, Routing
+from squall.worker.transport import DirectSender
 
 log = logging.getLogger("squall.executor")
 
@@ -54,6 +55,8 @@ SPOUT_BATCH = 256  # next_tuple calls per turn before flushing
 FLUSH_SECS = 0.002  # a bolt busy on one batch flushes its output at least this often
 INBOX_BATCHES = 64  # bounded executor inbox, in batches
 TREE_DONE_BATCHES = 1024  # a windowed bolt's completions of its windows' trees, in batches
+# how long an executor's sockets still send what they hold once its thread ends
+CLOSE_LINGER_MS = 1000
 LOAD_REFRESH_SECS = 1.0  # load-aware shuffles re-weigh their targets this often
 _getrandbits = random.getrandbits
 __all__ = ["BoltExecutor", "Executor", "Inbox", "SpoutExecutor"]
@@ -119,6 +122,9 @@ class Executor:
             target=self._run, name=f"executor-{component}-{executor[0]}-{executor[1]}", daemon=True
         )
         self.routing: Routing | None = None
+        # its batches for remote tasks leave on this thread's own sockets, one per peer (made
+        # when the thread starts, closed when it ends; transport.DirectSender)
+        self.direct_data: DirectSender | None = None
         # per task: stream -> choosers; per task: stream -> direct consumer tasks
         self.routes: dict[int, dict[str, list[Chooser]]] = {}
         self.direct: dict[int, dict[str, frozenset[int]]] = {}
@@ -154,6 +160,8 @@ class Executor:
             return
         plan = routing.plan
         self.routing = routing
+        if self.direct_data is not None:
+            self.direct_data.prune()  # peers that moved or left the assignment
         td = routing.task_dest
         self.task_dest = td if isinstance(td, dict) else dict(td)
         if self.bufs:
@@ -212,9 +220,10 @@ class Executor:
     def refresh_load(self, now: float) -> None:
         """Re-weigh the load-aware shuffles (at most every LOAD_REFRESH_SECS). A target's load:
         how full its executor's inbox is when it is in this worker; when it is in another, 1.0
-        while its worker announces it backpressured, else how full the send queue to that
-        worker is or the inbox fill its worker last announced, whichever is more (Storm: the
-        receive queue's population, or the pending Netty messages). With the worker's loads
+        while its worker announces it backpressured, else the share of this executor's sends to
+        that worker since the last re-weighing that met its socket's high-water mark
+        (DirectSender.fill) or the inbox fill its worker last announced, whichever is more
+        (Storm: the receive queue's population, or the pending Netty messages). With the worker's loads
         (`self.loads`), a target also carries its worker's busy fraction: this worker's own
         for a local one, the announced one for a remote one (squall.worker.load)."""
         if now < self.next_load or not self.load_aware:
@@ -222,7 +231,9 @@ class Executor:
         self.next_load = now + LOAD_REFRESH_SECS
         dest = self.task_dest
         bp = self.worker.remote_bp
-        peers = self.worker.data_peers
+        direct = self.direct_data
+        # remote slot -> the share of this executor's sends to it that met its high-water mark
+        slow: dict[Any, float] = {}
         loads = self.loads if self.cpu_aware else None
         load: dict[int, float] = {}
         cpu: dict[int, float] | None = {} if loads is not None else None
@@ -240,9 +251,13 @@ class Executor:
                     continue
                 if bp.get(t, 0.0) > now:
                     load[t] = 1.0
+                elif key is not None and direct is not None:
+                    f = slow.get(key)
+                    if f is None:
+                        f = slow[key] = direct.fill(key)
+                    load[t] = f
                 else:
-                    q = peers.queues.get(key) if key is not None else None
-                    load[t] = min(1.0, len(q) / peers.bound) if q else 0.0
+                    load[t] = 0.0
                 if loads is not None and cpu is not None:
                     began = since[t] = loads.since(t, now)
                     if began is not None:  # unknown: not in `cpu` (idle for the scope, and no CPU step)
@@ -338,9 +353,15 @@ class Executor:
             done = self._flush(block)
             if done or not block or self.stop_event.is_set():
                 return done
-            # held back (a backpressured remote task) or the routing changed under a wait
+            # held back (a slow peer, a backpressured remote task, a peer not registered yet) or
+            # the routing changed under a wait
             self.refresh_routing()
-            if self.stop_event.wait(0.0005):
+            direct = self.direct_data
+            if direct is not None and direct.pending:
+                direct.wait(2)  # until a slow peer's socket has room (the GIL released)
+                if self.stop_event.is_set():
+                    return False
+            elif self.stop_event.wait(0.0005):
                 return False
 
     def _flush(self, block: bool) -> bool:
@@ -363,8 +384,11 @@ class Executor:
             if own:
                 self.on_done(own)
         bufs = self.bufs
+        direct = self.direct_data
+        if direct is not None and direct.pending:
+            direct.push()  # frames a slow peer did not take yet go before anything else for it
         if not bufs:
-            return not out.control
+            return not out.control and (direct is None or not direct.pending)
         bp = self.worker.remote_bp
         for key, batch in list(bufs.items()):
             if type(key) is Inbox:
@@ -379,14 +403,14 @@ class Executor:
                 held = [it for it in batch if bp.get(it[0], 0.0) > now]
                 if held:
                     batch = [it for it in batch if bp.get(it[0], 0.0) <= now]
-            if batch and not self._send(key, batch, block):
-                continue
+            if batch and (direct is None or not direct.send(key, batch)):
+                continue  # kept: the peer is slow or not registered yet
             self.stats.transferred += len(batch)
             if held:
                 bufs[key] = held
             else:
                 del bufs[key]
-        return not bufs and not out.control
+        return not bufs and not out.control and (direct is None or not direct.pending)
 
     def _put(self, inbox: Inbox, batch: list[list[Any]], block: bool) -> bool:
         """A local hand-over; a blocked one gives up when the routing changes (the inbox may
@@ -402,21 +426,6 @@ class Executor:
                 return True
             except queue.Full:
                 continue
-        return False
-
-    def _send(self, slot: WorkerSlot, batch: list[list[Any]], block: bool) -> bool:
-        """To a remote slot's send queue; a blocked send gives up when the routing changes."""
-        peers = self.worker.data_peers
-        if peers.offer(slot, batch):
-            return True
-        if not block:
-            return False
-        routing = self.routing
-        while not self.stop_event.wait(0.0005):
-            if self.worker.routing is not routing:
-                return False
-            if peers.offer(slot, batch):
-                return True
         return False
 
     def on_done(self, items: list[list[int]]) -> None:
@@ -450,10 +459,17 @@ class Executor:
 
     def _run(self) -> None:
         try:
+            self.direct_data = self.worker.direct_sender()
             self.run()
         except Exception as exc:  # a bug of ours: report it, the worker restarts the executor
             self.report_error(self.tasks[0], exc)
             self.worker.executor_died(self, exc)
+        finally:
+            direct, self.direct_data = self.direct_data, None
+            if direct is not None:
+                # what its sockets hold still goes out for a while (a retiring executor's last
+                # frames; the worker's zmq term() waits that long at most)
+                direct.close(CLOSE_LINGER_MS)
 
     def run(self) -> None:
         raise NotImplementedError
@@ -681,7 +697,8 @@ class SpoutExecutor(Executor):
                 break  # moved away: every tree it started has completed (or failed)
             self._set_active(self.worker.active and not self.closing and not self.retiring)
             emitted = 0
-            if self.active and not self.bufs and not self.out.control:
+            direct = self.direct_data
+            if self.active and not self.bufs and not self.out.control and (direct is None or not direct.pending):
                 emitted = self._emit_batch()
             flushed = self.flush(block=False)
             if not emitted or not flushed:

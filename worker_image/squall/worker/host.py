@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from squall.models.cluster import WorkerSlot
 from squall.models.v1alpha1 import TopologySpec
 from squall.worker.routing import Routing
-from squall.worker.transport import PeerQueues
+from squall.worker.transport import DirectSender
 
 
 class ExecutorOutput(Protocol):
@@ -47,8 +47,6 @@ class WorkerHost(Protocol):
     def routing(self) -> Routing: ...
     @property
     def active(self) -> bool: ...
-    @property
-    def data_peers(self) -> PeerQueues: ...
 
     conf: dict[str, Any]
     # remote task -> until when it is backpressured (monotonic)
@@ -60,6 +58,7 @@ class WorkerHost(Protocol):
     ) -> list[list[int]]: ...
     def report_error(self, component: str, task: int, text: str) -> None: ...
     def executor_died(self, ex: Any, exc: BaseException) -> None: ...
+    def direct_sender(self) -> DirectSender: ...
 
 
 __all__ = ["ExecutorOutput", "HostedExecutor", "WorkerHost"]

@@ -28,7 +28,7 @@ class Inbox:
     (number of producers - 1) batches: an inbox holds at most `maxsize + producers - 1`, still
     bounded (its producers are the worker's receive and control threads and its upstream
     executors). Nothing signals room: a blocked `put` looks again every `PUT_POLL_SECS` until
-    its timeout, as a bolt blocked on a full peer queue does (`Executor._send`).
+    its timeout, as a bolt blocked on a backpressured remote task does (`Executor.flush`).
 
     The same calls as a `queue.Queue` (`put_nowait` and `put` raise `queue.Full`, `get` and
     `get_nowait` raise `queue.Empty`, `qsize`, `empty`, `maxsize`), plus `offer`, a put that

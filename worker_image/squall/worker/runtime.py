@@ -51,7 +51,7 @@ from squall.worker.host import HostedExecutor
 from squall.worker.load import ANNOUNCE_SECS, BusyMeter, PeerLoads, load_items
 from squall.worker.routing import Inbox, Routing, sort_data
 from squall.worker.security import CurveKeyError, CurveKeys, Sealer, keys_from_env, read_keys
-from squall.worker.transport import SOCKET_HWM, PeerQueues, run_transfer
+from squall.worker.transport import SOCKET_HWM, DirectSender, PeerQueues, run_transfer
 
 log = logging.getLogger("squall.worker")
 T = TypeVar("T")
@@ -781,27 +781,38 @@ class Worker:
                 parked[key] = collections.deque([batch])
 
     # -- transfer ----------------------------------------------------------------------------
-    def _transfer(self, peers: PeerQueues, port_attr: str, name: str) -> None:
+    def _address_of(self, port_attr: str) -> Callable[[WorkerSlot], str | None]:
         def address_of(slot: WorkerSlot) -> str | None:
             ep = self.endpoints.get(slot)
             return None if ep is None else f"tcp://{ep.host}:{getattr(ep, port_attr)}"
 
-        def pack(items: list[Any]) -> bytes | None:
-            frame, bad = wire.pack_data(items)
-            if bad:
-                self._unsendable(bad)
-            return frame
+        return address_of
 
-        def dropped(n: int) -> None:
-            self.dropped += n
+    def _assigned(self, slot: WorkerSlot) -> bool:
+        return slot in self.routing.slots
 
+    def _pack(self, items: list[Any]) -> bytes | None:
+        frame, bad = wire.pack_data(items)
+        if bad:
+            self._unsendable(bad)
+        return frame
+
+    def _count_dropped(self, n: int) -> None:
+        self.dropped += n
+
+    def direct_sender(self) -> DirectSender:
+        """An executor thread's own sockets to its peers' data ports (transport.DirectSender)."""
+        return DirectSender(self.zmq, self._address_of("port"), self._assigned, self._pack, self._count_dropped,
+                            self.sealer.client if self.sealer is not None else None)
+
+    def _transfer(self, peers: PeerQueues, port_attr: str, name: str) -> None:
         turns = self.loop_turns
 
         def turned() -> None:
             turns[name] = time.monotonic()
 
-        run_transfer(self.zmq, peers, address_of, lambda slot: slot in self.routing.slots, pack, self.stop_event, dropped,
-                     turned, self.sealer.client if self.sealer is not None else None)
+        run_transfer(self.zmq, peers, self._address_of(port_attr), self._assigned, self._pack, self.stop_event,
+                     self._count_dropped, turned, self.sealer.client if self.sealer is not None else None)
 
     def _unsendable(self, bad: list[tuple[Any, Exception]]) -> None:
         """Tuples whose values the wire format cannot encode (the rest of their frame was sent):
@@ -1057,7 +1068,13 @@ class Worker:
         for sock in (getattr(self, "data_sock", None), getattr(self, "control_sock", None)):
             if sock is not None:
                 sock.close(0)
-        self.zmq.term()
+        # an executor's thread closes its own sockets when it ends; one that did not end (stuck in
+        # a user's component) still holds them, and term() would wait for it forever
+        stuck = [ex.id for ex in [*self.executors.values(), *self.retiring] if ex.thread.is_alive()]
+        if stuck:
+            log.warning("executors %s did not stop: their sockets stay open until the process exits", stuck)
+        else:
+            self.zmq.term()
 
 
 def _process_age() -> float:

@@ -1,4 +1,7 @@
-"""Transport between workers: per-peer send queues and the transfer loop that drains them.
+"""Transport between workers: an executor's own sockets to its peers (`DirectSender`: every
+tuple an executor sends to another worker), and per-peer send queues with the transfer loop that
+drains them (acker traffic, backpressure and load announcements; tuples the receive thread
+forwards to a task that moved).
 
 Each peer (a remote slot) has its own bounded queue of batches, so a slow or unreachable peer
 fills only its own queue: whoever sends to it waits (bolts) or holds its output (spouts), while
@@ -14,6 +17,7 @@ import collections
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -113,6 +117,169 @@ class PeerQueues:
         with self._lock:
             q = self.queues.pop(slot, None)
         return sum(len(b) for b in q) if q else 0
+
+
+class DirectSender:
+    """One executor thread's own PUSH sockets to its peers' data ports (one per peer, made on
+    first use, used by that thread only): an executor packs and sends its batches for remote
+    tasks itself, with no hand-over to a transfer thread and so no wake of one. Every batch the
+    executor sends to a peer goes through that one socket, so a task's tuples to another task
+    arrive in the order it emitted them (Storm keeps per-connection order too).
+
+    Same sockets as the transfer thread's: high-water mark SOCKET_HWM (frames), `secure` before
+    connect, linger 0 when a peer's address changes (re-connected) or vanishes (closed by
+    `prune`). A frame the socket did not take (the peer is slow) is kept as the peer's
+    `pending` frame and goes first: `send` takes nothing more for that peer until it left.
+
+    The load-aware shuffle's signal of a slow peer (`fill`): the share of this executor's sends
+    to the peer since the last reading that met the high-water mark (Storm reads the pending
+    messages of its Netty client; the transfer thread's queue fill before this)."""
+
+    def __init__(
+        self,
+        ctx: zmq.Context[Any],
+        address_of: Callable[[WorkerSlot], str | None],
+        assigned: Callable[[WorkerSlot], bool],
+        pack: Callable[[list[Any]], bytes | None],
+        dropped: Callable[[int], None],
+        secure: Callable[[zmq.Socket[bytes]], None] | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.address_of = address_of
+        self.assigned = assigned
+        self.pack = pack
+        self.dropped = dropped
+        self.secure = secure
+        self.socks: dict[WorkerSlot, tuple[str, zmq.Socket[bytes]]] = {}
+        # peer -> (frame, tuples in it) its socket did not take yet: sent before anything else
+        self.pending: dict[WorkerSlot, tuple[bytes, int]] = {}
+        # peer -> [sends, sends that met the high-water mark] since `fill` last read them
+        self.tries: dict[WorkerSlot, list[int]] = {}
+        self.poller = zmq.Poller()
+
+    def _socket(self, slot: WorkerSlot, addr: str) -> zmq.Socket[bytes]:
+        have = self.socks.get(slot)
+        if have is not None and have[0] == addr:
+            sock: zmq.Socket[bytes] = have[1]
+            return sock
+        if have is not None:
+            have[1].close(0)
+        s: zmq.Socket[bytes] = self.ctx.socket(zmq.PUSH)
+        s.setsockopt(zmq.SNDHWM, SOCKET_HWM)
+        s.setsockopt(zmq.LINGER, 0)
+        if self.secure is not None:
+            self.secure(s)
+        s.connect(addr)
+        self.socks[slot] = (addr, s)
+        return s
+
+    def _gone(self, slot: WorkerSlot, items: int) -> bool:
+        """A peer with no address: True (and its pending frame and `items` more dropped and
+        counted) when it also left the assignment, as the transfer thread does; else it is held
+        until it registers."""
+        if self.assigned(slot):
+            return False
+        lost = items + self.pending.pop(slot, (b"", 0))[1]
+        have = self.socks.pop(slot, None)
+        if have is not None:
+            have[1].close(0)
+        if lost:
+            self.dropped(lost)
+            log.warning("dropped %d tuples for %s: it left the assignment", lost, slot.key())
+        return True
+
+    def _flush_pending(self, slot: WorkerSlot, sock: zmq.Socket[bytes]) -> bool:
+        got = self.pending.get(slot)
+        if got is None:
+            return True
+        try:
+            sock.send(got[0], zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            return False
+        del self.pending[slot]
+        return True
+
+    def send(self, slot: WorkerSlot, items: list[Any]) -> bool:
+        """True: `items` are taken (sent, or packed and kept as the peer's pending frame, or
+        dropped and counted because the peer left the assignment, or nothing of them could be
+        encoded: `pack` reports that). False: not taken, the caller keeps them: the peer's
+        pending frame is still waiting (it is slow) or its address is not known yet."""
+        tries = self.tries.get(slot)
+        if tries is None:
+            tries = self.tries[slot] = [0, 0]
+        tries[0] += 1
+        addr = self.address_of(slot)
+        if addr is None:
+            if self._gone(slot, len(items)):
+                return True
+            tries[1] += 1  # not registered (yet): it takes nothing, as a slow peer
+            return False
+        sock = self._socket(slot, addr)
+        if not self._flush_pending(slot, sock):
+            tries[1] += 1
+            return False
+        frame = self.pack(items)
+        if frame is None:
+            return True
+        try:
+            sock.send(frame, zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            tries[1] += 1
+            self.pending[slot] = (frame, len(items))
+        return True
+
+    def push(self) -> bool:
+        """Send the pending frames the sockets take now; True when none is left."""
+        for slot in list(self.pending):
+            addr = self.address_of(slot)
+            if addr is None:
+                self._gone(slot, 0)
+                continue
+            self._flush_pending(slot, self._socket(slot, addr))
+        return not self.pending
+
+    def wait(self, timeout_ms: int) -> None:
+        """Wait up to `timeout_ms` for a socket with a pending frame to have room."""
+        poller = self.poller
+        for slot in self.pending:
+            have = self.socks.get(slot)
+            if have is not None:
+                poller.register(have[1], zmq.POLLOUT)
+        if not poller.sockets:
+            time.sleep(timeout_ms / 1000)
+            return
+        poller.poll(timeout_ms)
+        for sock, _flags in list(poller.sockets):
+            poller.unregister(sock)
+
+    def fill(self, slot: WorkerSlot) -> float:
+        """The share of the sends to `slot` since the last reading that met the high-water mark
+        (0.0: none did, or none was made); resets the count."""
+        tries = self.tries.get(slot)
+        if tries is None or not tries[0]:
+            return 0.0
+        share = tries[1] / tries[0]
+        tries[0] = tries[1] = 0
+        return share
+
+    def prune(self) -> None:
+        """Close the sockets of peers whose address changed or vanished (a pending frame stays
+        for the next socket, or is dropped and counted with a peer that left the assignment)."""
+        for slot in [s for s, (addr, _) in self.socks.items() if self.address_of(s) != addr]:
+            self.socks.pop(slot)[1].close(0)
+        for slot in [s for s in self.pending if self.address_of(s) is None]:
+            self._gone(slot, 0)
+        for slot in [s for s in self.tries if s not in self.socks and s not in self.pending]:
+            del self.tries[slot]
+
+    def close(self, linger_ms: int = 0) -> None:
+        """Close every socket (the executor's thread, when it ends): what they still hold is
+        sent for up to `linger_ms` more (0: dropped)."""
+        self.push()
+        for _addr, s in self.socks.values():
+            s.close(linger_ms)
+        self.socks.clear()
+        self.pending.clear()
 
 
 def run_transfer(
