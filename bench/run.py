@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -50,7 +51,9 @@ def snapshot(cluster: LocalCluster, name: str) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for beat in cluster.state.get_worker_heartbeats(name).values():
         for ex in beat.executors.values():
-            s = out.setdefault(ex.component, {"acked": 0, "executed": 0, "emitted": 0, "hist": {}, "t": 0.0})
+            s = out.setdefault(ex.component, {"acked": 0, "executed": 0, "emitted": 0, "pending": 0, "hist": {},
+                                              "t": 0.0})
+            s["pending"] += ex.pending
             s["acked"] += ex.acked
             s["executed"] += ex.executed
             s["emitted"] += ex.emitted
@@ -59,7 +62,7 @@ def snapshot(cluster: LocalCluster, name: str) -> dict[str, dict]:
     return out
 
 
-def windowed_wordcount(anchored: bool = True) -> Topology:
+def windowed_wordcount(anchored: bool = True, pending: int = 150000) -> Topology:
     """The word count with its counter as a sliding window (2 s, every 1 s), acking on; the same
     file otherwise but for maxSpoutPending."""
     data = yaml.safe_load((HERE.parent / "examples/wordcount/topology.yaml").read_text())
@@ -70,15 +73,23 @@ def windowed_wordcount(anchored: bool = True) -> Topology:
     count["window"] = {"windowLength": "2s", "slidingInterval": "1s"}
     # a sentence's tree completes when its words leave the window (2-3 s later): by Little's
     # law maxSpoutPending must be >= rate x 3 s, or the spout waits on the window, not the work
-    data["spec"]["maxSpoutPending"] = 150000
+    data["spec"]["maxSpoutPending"] = pending
     if not anchored:
         data["metadata"]["name"] = "wordcount-windowed-unanchored"
         count["config"] = {"bench.windowed.unanchored": True}
     return parse_topology(data, source="wordcount-windowed")
 
 
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
 def measure(topology: Topology, search: Path | list[Path], seconds: float, rate_of: tuple[str, str],
-            warmup: float = 4.0, curve: bool = False) -> dict[str, float]:
+            warmup: float = 4.0, curve: bool = False, sample: bool = False) -> dict[str, float]:
+    """One case's rates and complete latency. `sample`: also read the spouts' pending trees and
+    the workers' RSS about once a second in the window (the windowed cases: whether the spout
+    waits at maxSpoutPending, and what the windows hold in memory)."""
     paths = [str(p) for p in (search if isinstance(search, list) else [search])]
     check_topology(topology, search_paths=paths)
     name = topology.name
@@ -94,7 +105,16 @@ def measure(topology: Topology, search: Path | list[Path], seconds: float, rate_
         pids = list(cluster.worker_pids(name).values())
         a = snapshot(cluster, name)
         cpu0 = {p: cpu_secs(p) for p in pids}
-        time.sleep(seconds)
+        pend: list[int] = []  # the spouts' pending trees, from each heartbeat in the window
+        rss: list[float] = []  # the workers' resident memory together, MiB
+        if sample:
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                time.sleep(min(1.0, max(0.0, end - time.monotonic())))
+                pend.append(sum(s["pending"] for s in snapshot(cluster, name).values()))
+                rss.append(sum(rss_mib(p) for p in pids))
+        else:
+            time.sleep(seconds)
         b = snapshot(cluster, name)
         used = [cpu_secs(p) - c for p, c in cpu0.items()]
         busiest = max(used)
@@ -105,7 +125,7 @@ def measure(topology: Topology, search: Path | list[Path], seconds: float, rate_
     spout = next(c for c in ("numbers", "sentences") if c in b)
     hist = {k: v - a[spout]["hist"].get(k, 0) for k, v in b[spout]["hist"].items()}
     count = b[comp][field] - a[comp][field]
-    return {
+    out = {
         "tuples_per_sec": count / dt,
         # heartbeats are 1 s apart, CPU is read at the sleeps: scale the count to the CPU window
         "tuples_per_cpu_sec": count * (seconds / dt) / max(busiest, 1e-6),
@@ -115,6 +135,14 @@ def measure(topology: Topology, search: Path | list[Path], seconds: float, rate_
         "p50_ms": stats.percentile(hist, 0.5),
         "p99_ms": stats.percentile(hist, 0.99),
     }
+    cap = topology.spec.max_spout_pending
+    if pend and cap:
+        out["pending_mean"] = sum(pend) / len(pend)
+        # the share of the heartbeats read in the window whose spouts were at the cap (within 1%)
+        out["at_pending_cap"] = sum(1 for n in pend if n >= 0.99 * cap) / len(pend)
+    if rss:
+        out["rss_mib_max"] = max(rss)
+    return out
 
 
 def scrape_overhead(topology: Topology, search: Path, seconds: float, rate_of: tuple[str, str],
@@ -183,6 +211,8 @@ def main() -> None:
     ap.add_argument("--windowed-warmup", type=float, default=25.0,
                     help="warm-up of the windowed cases: a window holds every tree for its length, so the "
                          "spout works off its first maxSpoutPending trees before the rate is steady")
+    ap.add_argument("--windowed-pending", type=int, default=150000,
+                    help="maxSpoutPending of the windowed cases")
     ap.add_argument("--only", action="append",
                     help="run only these cases (ceiling, noop, noop-ack, wordcount, windowed; "
                          "windowed-unanchored, metrics, noop-ack-curve and wordcount-curve (the same with the "
@@ -210,12 +240,13 @@ def main() -> None:
             wc, HERE.parent / "examples/wordcount", args.seconds, ("count", "executed"), warmup=args.warmup)
     if "windowed" in want:
         results["(d) wordcount, counter a 2 s window sliding 1 s (words/s)"] = measure(
-            windowed_wordcount(), [HERE.parent / "examples/wordcount", HERE / "topologies"], args.seconds,
-            ("count", "executed"), warmup=args.windowed_warmup)
+            windowed_wordcount(pending=args.windowed_pending), [HERE.parent / "examples/wordcount", HERE / "topologies"],
+            args.seconds, ("count", "executed"), warmup=args.windowed_warmup, sample=True)
     if "windowed-unanchored" in want:
         results["(e) the same, the window's output not anchored (words/s)"] = measure(
-            windowed_wordcount(anchored=False), [HERE.parent / "examples/wordcount", HERE / "topologies"],
-            args.seconds, ("count", "executed"), warmup=args.windowed_warmup)
+            windowed_wordcount(anchored=False, pending=args.windowed_pending),
+            [HERE.parent / "examples/wordcount", HERE / "topologies"], args.seconds, ("count", "executed"),
+            warmup=args.windowed_warmup, sample=True)
     if "wordcount-curve" in want:
         wc = load_topology(HERE.parent / "examples/wordcount/topology.yaml")
         results["(c) wordcount, CURVE (sealed transport)"] = measure(
@@ -229,6 +260,10 @@ def main() -> None:
         cratio = f"{r['tuples_per_cpu_sec'] / ceiling_cpu:8.2f}" if ceiling_cpu else "       -"
         print(f"{case:52} {r['tuples_per_sec']:10,.0f} {r['p50_ms']:7.2f} {r['p99_ms']:7.2f} {ratio}"
               f" {r['tuples_per_cpu_sec']:10,.0f} {cratio}")
+    for case, r in results.items():
+        if "pending_mean" in r:
+            print(f"{case[:3]} spout pending: mean {r['pending_mean']:,.0f}, at maxSpoutPending in "
+                  f"{r['at_pending_cap']:.0%} of the heartbeats; workers' RSS at most {r['rss_mib_max']:,.0f} MiB")
     wc = next((v for k, v in results.items() if k.startswith("(c)")), None)
     win = next((v for k, v in results.items() if k.startswith("(d)")), None)
     if wc and win:

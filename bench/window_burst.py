@@ -67,6 +67,7 @@ def main() -> None:
     w = WindowedBoltExecutor(SlidingWordCount(), cfg, [("split", "default")], clock, 30.0)
     w.prepare({}, None, BoltCollector(ex, BOLT))  # type: ignore[arg-type]
     feed = WindowFeed(w)
+    settle = getattr(feed, "settle", None)  # absent before the anchors were copied per batch
     gc.set_threshold(6 * 3 * rate, 50, 1000)  # the worker's policy for windows (gcpolicy.py)
     rng = random.Random(1)
     fields = {"word": 0}
@@ -86,6 +87,8 @@ def main() -> None:
                 tup = Tuple(values, src, "split", stream, fields, anchors)
                 if not feed.add(tup):
                     w.execute(tup)
+            if settle is not None:
+                settle()  # as `BoltExecutor.process` does after each batch
             t_add += time.process_time() - c0
             del items
             ex.bufs.clear()

@@ -989,15 +989,16 @@ class BoltCollector:
 
 class WindowFeed:
     """`WindowedBoltExecutor._execute_mirrored` in compiled code: a tuple joins a processing-time
-    window slid by duration (the manager's timestamp and tuple lists, and its anchors into the
-    window's arrays, dropped from the tuple). The executor calls `add` for such a bolt's tuples
-    instead of its interpreted `execute`; same lists, same order, same clock. Holds the lists
-    and arrays themselves (the window never replaces them while mirrored); `add` answers False,
-    and the bolt's own `execute` takes the tuple, for tick tuples and once the window stopped
+    window slid by duration (the manager's timestamp and tuple lists; its anchors go from the
+    tuple to the window's lists of roots, edges and counts, which `settle` copies into the
+    window's arrays per batch). The executor calls `add` for such a bolt's tuples instead of its interpreted
+    `execute`, and `settle` after each batch; same lists, same order, same clock. Holds the
+    lists themselves (the window never replaces them while mirrored); `add` answers False, and
+    the bolt's own `execute` takes the tuple, for tick tuples and once the window stopped
     mirroring (anchors outside 64 bits, or the bolt needed its tuples' own anchors: the window
     turns `on` off)."""
 
-    __slots__ = ("window", "clock", "stamps", "items", "rid", "redge", "rts", "rn", "on")
+    __slots__ = ("window", "clock", "stamps", "items", "proot", "pedge", "pn", "on")
 
     def __init__(self, window: WindowedBoltExecutor) -> None:
         rooted = window.rooted
@@ -1006,10 +1007,9 @@ class WindowFeed:
         self.clock: Callable[[], float] = window.clock
         self.stamps: list[float] = window.manager.ts
         self.items: list[Tuple] = window.manager.items
-        self.rid: Any = rooted.rid
-        self.redge: Any = rooted.redge
-        self.rts: Any = rooted.rts
-        self.rn: Any = rooted.rn
+        self.proot: list[Any] = rooted.proot
+        self.pedge: list[Any] = rooted.pedge
+        self.pn: list[int] = rooted.pn
         self.on = True
         window.feed = self
 
@@ -1024,23 +1024,23 @@ class WindowFeed:
         self.items.append(tup)
         a = tup.anchors
         if a:
-            rid, redge, rts = self.rid, self.redge, self.rts
-            try:
-                for r, e in a.items():
-                    rid.append(r)
-                    redge.append(e)
-                    rts.append(now)
-            except OverflowError:
-                self.on = False
-                self.window.unmirror(tup)
-                return True
             # the window keeps the tuple for seconds: without its anchors dict (a third of
-            # what it weighs; `_WindowAnchoring.restore` puts it back if ever needed)
-            self.rn.append(len(a))
+            # what it weighs); its ids go to the window's arrays at `settle`, once per batch
+            # (`_WindowAnchoring.restore` puts the dict back if ever needed)
+            proot, pedge = self.proot, self.pedge
+            for r, e in a.items():
+                proot.append(r)
+                pedge.append(e)
+            self.pn.append(len(a))
             tup.anchors = None
         else:
-            self.rn.append(0)
+            self.pn.append(0)
         return True
+
+    def settle(self) -> None:
+        """The batch's anchors into the window's arrays (`_WindowAnchoring.settle`)."""
+        if self.pn:
+            self.window.settle()
 
 
 class BoltExecutor(Executor):
@@ -1245,3 +1245,7 @@ class BoltExecutor(Executor):
             if timed:
                 stats.latency((perf() - t0) * 1000.0)
         stats.executed = n
+        if feeds:
+            # the windows copy the batch's anchors into their arrays while they are hot
+            for feed in feeds.values():
+                feed.settle()
