@@ -124,6 +124,29 @@ def test_duration_sliding() -> None:
     assert m.take_evicted() == [1.0, 4.0, 6.0, 9.0, 12.0] and len(m) == 0
 
 
+def test_a_window_lists_its_tuples_when_asked_even_after_they_left() -> None:
+    """A fired window makes its list of tuples on the first `get` (a bolt that counts from
+    `get_new` and `get_expired` never pays for it): asked after later windows moved its tuples
+    out of the manager, it still holds exactly its own."""
+    clock = Clock(0.0)
+    m: WindowManager[int] = WindowManager(cfg("2s", "1s"), clock)
+    kept: list[Window[int]] = []
+    for sec in range(6):
+        for j in range(3):
+            clock.now = sec + 0.1 + 0.25 * j
+            m.add(10 * sec + j)
+        clock.now = sec + 1.0
+        fired = m.advance()
+        assert len(fired) == 1
+        if sec % 2:
+            kept += fired  # kept and not asked; the others are dropped without asking
+    assert [len(w) for w in kept] == [6, 6, 6]
+    assert [w.get() for w in kept] == [
+        [0, 1, 2, 10, 11, 12], [20, 21, 22, 30, 31, 32], [40, 41, 42, 50, 51, 52]]
+    assert kept[-1].get() is kept[-1].get()
+    assert len(m) == 6  # 40-52 are still in the windows to come
+
+
 def test_count_length_duration_sliding() -> None:
     """Storm's mixed form: the last 3 tuples, every 10 s."""
     clock = Clock(0.0)

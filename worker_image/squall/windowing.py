@@ -39,6 +39,7 @@ import logging
 import math
 import re
 import time
+import weakref
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -140,21 +141,37 @@ class WindowConfig:
 
 
 class Window(Generic[T]):
-    """Storm's `Window` / `TupleWindow`: what `WindowedBolt.execute` receives."""
+    """Storm's `Window` / `TupleWindow`: what `WindowedBolt.execute` receives.
 
-    __slots__ = ("_items", "_new", "_expired", "start", "end")
+    A window from a `WindowManager` makes its list of tuples when `get` is first called (or
+    when the manager is about to remove some of them from its own list): a bolt that counts
+    from `get_new` and `get_expired` alone never pays for a list of every tuple of the window,
+    each of them touched (its count of references) twice while cold in memory."""
 
-    def __init__(self, items: list[T], new: list[T], expired: list[T], start: float | None,
-                 end: float) -> None:
+    __slots__ = ("_items", "_new", "_expired", "start", "end", "_of", "_first", "_stop", "__weakref__")
+
+    def __init__(self, items: list[T] | None, new: list[T], expired: list[T], start: float | None,
+                 end: float, of: WindowManager[T] | None = None, first: int = 0, stop: int = 0) -> None:
         self._items = items
         self._new = new
         self._expired = expired
         self.start = start
         self.end = end
+        # items None: the window is the manager's tuples numbered [first, stop) since it started
+        self._of = of
+        self._first = first
+        self._stop = stop
 
     def get(self) -> list[T]:
         """The tuples in this window, oldest first."""
-        return self._items
+        items = self._items
+        if items is None:
+            of = self._of
+            assert of is not None
+            gone = of._gone
+            items = self._items = of.items[self._first - gone:self._stop - gone]
+            self._of = None
+        return items
 
     def get_new(self) -> list[T]:
         """The tuples no earlier window held."""
@@ -174,10 +191,10 @@ class Window(Generic[T]):
         return self.end
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._items) if self._items is not None else self._stop - self._first
 
     def __repr__(self) -> str:
-        return (f"Window(end={self.end}, start={self.start}, {len(self._items)} tuples, "
+        return (f"Window(end={self.end}, start={self.start}, {len(self)} tuples, "
                 f"{len(self._new)} new, {len(self._expired)} expired)")
 
 
@@ -204,6 +221,10 @@ class WindowManager(Generic[T]):
         # window's get_expired
         self._evicted: list[T] = []
         self._unreported: list[T] = []
+        # tuples removed from the front of `items` since the start; the windows fired that have
+        # not made their lists yet (`Window.get`), made before `items` loses any of their tuples
+        self._gone = 0
+        self._lazy: list[weakref.ref[Window[T]]] = []
         length, sliding = config.length, config.sliding
         self._length_n = int(length.value) if length.count else 0
         self._length_s = 0.0 if length.count else length.value
@@ -248,6 +269,8 @@ class WindowManager(Generic[T]):
             stamps.append(ts)
             self.items.append(item)
         else:
+            if self._lazy:
+                self._make_lists()
             i = bisect.bisect_right(stamps, ts)
             stamps.insert(i, ts)
             self.items.insert(i, item)
@@ -335,18 +358,32 @@ class WindowManager(Generic[T]):
         else:
             start = end - self._length_s
             first = bisect.bisect_right(self.ts, start, 0, stop)
-        items = self.items[first:stop]
         seen = self._seen
         new = self.items[max(first, seen):stop] if stop > seen else []
         self._evict(first)
         self._seen = max(self._seen, stop - first)
-        if not items:
+        if stop <= first:
             return []
         expired, self._unreported = self._unreported, []
-        return [Window(items, new, expired, start, end)]
+        # its tuples are now items[:stop - first]: the list is made if the bolt asks for it
+        gone = self._gone
+        window = Window(None, new, expired, start, end, self, gone, gone + stop - first)
+        self._lazy.append(weakref.ref(window))
+        return [window]
+
+    def _make_lists(self) -> None:
+        """The fired windows still alive make their lists before `items` changes."""
+        for ref in self._lazy:
+            window = ref()
+            if window is not None:
+                window.get()
+        self._lazy.clear()
 
     def _evict(self, first: int) -> None:
         if first:
+            if self._lazy:
+                self._make_lists()
+            self._gone += first
             items = self.items
             self._evicted += items[:first]
             # only what a window held can leave one (a tuple may leave unseen when the clock
@@ -422,7 +459,7 @@ class _WindowCollector:
     def emit(self, values: Sequence[Any], stream: str = "default", anchors: Any = None) -> list[int]:
         if anchors is None:
             runner = self._runner
-            if runner.rooted is not None and runner.anchors:
+            if runner.rooted is not None and runner.window is not None:
                 return runner.emit_window(values, stream, None)
             anchors = runner.anchors
         elif anchors:
@@ -434,7 +471,7 @@ class _WindowCollector:
                     anchors: Any = None) -> None:
         if anchors is None:
             runner = self._runner
-            if runner.rooted is not None and runner.anchors:
+            if runner.rooted is not None and runner.window is not None:
                 runner.emit_window(values, stream, task)
                 return
             anchors = runner.anchors
@@ -901,7 +938,9 @@ class WindowedBoltExecutor:
         rooted = self.rooted
         for window in windows:
             self.window = window
-            self.anchors = window.get()
+            # with the worker's collector emits are anchored to the window through its tree
+            # (`emit_window`), without a list of its tuples
+            self.anchors = window.get() if rooted is None else []
             try:
                 self.bolt.execute(window)
             except Exception as exc:  # the bolt's bug: reported; its tuples still expire and ack
