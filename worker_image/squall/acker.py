@@ -35,8 +35,9 @@ class Ids:
 
     XOR acking needs ids that collide as rarely as Storm's random 64-bit ones (a collision in a
     tree can complete it early); 62 random bits keep them small ints that need no big-int
-    arithmetic when compiled. `random.getrandbits(62)` per id cost ~540 instructions (one
-    interpreted call, the generator's bits built through a byte array); taking the next of
+    arithmetic when compiled. `random.getrandbits(62)` per id cost ~700 instructions from compiled
+    code (a module-global lookup, a call with a boxed argument, the generator's bits built
+    through a byte array); taking the next of
     `ID_BATCH` ids made at once costs a list read, and hands the id out as an object (compiled,
     an `int` return would be boxed into a new object at every use). Its own generator (the
     `random` module's Mersenne Twister, seeded from `os.urandom`), so that a component seeding
