@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE / "topologies"))
 
 from squall.components import Tuple  # noqa: E402
 from squall.windowing import WindowConfig, WindowedBoltExecutor  # noqa: E402
-from squall.worker.executor import BoltCollector, Executor, WindowFeed  # noqa: E402
+from squall.worker.executor import SETTLE_AT, BoltCollector, Executor, WindowFeed  # noqa: E402
 from windowed import SlidingWordCount  # noqa: E402
 
 WORDS = ("the cow jumped over the moon an apple a day keeps the doctor away four score and "
@@ -67,7 +67,6 @@ def main() -> None:
     w = WindowedBoltExecutor(SlidingWordCount(), cfg, [("split", "default")], clock, 30.0)
     w.prepare({}, None, BoltCollector(ex, BOLT))  # type: ignore[arg-type]
     feed = WindowFeed(w)
-    settle = getattr(feed, "settle", None)  # absent before the anchors were copied per batch
     gc.set_threshold(6 * 3 * rate, 50, 1000)  # the worker's policy for windows (gcpolicy.py)
     rng = random.Random(1)
     fields = {"word": 0}
@@ -87,8 +86,8 @@ def main() -> None:
                 tup = Tuple(values, src, "split", stream, fields, anchors)
                 if not feed.add(tup):
                     w.execute(tup)
-            if settle is not None:
-                settle()  # as `BoltExecutor.process` does after each batch
+            if len(feed.pn) >= SETTLE_AT:
+                feed.settle()  # as `BoltExecutor.process` does after a batch
             t_add += time.process_time() - c0
             del items
             ex.bufs.clear()

@@ -54,6 +54,8 @@ log = logging.getLogger("squall.executor")
 SPOUT_BATCH = 256  # next_tuple calls per turn before flushing
 FLUSH_SECS = 0.002  # a bolt busy on one batch flushes its output at least this often
 INBOX_BATCHES = 64  # bounded executor inbox, in batches
+# a window's anchors wait in lists for this many tuples before they are copied into its arrays
+SETTLE_AT = 128
 TREE_DONE_BATCHES = 1024  # a windowed bolt's completions of its windows' trees, in batches
 # how long an executor's sockets still send what they hold once its thread ends
 CLOSE_LINGER_MS = 1000
@@ -1246,6 +1248,8 @@ class BoltExecutor(Executor):
                 stats.latency((perf() - t0) * 1000.0)
         stats.executed = n
         if feeds:
-            # the windows copy the batch's anchors into their arrays while they are hot
+            # the windows copy the anchors into their arrays while they are hot, a few batches
+            # at a time (a copy costs ~0.6 us plus ~90 ns a tuple; batches may be small)
             for feed in feeds.values():
-                feed.settle()
+                if len(feed.pn) >= SETTLE_AT:
+                    feed.settle()
