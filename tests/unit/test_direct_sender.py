@@ -49,6 +49,7 @@ def test_a_slow_peer_holds_one_frame_takes_nothing_more_and_gets_all_in_order(ct
             if refused >= 5:
                 break
     assert refused == 5 and PEER in sender.pending, "the peer never filled up"
+    assert sender.held() == {PEER: 1}  # what the worker's squall_send_queue_batches adds
     assert 0.0 < sender.fill(PEER) <= 1.0
     assert sender.fill(PEER) == 0.0  # read: the count starts again
     got: list[int] = []
@@ -59,6 +60,7 @@ def test_a_slow_peer_holds_one_frame_takes_nothing_more_and_gets_all_in_order(ct
         else:
             break
     assert got == list(range(sent)) and not sender.pending and not lost
+    assert sender.held() == {}
     sender.close()
     pull.close()
 

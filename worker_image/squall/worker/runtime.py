@@ -884,6 +884,11 @@ class Worker:
         for peers in (self.data_peers, self.control_peers):
             for slot, q in list(peers.queues.items()):
                 send[slot.key()] = send.get(slot.key(), 0) + len(q)
+        for ex in list(self.executors.values()):  # frames an executor holds for a slow peer
+            direct = ex.direct_data
+            if direct is not None:
+                for slot, n in direct.held().items():
+                    send[slot.key()] = send.get(slot.key(), 0) + n
         return metrics.WorkerFigures(
             topology=self.topology_id, worker=self.slot.key(), executors=execs, send_queue_batches=send,
             bad_frames=self.bad_frames, refused=self._refused(), dropped=self.dropped, unsendable=self.unsendable,

@@ -252,6 +252,12 @@ class DirectSender:
         for sock, _flags in list(poller.sockets):
             poller.unregister(sock)
 
+    def held(self) -> dict[WorkerSlot, int]:
+        """Peer -> frames this sender holds for it because its socket did not take them (at
+        most one each; what the socket itself queues below its high-water mark is not seen).
+        Read by other threads for the metrics: one copy of the dict, made in one C call."""
+        return dict.fromkeys(list(self.pending), 1)
+
     def fill(self, slot: WorkerSlot) -> float:
         """The share of the sends to `slot` since the last reading that met the high-water mark
         (0.0: none did, or none was made); resets the count."""
