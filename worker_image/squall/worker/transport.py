@@ -119,6 +119,32 @@ class PeerQueues:
         return sum(len(b) for b in q) if q else 0
 
 
+def peer_socket(
+    ctx: zmq.Context[Any],
+    socks: dict[WorkerSlot, tuple[str, zmq.Socket[bytes]]],
+    slot: WorkerSlot,
+    addr: str,
+    secure: Callable[[zmq.Socket[bytes]], None] | None,
+) -> zmq.Socket[bytes]:
+    """The PUSH socket in `socks` for `slot` at `addr`: made and connected on first use (high-water
+    mark SOCKET_HWM frames, linger 0, `secure` before connect), made again when the peer's
+    address changed (the old one closed)."""
+    have = socks.get(slot)
+    if have is not None and have[0] == addr:
+        sock: zmq.Socket[bytes] = have[1]
+        return sock
+    if have is not None:
+        have[1].close(0)
+    s: zmq.Socket[bytes] = ctx.socket(zmq.PUSH)
+    s.setsockopt(zmq.SNDHWM, SOCKET_HWM)
+    s.setsockopt(zmq.LINGER, 0)
+    if secure is not None:
+        secure(s)
+    s.connect(addr)
+    socks[slot] = (addr, s)
+    return s
+
+
 class DirectSender:
     """One executor thread's own PUSH sockets to its peers' data ports (one per peer, made on
     first use, used by that thread only): an executor packs and sends its batches for remote
@@ -158,20 +184,7 @@ class DirectSender:
         self.poller = zmq.Poller()
 
     def _socket(self, slot: WorkerSlot, addr: str) -> zmq.Socket[bytes]:
-        have = self.socks.get(slot)
-        if have is not None and have[0] == addr:
-            sock: zmq.Socket[bytes] = have[1]
-            return sock
-        if have is not None:
-            have[1].close(0)
-        s: zmq.Socket[bytes] = self.ctx.socket(zmq.PUSH)
-        s.setsockopt(zmq.SNDHWM, SOCKET_HWM)
-        s.setsockopt(zmq.LINGER, 0)
-        if self.secure is not None:
-            self.secure(s)
-        s.connect(addr)
-        self.socks[slot] = (addr, s)
-        return s
+        return peer_socket(self.ctx, self.socks, slot, addr, self.secure)
 
     def _gone(self, slot: WorkerSlot, items: int) -> bool:
         """A peer with no address: True (and its pending frame and `items` more dropped and
@@ -325,18 +338,7 @@ def run_transfer(
                             dropped(lost)
                             log.warning("dropped %d tuples for %s: it left the assignment", lost, slot.key())
                     continue  # not registered yet: held until it is
-                have = socks.get(slot)
-                if have is None or have[0] != addr:
-                    if have is not None:
-                        have[1].close(0)
-                    s = ctx.socket(zmq.PUSH)
-                    s.setsockopt(zmq.SNDHWM, SOCKET_HWM)
-                    s.setsockopt(zmq.LINGER, 0)
-                    if secure is not None:
-                        secure(s)
-                    s.connect(addr)
-                    have = socks[slot] = (addr, s)
-                sock = have[1]
+                sock = peer_socket(ctx, socks, slot, addr, secure)
                 for _ in range(FRAMES_PER_TURN):
                     got = pending.pop(slot, None)
                     if got is None:
