@@ -10,6 +10,7 @@ with one route (task 1 -> task 9) and one acker task.
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -153,3 +154,55 @@ def test_random_anchoring_over_several_trees_completes_exactly_when_all_are_acke
         done = flush_acks(downstream.ex, ledger)
         assert {d[2] for d in done} == finished and all(d[3] == 1 for d in done)
     assert len(ledger) == 0
+
+
+def test_runs_of_acks_of_one_root_make_one_acker_message_per_tree_per_flush() -> None:
+    """The collector XORs a run of acks of one root outside the acks dict (Outbox.run_x) and
+    settles it when another root comes or the acks are read: the flush sends one message per
+    tree with the XOR of all its acks, runs interleaved or not, and a tree acked whole completes."""
+    rng = random.Random(7)
+    ledger = AckerLedger(30, now=0.0)
+    roots = [rng.getrandbits(62) for _ in range(3)] + [0]  # 0 is a root like any other
+    edges: dict[int, list[int]] = {r: [rng.getrandbits(62) for _ in range(4)] for r in roots}
+    for r in roots:
+        x = 0
+        for e in edges[r]:
+            x ^= e
+        ledger.apply([[wire.INIT, ACKER, r, x, SPOUT]], [])
+    ex = executor()
+    c = BoltCollector(ex, BOLT)
+    # runs: r0 r0 | r1 | r0 | r2 r2 r2 | 0 0 | r1 r1 r1 | r0 | 0 0 | r2 (decoded ints: equal, not identical)
+    order = [0, 0, 1, 0, 2, 2, 2, 3, 3, 1, 1, 1, 0, 3, 3, 2]
+    nth = {i: 0 for i in range(4)}
+    for i in order:
+        r = roots[i]
+        c.ack(Tuple([1], SPOUT, "spout", "default", {}, {int(str(r)): edges[r][nth[i]]}))
+        nth[i] += 1
+    assert ex.stats.acked == len(order)
+    sent: list[list[int]] = []
+    ex.worker = SimpleNamespace(handle_control=lambda items, caller: sent.extend(items) or [])
+    ex.local_inits = []
+    assert ex._flush(False)
+    assert sorted(m[2] for m in sent) == sorted(roots), "one acker message per tree"
+    done: list[list[int]] = []
+    ledger.apply(sent, done)
+    assert sorted(d[2] for d in done) == sorted(roots) and all(d[3] == 1 for d in done)
+    assert len(ledger) == 0
+    # nothing is left over for the next flush
+    sent.clear()
+    assert ex._flush(False) and sent == []
+
+
+def test_a_fail_after_acks_of_its_tree_drops_them_with_the_open_run() -> None:
+    """`fail` forgets this turn's acks of the failed tree (the open run included) and sends
+    FAIL; the other trees' acks still go."""
+    ledger = AckerLedger(30, now=0.0)
+    a, b, other = (random.getrandbits(62) for _ in range(3))
+    ledger.apply([[wire.INIT, ACKER, ROOT, a ^ b, SPOUT], [wire.INIT, ACKER, 5, other, SPOUT]], [])
+    ex = executor()
+    c = BoltCollector(ex, BOLT)
+    c.ack(Tuple([1], SPOUT, "spout", "default", {}, {5: other}))
+    c.ack(Tuple([1], SPOUT, "spout", "default", {}, {ROOT: a}))  # the open run
+    c.fail(Tuple([2], SPOUT, "spout", "default", {}, {ROOT: b}))
+    assert ex.out.acks == {5: other}
+    assert sorted(flush_acks(ex, ledger)) == [[wire.DONE, SPOUT, 5, 1, 0], [wire.DONE, SPOUT, ROOT, 0, 0]]
