@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from typing import Any
 
 import pytest
+import zmq
 
 from squall.models.cluster import WorkerSlot
-from squall.worker.transport import PeerQueues
+from squall.worker.transport import PeerQueues, run_transfer
 
 pytestmark = pytest.mark.unit
 
@@ -129,3 +132,32 @@ def test_drop_forgets_a_peer_and_counts_its_items() -> None:
     assert peers.drop(A) == 3
     assert A not in peers.queues
     assert peers.drop(A) == 0
+
+
+def test_the_transfer_loop_drops_and_counts_what_it_held_for_a_peer_that_left(caplog: pytest.LogCaptureFixture) -> None:
+    peers = PeerQueues(bound=4, hard_limit=8)
+    peers.offer(A, [[1], [2]])  # A never registered an address and is no longer assigned
+    peers.offer(B, [[3]])  # B is assigned but not registered yet: held
+    lost: list[int] = []
+    stop = threading.Event()
+    ctx: zmq.Context[Any] = zmq.Context()
+    t = threading.Thread(
+        target=run_transfer,
+        args=(ctx, peers, lambda s: None, lambda s: s == B, lambda items: b"x", stop, lost.append),
+        daemon=True,
+    )
+    with caplog.at_level(logging.WARNING, logger="squall.transport"):
+        try:
+            t.start()
+            deadline = time.monotonic() + 5.0
+            while not lost and time.monotonic() < deadline:
+                time.sleep(0.01)
+        finally:
+            stop.set()
+            peers.ring()
+            t.join(5.0)
+            ctx.term()
+    assert not t.is_alive()
+    assert lost == [2] and A not in peers.queues
+    assert list(peers.queues[B]) == [[[3]]]  # still held for a peer that may yet register
+    assert "dropped 2 tuples" in caplog.text and "left the assignment" in caplog.text

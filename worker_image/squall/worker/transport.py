@@ -196,9 +196,7 @@ class DirectSender:
         have = self.socks.pop(slot, None)
         if have is not None:
             have[1].close(0)
-        if lost:
-            self.dropped(lost)
-            log.warning("dropped %d tuples for %s: it left the assignment", lost, slot.key())
+        drop_departed(self.dropped, slot, lost)
         return True
 
     def _flush_pending(self, slot: WorkerSlot, sock: zmq.Socket[bytes]) -> bool:
@@ -301,6 +299,14 @@ class DirectSender:
         self.pending.clear()
 
 
+def drop_departed(dropped: Callable[[int], None], slot: WorkerSlot, lost: int) -> None:
+    """Count and log `lost` tuples held for a peer that left the assignment (nobody will take
+    them): the one place both senders (the executors' DirectSender, the transfer loop) do it."""
+    if lost:
+        dropped(lost)
+        log.warning("dropped %d tuples for %s: it left the assignment", lost, slot.key())
+
+
 def run_transfer(
     ctx: zmq.Context[Any],
     peers: PeerQueues,
@@ -333,10 +339,7 @@ def run_transfer(
                 addr = address_of(slot)
                 if addr is None:
                     if (q or slot in pending) and not assigned(slot):
-                        lost = peers.drop(slot) + pending.pop(slot, (b"", 0))[1]
-                        if lost:
-                            dropped(lost)
-                            log.warning("dropped %d tuples for %s: it left the assignment", lost, slot.key())
+                        drop_departed(dropped, slot, peers.drop(slot) + pending.pop(slot, (b"", 0))[1])
                     continue  # not registered yet: held until it is
                 sock = peer_socket(ctx, socks, slot, addr, secure)
                 for _ in range(FRAMES_PER_TURN):
