@@ -18,6 +18,7 @@ from squall import wire
 from squall.groupings import (
     CPU_BAND,
     DEMAND_BAND,
+    DEMAND_FLOOR,
     DEMAND_MIN_STEP,
     HOST_LOCAL,
     WORKER_LOCAL,
@@ -67,6 +68,19 @@ def test_a_far_larger_demand_steps_at_most_by_the_floor() -> None:
     for t in (11.0, 12.0):
         ch.refresh(IDLE_QUEUES, SATURATED, now=t, measured_since=t - 1.0, demand={LOCAL: 1.0, OTHER: 5.0})
     assert ch.cpu_factor == {LOCAL: 1.0, OTHER: DEMAND_MIN_STEP}
+
+
+def test_demand_steps_stop_at_a_third_of_the_split() -> None:
+    """A demand that stays higher whatever the split (the spout's worker's, measured) does not
+    carry every tuple away: the factor stops at DEMAND_FLOOR of the other's."""
+    ch = widened()
+    for t in range(11, 31):
+        ch.refresh(IDLE_QUEUES, SATURATED, now=float(t), measured_since=t - 1.0, demand={LOCAL: 1.3, OTHER: 1.0})
+    assert ch.cpu_factor == {LOCAL: DEMAND_FLOOR, OTHER: 1.0}
+    assert ch.share(LOCAL) == pytest.approx(1 / 3, abs=0.01)
+    # the busy rule is not bound by it: a local worker clearly busier than the other still sheds
+    ch.refresh(IDLE_QUEUES, {LOCAL: 1.0, OTHER: 0.6}, now=31.0, measured_since=30.0, demand={LOCAL: 1.3, OTHER: 0.6})
+    assert ch.cpu_factor[LOCAL] < DEMAND_FLOOR
 
 
 def test_demands_within_the_band_and_unsaturated_workers_do_not_move() -> None:
@@ -147,6 +161,7 @@ def test_saturated_word_count_settles_near_the_balance_and_stays(contention: flo
     assert rates[-1] > 1.05 * even  # ahead of the even split (uniform shuffle)
     assert rates[-1] >= balance / (1 + DEMAND_BAND)  # the band stops it short of the balance, no more
     assert 0.2 <= shares[-1] <= 0.4
+    assert shares[-1] >= 1 / 3 - 0.01  # where DEMAND_FLOOR stops it in this model (balance: 2/9)
 
 
 def test_the_meter_keeps_the_demand_before_the_cap() -> None:

@@ -92,6 +92,11 @@ CPU_FLOOR = 0.02  # nor below this (its worker keeps a trickle, so its busy frac
 # demand) ** 2, at least DEMAND_MIN_STEP
 DEMAND_BAND = 0.15
 DEMAND_MIN_STEP = 0.5
+# and demand steps stop at this factor (of the largest: with two targets, a third of the share):
+# the spout's worker's demand reads ~1.15-1.3x its peer's whatever the split (in word count on 2
+# cores at 10% local as at 50%: its spout thread's wakes and its acker), so unbounded steps
+# carried the split to 10% local, where the rate fell ~35% from its best at 20-33%
+DEMAND_FLOOR = 0.5
 
 
 class LoadAwareShuffle:
@@ -120,8 +125,8 @@ class LoadAwareShuffle:
     within CPU_BAND of 1.0) the busy fractions cannot rank them; given their demands (`demand`:
     busy before its cap, squall.worker.load), a target whose demand exceeds the least one's by
     more than DEMAND_BAND (relative) in two re-weighings in a row is stepped down by the square
-    of their ratio (at most to DEMAND_MIN_STEP), with the same wait for fresh measures: both
-    workers pass the same tuples
+    of their ratio (at most to DEMAND_MIN_STEP, and no further than DEMAND_FLOOR of the largest
+    factor), with the same wait for fresh measures: both workers pass the same tuples
     per second, so the one wanting more CPU time does more per tuple and is the bottleneck
     (issue 11: the spout's worker in word count, on an even split). A target whose worker's busy fraction is not known
     (not announced yet) holds the factors too. A scope change that brings new targets starts
@@ -252,8 +257,11 @@ class LoadAwareShuffle:
             if over and over == armed:
                 for t in over:
                     ratio = demand[t] / low
-                    factor[t] = max(CPU_FLOOR, factor[t] * max(DEMAND_MIN_STEP, 1.0 / (ratio * ratio)))
-                    moved = True
+                    cut = max(CPU_FLOOR, factor[t] * max(DEMAND_MIN_STEP, 1.0 / (ratio * ratio)))
+                    floor = min(factor[t], DEMAND_FLOOR * max(factor[u] for u in targets))
+                    if max(cut, floor) < factor[t]:
+                        factor[t] = max(cut, floor)
+                        moved = True
             else:
                 self.demand_armed = over
         if moved:
