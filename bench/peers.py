@@ -50,7 +50,7 @@ sys.path.insert(0, str(HERE))
 from ceiling import cpu_secs  # noqa: E402
 from run import snapshot  # noqa: E402
 
-from squall import stats  # noqa: E402
+from squall import _native, stats  # noqa: E402
 from squall.builder import TopologyBuilder  # noqa: E402
 from squall.models.v1alpha1 import Topology  # noqa: E402
 from squall.validation import check_topology, load_topology  # noqa: E402
@@ -404,7 +404,9 @@ def main() -> None:
     path = args.json or ROOT / ".squall" / "bench" / f"{'scaling' if args.workers else 'peers'}-{stamp}.json"
     meta = {"time": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "cpus": os.cpu_count(),
             "loadavg_before": os.getloadavg(), "seconds": args.seconds, "warmup": args.warmup,
-            "pending": args.pending, "argv": sys.argv[1:]}
+            "pending": args.pending, "argv": sys.argv[1:], "hot_path": _native.reason}
+    # a venv built before a pulled change to a compiled module runs all of the hot path interpreted
+    print(f"hot path: {_native.reason}", flush=True)
     if args.workers:
         doc: dict[str, Any] = {"meta": meta, "scaling": scaling(args)}
     else:

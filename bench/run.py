@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE))
 
 from ceiling import cpu_secs, run as ceiling_run  # noqa: E402
 
-from squall import stats  # noqa: E402
+from squall import _native, stats  # noqa: E402
 from squall.builder import TopologyBuilder  # noqa: E402
 from squall.models.v1alpha1 import Topology  # noqa: E402
 from squall.validation import check_topology, load_topology, parse_topology  # noqa: E402
@@ -222,6 +222,8 @@ def main() -> None:
                     help="metrics case: seconds between scrapes of each worker's /metrics")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    # a venv built before a pulled change to a compiled module runs all of the hot path interpreted
+    print(f"hot path: {_native.reason}", flush=True)
     results: dict[str, dict[str, float]] = {}
     want = set(args.only or ["ceiling", "noop", "noop-ack", "wordcount", "windowed"])
     if "ceiling" in want:
