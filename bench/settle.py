@@ -6,8 +6,7 @@ Each run submits examples/wordcount (2 workers, as bench/run.py) with
 `topology.localityaware.trace: true` and, every second from the first counted word, reads the
 heartbeats: words counted in that second (the rate bench/run.py measures over its window) and
 the share of sentences split in the spout's worker. After the run it reads the spout's trace
-lines (one per re-weighing: scope, weights, each target's load and its worker's busy fraction
-and demand)
+lines (one per re-weighing: scope, weights, each target's load and its worker's busy fraction)
 and prints them next to the rates. Use it to see how long the shuffle takes to settle and which
 way it leans on its way there."""
 
@@ -34,8 +33,7 @@ from squall_operator.local import LocalCluster  # noqa: E402
 
 WORDCOUNT = HERE.parent / "examples/wordcount"
 TRACE = re.compile(r"^(\S+ \S+) worker \S+ INFO \S+: load-aware trace of sentences: acked (\d+) executed \d+ "
-                   r"local share (\S+) scope (\S+) weights (\{.*?\}) loads (\{.*?\}) busy (\{.*?\}|None)"
-                   r"(?: demand (\{.*?\}))?")
+                   r"local share (\S+) scope (\S+) weights (\{.*?\}) loads (\{.*?\}) busy (\{.*?\}|None)")
 
 
 def topology(cpu: bool) -> Topology:
@@ -75,7 +73,7 @@ def one_run(topo: Topology, seconds: float, warmup: float, window: float) -> dic
         m = TRACE.match(line)
         if m:
             trace.append({"t": round(_wall(m[1]) - t0, 2), "acked": int(m[2]), "local_share": float(m[3]),
-                          "scope": m[4], "weights": m[5], "loads": m[6], "busy": m[7], "demand": m[8] or ""})
+                          "scope": m[4], "weights": m[5], "loads": m[6], "busy": m[7]})
     dt = max(1e-6, b["count"]["t"] - a["count"]["t"])
     return {"words_per_sec": (b["count"]["executed"] - a["count"]["executed"]) / dt, "trace": trace}
 
@@ -95,7 +93,7 @@ def main() -> None:
         r = one_run(topology(not args.no_cpu), args.seconds, args.warmup, args.window)
         runs.append(r)
         print(f"run {i + 1}: {r['words_per_sec']:,.0f} words/s from {args.warmup:g} s to {args.warmup + args.window:g} s")
-        print("      t  sentences/s  local  scope         weights             busy (queue load) demand")
+        print("      t  sentences/s  local  scope         weights             busy (queue load)")
         prev = None
         for tr in r["trace"]:
             rate = "            -"
@@ -103,7 +101,7 @@ def main() -> None:
                 rate = f"{(tr['acked'] - prev['acked']) / (tr['t'] - prev['t']):13,.0f}"
             prev = tr
             print(f"  {tr['t']:5.1f} {rate} {tr['local_share']:6.1%}  {tr['scope']:12}  {tr['weights']:18}  "
-                  f"{tr['busy']} ({tr['loads']}) {tr['demand']}")
+                  f"{tr['busy']} ({tr['loads']})")
         sys.stdout.flush()
     rates = [r["words_per_sec"] for r in runs]
     print("words/s:", ", ".join(f"{x:,.0f}" for x in sorted(rates)))

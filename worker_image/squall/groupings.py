@@ -84,19 +84,6 @@ CPU_BAND = 0.1
 CPU_GAIN = 3.0
 CPU_MIN_STEP = 0.25  # one step cuts a CPU factor to no less than a quarter of what it was
 CPU_FLOOR = 0.02  # nor below this (its worker keeps a trickle, so its busy fraction stays known)
-# When every target's worker reads saturated (busy within CPU_BAND of 1.0, where the cap hides
-# any difference), their demands (busy before the cap: threads' seconds on a CPU or ready to
-# run per second) rank them: one whose demand exceeds the least one's by more than DEMAND_BAND
-# (relative) in two re-weighings in a row (a demand is noisier than a capped busy fraction: one
-# reading over the band arms, the next confirms) has its factor multiplied by (least / its
-# demand) ** 2, at least DEMAND_MIN_STEP
-DEMAND_BAND = 0.15
-DEMAND_MIN_STEP = 0.5
-# and demand steps stop at this factor (of the largest: with two targets, a third of the share):
-# the spout's worker's demand reads ~1.15-1.3x its peer's whatever the split (in word count on 2
-# cores at 10% local as at 50%: its spout thread's wakes and its acker), so unbounded steps
-# carried the split to 10% local, where the rate fell ~35% from its best at 20-33%
-DEMAND_FLOOR = 0.5
 
 
 class LoadAwareShuffle:
@@ -121,14 +108,7 @@ class LoadAwareShuffle:
     last second and a peer's announcement comes up to a second later, so acting on older ones
     would cut again for an imbalance already corrected, and swing the share back and forth).
     Within the band the factors do not move (Storm's +1 recovery is for queue penalties only),
-    so a split that evens the workers stays. When every target's worker reads saturated (busy
-    within CPU_BAND of 1.0) the busy fractions cannot rank them; given their demands (`demand`:
-    busy before its cap, squall.worker.load), a target whose demand exceeds the least one's by
-    more than DEMAND_BAND (relative) in two re-weighings in a row is stepped down by the square
-    of their ratio (at most to DEMAND_MIN_STEP, and no further than DEMAND_FLOOR of the largest
-    factor), with the same wait for fresh measures: both workers pass the same tuples
-    per second, so the one wanting more CPU time does more per tuple and is the bottleneck
-    (issue 11: the spout's worker in word count, on an even split). A target whose worker's busy fraction is not known
+    so a split that evens the workers stays. A target whose worker's busy fraction is not known
     (not announced yet) holds the factors too. A scope change that brings new targets starts
     over from an even split, as Storm's weights do, and its first step waits for busy fractions
     measured on that split (those at hand were measured with the old scope); one that brings none (a single node's HOST_LOCAL and
@@ -154,9 +134,6 @@ class LoadAwareShuffle:
         # when the CPU factors last moved (the caller's clock), or None: the next step waits for
         # busy fractions measured since then
         self.cpu_moved_at: float | None = None
-        # the targets whose demand was over the band at the last re-weighing that could step
-        # (a demand step needs the same ones twice in a row)
-        self.demand_armed: frozenset[int] = frozenset()
         self.singles = {t: [t] for t in self.tasks}
         self.scope = WORKER_LOCAL
         self.ring: list[list[int]] = []
@@ -193,15 +170,13 @@ class LoadAwareShuffle:
         cpu: Mapping[int, float] | None = None,
         now: float | None = None,
         measured_since: float | None = None,
-        demand: Mapping[int, float] | None = None,
     ) -> None:
         """Re-weigh the targets from their loads (None: no load known yet) and, when given,
         their workers' busy fractions (`cpu`, 0.0 to 1.0; for the scope a target without one
         counts as idle, and it holds the CPU factors), and rebuild the ring. `now` (any
         monotonic clock) and `measured_since` (when the oldest of the `cpu` measures began; None:
         some target's is unknown) let a CPU step wait for measures taken after the previous
-        one; without `now` every refresh may step. `demand` (each target's worker's busy before
-        its cap) ranks targets whose workers all read saturated."""
+        one; without `now` every refresh may step."""
         busy = load
         if load is not None and cpu is not None:
             busy = {t: max(load.get(t, 0.0), cpu.get(t, 0.0)) for t in self.tasks}
@@ -213,7 +188,6 @@ class LoadAwareShuffle:
                 # the busy fractions at hand were measured on the old scope's split: the first
                 # step waits for ones measured on this one, as after a step
                 self.cpu_moved_at = now
-                self.demand_armed = frozenset()
             self.scope = scope
         targets = self.in_scope(scope)
         even = targets
@@ -227,12 +201,11 @@ class LoadAwareShuffle:
                     self.weight[t] = min(MAX_WEIGHT, self.weight[t] + 1)
                     even.append(t)
             if cpu is not None and len(targets) > 1:
-                self._cpu_step(targets, even, cpu, now, measured_since, demand)
+                self._cpu_step(targets, even, cpu, now, measured_since)
         self._build(targets)
 
     def _cpu_step(self, targets: list[int], even: list[int], cpu: Mapping[int, float],
-                  now: float | None, measured_since: float | None,
-                  demand: Mapping[int, float] | None = None) -> None:
+                  now: float | None, measured_since: float | None) -> None:
         if any(t not in cpu for t in targets):
             return  # some worker's busy fraction is not known yet
         if now is not None and self.cpu_moved_at is not None and (
@@ -247,23 +220,6 @@ class LoadAwareShuffle:
             if excess > 0:
                 factor[t] = max(CPU_FLOOR, factor[t] * max(CPU_MIN_STEP, 1.0 - CPU_GAIN * excess))
                 moved = True
-        armed = self.demand_armed
-        self.demand_armed = frozenset()
-        if (not moved and demand is not None and least >= 1.0 - CPU_BAND
-                and all(t in demand for t in targets)):
-            # every worker saturated: the busy fractions are capped alike; rank by demand
-            low = min(demand[t] for t in targets)
-            over = frozenset(t for t in even if low > 0 and demand[t] > low * (1.0 + DEMAND_BAND))
-            if over and over == armed:
-                for t in over:
-                    ratio = demand[t] / low
-                    cut = max(CPU_FLOOR, factor[t] * max(DEMAND_MIN_STEP, 1.0 / (ratio * ratio)))
-                    floor = min(factor[t], DEMAND_FLOOR * max(factor[u] for u in targets))
-                    if max(cut, floor) < factor[t]:
-                        factor[t] = max(cut, floor)
-                        moved = True
-            else:
-                self.demand_armed = over
         if moved:
             top = max(factor[t] for t in targets)
             for t in targets:

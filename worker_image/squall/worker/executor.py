@@ -267,7 +267,6 @@ class Executor:
         load: dict[int, float] = {}
         cpu: dict[int, float] | None = {} if loads is not None else None
         since: dict[int, float | None] = {}  # when each target's busy measure began
-        demand: dict[int, float] = {}  # each target's worker's busy before its cap
         for chooser in self.load_aware:
             for t in chooser.tasks:
                 if t in load:
@@ -278,7 +277,6 @@ class Executor:
                     if loads is not None and cpu is not None:
                         cpu[t] = loads.busy_here
                         since[t] = loads.here_since
-                        demand[t] = loads.demand_here
                     continue
                 if bp.get(t, 0.0) > now:
                     load[t] = 1.0
@@ -295,24 +293,20 @@ class Executor:
                         busy, fill = loads.of(t, now)
                         cpu[t] = busy
                         load[t] = max(load[t], fill)
-                        d = loads.demand(t, now)
-                        if d is not None:
-                            demand[t] = d
             scope = chooser.scope
             measured = [since.get(t) for t in chooser.tasks]
             oldest = None if cpu is None or None in measured else min(b for b in measured if b is not None)
-            chooser.refresh(load, cpu, now, oldest, demand if cpu is not None else None)
+            chooser.refresh(load, cpu, now, oldest)
             if self.load_trace:
                 log.info(
                     "load-aware trace of %s: acked %d executed %d local share %.3f scope %s weights %s "
-                    "loads %s busy %s demand %s",
+                    "loads %s busy %s",
                     self.component, self.stats.acked, self.stats.executed,
                     sum(1 for c in chooser.ring if chooser.scope_of[c[0]] == WORKER_LOCAL) / len(chooser.ring),
                     SCOPE_NAMES[chooser.scope],
                     {t: round(chooser.weight[t] * chooser.cpu_factor[t], 1) for t in chooser.tasks},
                     {t: round(load[t], 3) for t in chooser.tasks},
                     {t: round(cpu[t], 3) for t in chooser.tasks if t in cpu} if cpu is not None else None,
-                    {t: round(demand[t], 2) for t in chooser.tasks if t in demand},
                 )
             if chooser.scope != scope:
                 log.info(

@@ -16,19 +16,11 @@ starved; a GIL holder waiting for a core is still a saturated GIL. Threads waiti
 sleep on a lock, so they add nothing. zmq's own threads (named `ZMQbg/...`) are left out.
 Without schedstat (another kernel or OS) it falls back to the process's CPU time.
 
-The same sum uncapped, `demand` (threads on a CPU or ready to run, on average: 1.0 is one
-thread all the time, two threads half the time, ...), ranks two saturated workers: both read busy
-1.0, but in a pipeline both handle the same tuples per second, so the one whose threads want
-more time per second does more work per tuple (or gets less of a core for it) and is the
-bottleneck (issue 11: in word count the spout's worker read busy 1.0 beside its peer's 1.0 on an
-even split while its threads wanted ~1.4x its peer's time).
-
 Each worker announces every local task's load to its peers about once a second (Storm 2's
 worker does the same with its receive queues' population: `WorkerState.refreshLoad` and the
-messaging server's `sendLoadMetrics`): a control item `[LOAD, task, demand permille, inbox fill
+messaging server's `sendLoadMetrics`): a control item `[LOAD, task, busy permille, inbox fill
 permille, window ms]`, the last the milliseconds the busy fraction was measured over (0 from a
-worker that does not say: taken as ANNOUNCE_SECS). The busy fraction is the demand capped at
-1000 permille (a worker that announces busy alone, capped, says the same as before). Receivers keep what they heard for
+worker that does not say: taken as ANNOUNCE_SECS). Receivers keep what they heard for
 ANNOUNCE_TTL_SECS; an announcement that stopped coming counts as unknown (0.0), which is Storm's
 view of a remote task it has no metrics for. With each busy fraction a receiver knows when its
 measure began (heard - window), so a shuffle can wait for measures taken after its last step.
@@ -46,7 +38,6 @@ from squall import wire
 ANNOUNCE_SECS = 1.0  # a worker measures its load and tells its peers this often
 ANNOUNCE_TTL_SECS = 3.5  # an announcement is forgotten after this long (three missed)
 MIN_WINDOW_SECS = 0.25  # a busy fraction is measured over at least this long
-DEMAND_MAX = 16.0  # threads' seconds per second announced at most (a bound on the permille)
 _TASKS = "/proc/self/task"
 
 
@@ -91,7 +82,6 @@ class BusyMeter:
         self.clock = clock
         self.fallback = fallback
         self.busy = 0.0
-        self.demand = 0.0  # `busy` before the cap: threads wanting a CPU, on average
         self.since = clock()  # when the window `busy` was measured over began
         self._use_fallback = read() is None
         self._last = (clock(), self._secs())
@@ -119,8 +109,7 @@ class BusyMeter:
         if self.warmup > 0:
             self.warmup -= 1
             return self.busy
-        self.demand = min(DEMAND_MAX, max(0.0, (secs - before) / (now - then)))
-        self.busy = min(1.0, self.demand)
+        self.busy = min(1.0, max(0.0, (secs - before) / (now - then)))
         self.since = then
         return self.busy
 
@@ -135,17 +124,15 @@ class PeerLoads:
 
     busy_here: float = 0.0
     here_since: float = 0.0
-    demand_here: float = 0.0  # busy_here before its cap (BusyMeter.demand)
-    # remote task -> (busy, inbox fill, heard until, measure began: monotonic, demand)
-    heard: dict[int, tuple[float, float, float, float, float]] = field(default_factory=dict)
+    # remote task -> (busy, inbox fill, heard until, measure began: monotonic)
+    heard: dict[int, tuple[float, float, float, float]] = field(default_factory=dict)
 
     def hear(self, items: Iterable[list[int]], now: float) -> None:
         """Apply LOAD items from a peer (already shape-checked: five ints)."""
         until = now + ANNOUNCE_TTL_SECS
         for it in items:
             window = it[4] / 1000.0 if 0 < it[4] <= 60_000 else ANNOUNCE_SECS
-            demand = min(DEMAND_MAX, max(0.0, it[2] / 1000.0))
-            self.heard[it[1]] = (_fraction(it[2]), _fraction(it[3]), until, now - window, demand)
+            self.heard[it[1]] = (_fraction(it[2]), _fraction(it[3]), until, now - window)
 
     def of(self, task: int, now: float) -> tuple[float, float]:
         """(busy, inbox fill) a peer last announced for `task`; (0.0, 0.0) unknown or stale."""
@@ -162,30 +149,17 @@ class PeerLoads:
             return None
         return got[3]
 
-    def demand(self, task: int, now: float) -> float | None:
-        """The demand (busy before its cap) last announced for `task`; None when unknown or
-        stale."""
-        got = self.heard.get(task)
-        if got is None or got[2] < now:
-            return None
-        return got[4]
-
 
 def _fraction(permille: int) -> float:
     return min(1000, max(0, permille)) / 1000.0
 
 
-def load_items(busy: float, inbox_fill: Mapping[int, float], window: float = 0.0,
-               demand: float | None = None) -> list[list[int]]:
+def load_items(busy: float, inbox_fill: Mapping[int, float], window: float = 0.0) -> list[list[int]]:
     """The announcement of this worker's tasks: `[LOAD, task, busy, inbox fill, window]`, busy
-    and fill in permille, the seconds `busy` was measured over in milliseconds (0: not said).
-    With `demand` (busy before its cap, at least `busy`), the busy field carries it uncapped
-    (up to DEMAND_MAX): a receiver caps it for the busy fraction."""
+    and fill in permille, the seconds `busy` was measured over in milliseconds (0: not said)."""
     b = round(1000 * min(1.0, max(0.0, busy)))
-    if demand is not None:
-        b = max(b, round(1000 * min(DEMAND_MAX, max(0.0, demand))))
     w = round(1000 * min(60.0, max(0.0, window)))
     return [[wire.LOAD, t, b, round(1000 * min(1.0, max(0.0, f))), w] for t, f in sorted(inbox_fill.items())]
 
 
-__all__ = ["ANNOUNCE_SECS", "ANNOUNCE_TTL_SECS", "DEMAND_MAX", "MIN_WINDOW_SECS", "BusyMeter", "PeerLoads", "load_items", "python_thread_secs"]
+__all__ = ["ANNOUNCE_SECS", "ANNOUNCE_TTL_SECS", "MIN_WINDOW_SECS", "BusyMeter", "PeerLoads", "load_items", "python_thread_secs"]

@@ -742,7 +742,6 @@ class Worker:
         local task's inbox fill (a task whose batches are parked counts as full)."""
         busy = self._busy.sample()
         self.loads.here_since = self._busy.since
-        self.loads.demand_here = self._busy.demand
         self.loads.busy_here = busy
         fill: dict[int, float] = {}
         for inbox, tasks in routing.inbox_tasks.items():
@@ -752,7 +751,7 @@ class Worker:
         peers = [slot for slot in routing.slots if slot != self.slot]
         if not peers or not fill:
             return
-        items = load_items(busy, fill, self._busy.clock() - self._busy.since, self._busy.demand)
+        items = load_items(busy, fill, self._busy.clock() - self._busy.since)
         for slot in peers:
             # advisory: a peer that is not taking control traffic misses this one
             self.control_peers.offer(slot, list(items))
