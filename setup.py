@@ -30,7 +30,6 @@ COMPILED = [
     "squall/counters.py",
     "squall/groupings.py",
     "squall/tuples.py",
-    "squall/windowing.py",
     "squall/worker/control.py",
     "squall/worker/executor.py",
     "squall/worker/routing.py",

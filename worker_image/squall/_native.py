@@ -27,7 +27,6 @@ MODULES = (
     "squall.counters",
     "squall.groupings",
     "squall.tuples",
-    "squall.windowing",
     "squall.worker.control",
     "squall.worker.executor",
     "squall.worker.routing",

@@ -140,13 +140,6 @@ class WindowConfig:
         )
 
 
-def _python_class(cls: type[T]) -> type[T]:
-    """Leaves a class a plain Python one when this module is compiled (mypyc makes a class with
-    any other decorator a native class, and a native class cannot be weakly referenced)."""
-    return cls
-
-
-@_python_class
 class Window(Generic[T]):
     """Storm's `Window` / `TupleWindow`: what `WindowedBolt.execute` receives.
 
@@ -498,44 +491,6 @@ class _WindowCollector:
         self._collector.report_error(exc)
 
 
-# the arrays' type for ids: unsigned 64 bits ('L' where a long is 8 bytes: its `fromlist`
-# converts each item directly, where 'q' parses it by format, about 5 against 30 ns)
-_ID = "L" if array("L").itemsize == 8 else "Q"
-
-
-def _fold(roots: list[Any], edges: list[Any]) -> tuple[list[Any], list[int], list[int]]:
-    """(root, edge) pairs, at least one, as runs of one root: the roots (the objects given), the
-    XORs of their edges, how many pairs each. Raises OverflowError (TypeError) for an id
-    outside 0..2**63-1 (not an int), which the window's arrays do not take."""
-    nr: list[Any] = []
-    nx: list[int] = []
-    nk: list[int] = []
-    prev: Any = roots[0]
-    p: int = prev
-    x = 0
-    k = 0
-    for j in range(len(roots)):
-        r: int = roots[j]
-        e: int = edges[j]
-        if (r | e) >> 63:  # (compiled, on 62-bit ids: unboxed) negative, or 2**63 or more
-            raise OverflowError(f"anchor {r}: {e} outside 0..2**63-1")
-        if r == p:
-            x ^= e
-            k += 1
-        else:
-            nr.append(prev)
-            nx.append(x)
-            nk.append(k)
-            prev = roots[j]
-            p = r
-            x = e
-            k = 1
-    nr.append(prev)
-    nx.append(x)
-    nk.append(k)
-    return nr, nx, nk
-
-
 class _WindowAnchoring:
     """Anchoring to a whole window through one tree of the bolt's own (with the worker's
     collector).
@@ -564,16 +519,7 @@ class _WindowAnchoring:
     its two ids were about half of what each kept tuple weighs, read and freed cold when it
     expired. Whatever needs a tuple's own anchors back (the bolt anchoring an emit explicitly,
     or failing a tuple) first puts them back on every tuple the window holds (`restore`) and
-    the window reads its tuples from then on, as for ids outside 0..2**63-1.
-
-    The expiry acks read no array: `settle` also folds each run of consecutive anchors of one
-    root (a sentence's words arrive together) into one entry of three lists, the root, the XOR
-    of the run's edges and the run's length in anchors (`fr`, `fx`, `fk`; compiled, the XOR of
-    62-bit ids is done unboxed, and the root is the object the tuple came with), and `ack` hands
-    the runs that left the windows to the collector, one entry a run instead of two ints boxed
-    back from the arrays per tuple; a run cut by the window's edge is split, its expired part
-    read from the arrays. The arrays stay for what needs each tuple's own anchors (`restore`) and
-    the roots of a window to fail.
+    the window reads its tuples from then on, as for ids beyond 64 bits.
 
     The arrays are filled per batch of input, not per tuple: an array's `append` parses its
     argument by format (about 60 ns an item), a list's does not, so a tuple joining the window
@@ -584,8 +530,7 @@ class _WindowAnchoring:
     """
 
     __slots__ = ("collector", "clock", "timeout", "tree", "owing", "roots", "trees", "seq", "held",
-                 "_rts", "rid", "redge", "rn", "fr", "fx", "fk", "proot", "pedge", "pn", "stamps", "items",
-                 "overflow")
+                 "_rts", "rid", "redge", "rn", "proot", "pedge", "pn", "stamps", "items", "overflow")
 
     def __init__(self, collector: Any, mirror: bool, clock: Clock, timeout: float) -> None:
         self.collector = collector
@@ -602,15 +547,10 @@ class _WindowAnchoring:
         # number (which may hold them) is closed: (number, root -> XOR), oldest first
         self.held: list[tuple[int, dict[int, int]]] = []
         self._rts = array("d") if mirror else None
-        self.rid = array(_ID)
-        self.redge = array(_ID)
+        self.rid = array("q")
+        self.redge = array("q")
         # per tuple held (not acked yet, oldest first): how many anchors it had, dropped from it
         self.rn = array("I")
-        # the anchors in the arrays as runs of one root, oldest first: the root, the XOR of the
-        # run's edges, how many anchors (entries of the arrays) the run is
-        self.fr: list[Any] = []
-        self.fx: list[int] = []
-        self.fk: list[int] = []
         # the anchors of the newest tuples, not in the arrays yet (`settle`): roots, edges, and
         # per tuple how many; those tuples are the last len(pn) of `items` (the manager's list,
         # set by the window, as are its timestamps `stamps`); `overflow` is called with one
@@ -636,28 +576,21 @@ class _WindowAnchoring:
         rts = self._rts
         if not k or rts is None:
             return
+        rid, redge = self.rid, self.redge
+        n0 = len(rid)
         try:
-            runs = _fold(self.proot, self.pedge)
+            rid.fromlist(self.proot)  # from a list: twice as fast as `extend`
+            redge.fromlist(self.pedge)
         except (OverflowError, TypeError):
-            # ids outside 0..2**63-1: this window reads its tuples' anchors from now on
+            # ids that do not fit 64 bits: this window reads its tuples' anchors from now on
+            del rid[n0:]
+            del redge[n0:]
             bad = next(t for t, a in zip(self.items[-k:], self._pending()) if any(
-                type(x) is not int or not 0 <= x < 2**63 for kv in a.items() for x in kv))
+                type(x) is not int or not -2**63 <= x < 2**63 for kv in a.items() for x in kv))
             assert self.overflow is not None
             self.overflow(bad)
             return
-        # from lists, checked: cannot fail (and 'L' converts in a C loop, 'q' parses each item)
-        self.rid.fromlist(self.proot)
-        self.redge.fromlist(self.pedge)
         self.rn.fromlist(pn)
-        fr, fx, fk = self.fr, self.fx, self.fk
-        nr, nx, nk = runs
-        if fr and fr[-1] == nr[0]:  # the last run goes on
-            fx[-1] ^= nx[0]
-            fk[-1] += nk[0]
-            del nr[0], nx[0], nk[0]
-        fr += nr
-        fx += nx
-        fk += nk
         stamps = self.stamps[-k:]
         if len(self.proot) == k and pn.count(1) == k:
             rts.fromlist(stamps)  # one anchor each, the common case
@@ -666,28 +599,6 @@ class _WindowAnchoring:
         self.proot.clear()
         self.pedge.clear()
         pn.clear()
-
-    def _runs(self, n: int) -> int:
-        """How many runs the first `n` anchors are, after splitting a run they end inside."""
-        fk = self.fk
-        i = 0
-        left = n
-        while left and fk[i] <= left:
-            left -= fk[i]
-            i += 1
-        if left:
-            # the run ends after the window's edge: its first `left` anchors leave, as a run
-            redge = self.redge
-            x = 0
-            for j in range(n - left, n):
-                x ^= redge[j]
-            self.fr.insert(i, self.fr[i])
-            self.fx.insert(i, x)
-            self.fx[i + 1] ^= x
-            fk.insert(i, left)
-            fk[i + 1] -= left
-            i += 1
-        return i
 
     def _pending(self) -> list[dict[Any, Any]]:
         """The anchors of the tuples not settled yet, as they had them, oldest first."""
@@ -766,13 +677,9 @@ class _WindowAnchoring:
                 self.held.append((need, held))
         if rts is None or by_tuple:
             self.collector.ack_window(tuples, held)
+        else:
+            self.collector.ack_roots(self.rid, self.redge, n, held, len(tuples))
         if rts is not None:
-            runs = self._runs(n)
-            if not by_tuple:
-                self.collector.ack_roots(self.fr, self.fx, runs, held, len(tuples))
-            del self.fr[:runs]
-            del self.fx[:runs]
-            del self.fk[:runs]
             del rts[:n]
             del self.rid[:n]
             del self.redge[:n]
@@ -824,19 +731,16 @@ class _WindowAnchoring:
 
     def unmirror(self, tuples: Iterable[Tuple]) -> None:
         """Read the tuples' anchors from now on: anchors that do not fit the arrays (ids outside
-        0..2**63-1, which no Squall spout or collector makes), or the bolt needs its tuples' own
+        64 bits, which no Squall spout or collector makes), or the bolt needs its tuples' own
         anchors. `tuples`: those the window holds, oldest first; their anchors go back on them."""
         if self._rts is None:
             return
         self.put_back()  # the newest, not copied yet: past `rn`, so `restore` leaves them
         self.restore(tuples)
         self._rts = None
-        self.rid = array(_ID)
-        self.redge = array(_ID)
+        self.rid = array("q")
+        self.redge = array("q")
         self.rn = array("I")
-        self.fr = []
-        self.fx = []
-        self.fk = []
 
     def restore(self, tuples: Iterable[Tuple]) -> None:
         """Put back the anchors dropped from `tuples` (the window's, oldest first: one entry of
@@ -851,9 +755,6 @@ class _WindowAnchoring:
 
 # what `_WindowAnchoring` needs of a collector (the worker's `BoltCollector` has them)
 _ANCHORING = ("new_tree", "emit_tree", "init_tree", "ack_window", "ack_roots", "ack_held", "fail_roots")
-
-
-_GENERAL, _TIMED, _MIRRORED = 0, 1, 2  # WindowedBoltExecutor's `execute` modes
 
 
 class WindowedBoltExecutor:
@@ -882,9 +783,8 @@ class WindowedBoltExecutor:
         self.feed: Any = None
         self.late = 0
         self._warned = False
-        # which `execute` runs (compiled, a method cannot be rebound per instance): the general
-        # one, `_execute_timed` (processing time slid by duration) or `_execute_mirrored`
-        self._mode = _TIMED if not config.event_time and not config.sliding.count else _GENERAL
+        if not config.event_time and not config.sliding.count:
+            setattr(self, "execute", self._execute_timed)  # noqa: B010 - the hot path, bound once
 
     def prepare(self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector) -> None:
         self.collector = collector
@@ -896,7 +796,7 @@ class WindowedBoltExecutor:
             rooted.items = self.manager.items
             rooted.overflow = self.unmirror
             if mirror:
-                self._mode = _MIRRORED
+                setattr(self, "execute", self._execute_mirrored)  # noqa: B010 - the hot path
         self.bolt.prepare(conf, context, _WindowCollector(self, collector))
 
     def emit_window(self, values: Sequence[Any], stream: str, task: int | None) -> list[int]:
@@ -946,28 +846,21 @@ class WindowedBoltExecutor:
 
     def unmirror(self, tup: Tuple | None = None) -> None:
         """Read the tuples' anchors from now on (their anchors put back on them): `tup` is
-        anchored to ids outside 0..2**63-1, or (None) the bolt needs the tuples' own anchors."""
+        anchored to ids outside 64 bits, or (None) the bolt needs the tuples' own anchors."""
         rooted = self.rooted
         if rooted is None or rooted._rts is None:
             return
         if tup is not None:
-            log.warning("a tuple from %s:%s is anchored to ids outside 0..2**63-1: this window "
+            log.warning("a tuple from %s:%s is anchored to ids outside 64 bits: this window "
                         "reads its tuples' anchors from now on", tup.source_component, tup.stream)
         m = self.manager
         rooted.unmirror(m._evicted + m.items)
         feed = self.feed
         if feed is not None:
             feed.on = False
-        self._mode = _TIMED
+        setattr(self, "execute", self._execute_timed)  # noqa: B010
 
     def execute(self, tup: Tuple) -> None:
-        mode = self._mode
-        if mode == _MIRRORED:
-            self._execute_mirrored(tup)
-            return
-        if mode == _TIMED:
-            self._execute_timed(tup)
-            return
         if tup.stream == TICK_STREAM:
             self.collector.ack(tup)
             return

@@ -949,17 +949,18 @@ class BoltCollector:
                     acks[r] = acks.get(r, 0) ^ edge ^ v
         ex.stats.acked += len(tuples)
 
-    def ack_roots(self, roots: list[Any], edges: list[Any], n: int, held: dict[int, int] | None,
+    def ack_roots(self, roots: array[int], edges: array[int], n: int, held: dict[int, int] | None,
                   tuples: int) -> None:
         """`ack_window` from a windowed bolt's copy of its tuples' anchors: the first `n` (root,
-        edge XOR) pairs, which `tuples` tuples that left the windows had (their ack values unset)."""
+        edge) pairs, which `tuples` tuples that left the windows had (their ack values unset)."""
         ex = self.ex
         acks: dict[Any, Any] = ex.out.acks if held is None else held
         if n:
-            # one dict update per entry: the window folded its anchors into runs of one root
-            # (mostly a sentence each); entries of one root that follow each other, folded here
-            rl = roots
-            el = edges
+            # the arrays as lists of int objects in one C call each (indexing an array from
+            # here boxes a new int per read), and one dict update per run of a root (a
+            # sentence's words arrive together, so its entries mostly follow each other)
+            rl: list[Any] = roots[:n].tolist()
+            el: list[Any] = edges[:n].tolist()
             prev: Any = rl[0]
             x: int = el[0]
             for i in range(1, n):
@@ -1031,7 +1032,7 @@ class WindowFeed:
     `execute`, and `settle` after each batch; same lists, same order, same clock. Holds the
     lists themselves (the window never replaces them while mirrored); `add` answers False, and
     the bolt's own `execute` takes the tuple, for tick tuples and once the window stopped
-    mirroring (anchors outside 0..2**63-1, or the bolt needed its tuples' own anchors: the window
+    mirroring (anchors outside 64 bits, or the bolt needed its tuples' own anchors: the window
     turns `on` off)."""
 
     __slots__ = ("window", "clock", "stamps", "items", "proot", "pedge", "pn", "on")
