@@ -37,7 +37,19 @@ COMPILED = [
 ]
 
 
+def remove_stale_extensions() -> None:
+    """Delete in-place builds of modules no longer in COMPILED (a module taken off the list
+    would otherwise keep importing its old extension, linked to a shared library that is gone)."""
+    keep = {p[: -len(".py")] for p in COMPILED}
+    for so in SRC.joinpath("squall").rglob("*.so"):
+        rel = so.relative_to(SRC).as_posix()
+        if rel.split(".", 1)[0] not in keep and so.with_name(so.name.split(".", 1)[0] + ".py").exists():
+            so.unlink()
+            print(f"setup.py: removed {rel}: no longer compiled", file=sys.stderr)
+
+
 def compiled_extensions() -> list:  # type: ignore[type-arg]
+    remove_stale_extensions()
     if os.environ.get("SQUALL_COMPILE", "1") == "0":
         return []
     try:
