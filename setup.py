@@ -37,12 +37,13 @@ COMPILED = [
 ]
 
 
-def remove_stale_extensions() -> None:
+def remove_stale_extensions(src: Path = SRC) -> None:
     """Delete in-place builds of modules no longer in COMPILED (a module taken off the list
-    would otherwise keep importing its old extension, linked to a shared library that is gone)."""
+    would otherwise keep importing its old extension, linked to a shared library that is gone).
+    A .so with no .py beside it is not an in-place build of ours: it stays."""
     keep = {p[: -len(".py")] for p in COMPILED}
-    for so in SRC.joinpath("squall").rglob("*.so"):
-        rel = so.relative_to(SRC).as_posix()
+    for so in src.joinpath("squall").rglob("*.so"):
+        rel = so.relative_to(src).as_posix()
         if rel.split(".", 1)[0] not in keep and so.with_name(so.name.split(".", 1)[0] + ".py").exists():
             so.unlink()
             print(f"setup.py: removed {rel}: no longer compiled", file=sys.stderr)
