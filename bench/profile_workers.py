@@ -56,9 +56,9 @@ def thread_names(pid: int) -> dict[int, str]:
     return {int(m.group(1)): m.group(2) for m in re.finditer(r'^Thread (\d+) \([^)]*\): "([^"]*)"', out, re.M)}
 
 
-def thread_counters(pid: int) -> dict[int, tuple[int, int, int]]:
-    """Thread id -> (CPU ticks, voluntary, involuntary context switches)."""
-    out: dict[int, tuple[int, int, int]] = {}
+def thread_counters(pid: int) -> dict[int, tuple[int, int, int, str]]:
+    """Thread id -> (CPU ticks, voluntary, involuntary context switches, the kernel's name)."""
+    out: dict[int, tuple[int, int, int, str]] = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/stat") as f:
@@ -70,7 +70,7 @@ def thread_counters(pid: int) -> dict[int, tuple[int, int, int]]:
         vol = re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.M)
         inv = re.search(r"^nonvoluntary_ctxt_switches:\s+(\d+)", status, re.M)
         out[int(tid)] = (int(fields[11]) + int(fields[12]), int(vol.group(1)) if vol else 0,
-                         int(inv.group(1)) if inv else 0)
+                         int(inv.group(1)) if inv else 0, _comm(pid, int(tid)))
     return out
 
 
@@ -163,11 +163,11 @@ def main() -> None:
           f"({words * args.seconds / max(sum(cpu.values()), 1e-6):,.0f} words per CPU-s)")
     for p in pids:
         rows = []
-        for tid, (ticks, vol, inv) in after[p].items():
-            t0_, v0, i0 = before[p].get(tid, (0, 0, 0))
+        for tid, (ticks, vol, inv, comm) in after[p].items():
+            t0_, v0, i0, _ = before[p].get(tid, (0, 0, 0, ""))
             cores = (ticks - t0_) / TICK / args.seconds
             if cores >= 0.005:
-                rows.append({"thread": names[p].get(tid) or _comm(p, tid), "cores": cores,
+                rows.append({"thread": names[p].get(tid) or comm, "cores": cores,
                              "voluntary_per_s": (vol - v0) / args.seconds, "involuntary_per_s": (inv - i0) / args.seconds})
         rows.sort(key=lambda r: -r["cores"])
         result["workers"][str(p)] = {"cores": cpu[p] / args.seconds, "threads": rows, "hosts": where.get(p, [])}
