@@ -33,3 +33,26 @@ def test_peers_harness_runs_squalls_noop_case(tmp_path: Path) -> None:
     assert case["rate"] > 0 and case["acked_per_sec"] == case["rate"]
     assert 0 < case["p50_ms"] <= case["p99_ms"]
     assert case["cpu_s"] > 0
+
+
+@pytest.mark.skipif(not java_available(), reason="the embedded ZooKeeper needs java")
+def test_profile_workers_names_the_busy_threads(tmp_path: Path) -> None:
+    """bench/profile_workers.py on a real local cluster (without perf: a few seconds): both
+    workers' threads with their CPU, the spout's executor among them, and the word count's rate."""
+    out = tmp_path / "profile.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "profile_workers.py"), "--seconds", "2", "--warmup", "1",
+         "--pending", "200", "--no-perf", "--json", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["words_per_sec"] > 0
+    workers = result["workers"]
+    assert len(workers) == 2
+    hosts = sorted(c for w in workers.values() for c in w["hosts"])
+    assert hosts.count("sentences") == 1 and hosts.count("count") == 2, hosts
+    for w in workers.values():
+        assert w["cores"] > 0
+        assert all(t["cores"] > 0 and t["voluntary_per_s"] >= 0 for t in w["threads"])
+        assert sum(t["cores"] for t in w["threads"]) <= w["cores"] * 1.5 + 0.05
