@@ -1035,28 +1035,43 @@ class WindowFeed:
     mirroring (anchors outside 64 bits, or the bolt needed its tuples' own anchors: the window
     turns `on` off)."""
 
-    __slots__ = ("window", "clock", "stamps", "items", "proot", "pedge", "pn", "on")
+    __slots__ = ("window", "clock", "stamps", "items", "proot", "pedge", "pn", "on", "now", "per_batch")
 
-    def __init__(self, window: WindowedBoltExecutor) -> None:
+    def __init__(self, window: WindowedBoltExecutor, per_batch: bool = False) -> None:
         rooted = window.rooted
         assert rooted is not None and rooted.rts is not None
         self.window = window
         self.clock: Callable[[], float] = window.clock
-        self.stamps: list[float] = window.manager.ts
+        # the manager's timestamps, as objects: a batch's tuples share one (`now`)
+        self.stamps: list[Any] = window.manager.ts
         self.items: list[Tuple] = window.manager.items
         self.proot: list[Any] = rooted.proot
         self.pedge: list[Any] = rooted.pedge
         self.pn: list[int] = rooted.pn
         self.on = True
+        # `per_batch`: the tuples of a batch share its arrival time, read from the clock at its
+        # first tuple (`now`; None: not read yet), one float object for the batch rather than
+        # one per tuple, which the window would keep for its length and slide and free cold.
+        # Whoever adds must then call `end_batch` after each batch and before the window's
+        # timer fires (`BoltExecutor` does); without it each tuple reads the clock
+        self.per_batch = per_batch
+        self.now: Any = None
         window.feed = self
 
     def add(self, tup: Tuple) -> bool:
         if not self.on or tup.stream == TICK_STREAM:
             return False
         stamps = self.stamps
-        now = self.clock()
-        if stamps and stamps[-1] > now:
-            now = stamps[-1]  # a clock stepped back: keep arrival order
+        now = self.now
+        if now is None:
+            t = self.clock()
+            if stamps and stamps[-1] > t:
+                t = stamps[-1]  # a clock stepped back: keep arrival order
+            if self.per_batch:
+                self.now = t
+                now = self.now  # the object just stored (compiled, `t` is a C double boxed per use)
+            else:
+                now = t
         stamps.append(now)
         self.items.append(tup)
         a = tup.anchors
@@ -1078,6 +1093,12 @@ class WindowFeed:
         """The batch's anchors into the window's arrays (`_WindowAnchoring.settle`)."""
         if self.pn:
             self.window.settle()
+
+    def end_batch(self) -> None:
+        """The batch is in: the next tuple reads the clock again. Called after each batch
+        `BoltExecutor.process` hands over, and before the window's timer fires (a tuple added
+        after a window fired must not carry a time from before it)."""
+        self.now = None
 
 
 class BoltExecutor(Executor):
@@ -1132,7 +1153,7 @@ class BoltExecutor(Executor):
                 raise
         for task, w in zip(self.tasks, self.windowed):
             if w.rooted is not None and w.rooted.rts is not None:
-                self.feeds[task] = WindowFeed(w)
+                self.feeds[task] = WindowFeed(w, per_batch=True)
         inbox = self.inbox
         next_tick = time.monotonic() + self.tick_secs if self.tick_secs else None
         stop = self.stop_event
@@ -1201,6 +1222,9 @@ class BoltExecutor(Executor):
             if due is None:
                 continue
             if due <= 0:
+                feed = self.feeds.get(task)
+                if feed is not None:
+                    feed.end_batch()
                 try:
                     w.on_timer()
                 except Exception as exc:
@@ -1286,5 +1310,6 @@ class BoltExecutor(Executor):
             # the windows copy the anchors into their arrays while they are hot, a few batches
             # at a time (a copy costs ~0.6 us plus ~90 ns a tuple; batches may be small)
             for feed in feeds.values():
+                feed.now = None  # `end_batch`: the next batch reads the clock again
                 if len(feed.pn) >= SETTLE_AT:
                     feed.settle()
