@@ -137,7 +137,8 @@ def main() -> None:
         perf_data = None
         perf = None
         if not args.no_perf and shutil.which("perf"):
-            perf_data = tempfile.mktemp(prefix="squall-perf-", suffix=".data")
+            fd, perf_data = tempfile.mkstemp(prefix="squall-perf-", suffix=".data")
+            os.close(fd)
             perf = subprocess.Popen(["perf", "record", "-F", "999", "-p", ",".join(map(str, pids)), "-o", perf_data,
                                      "--", "sleep", str(args.seconds)], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
@@ -174,6 +175,11 @@ def main() -> None:
         print(f"worker {p} ({', '.join(where.get(p, []))}): {cpu[p] / args.seconds:.2f} cores")
         for r in rows:
             print(f"  {r['cores']:5.2f}  {r['voluntary_per_s']:7.0f} vol/s {r['involuntary_per_s']:6.0f} invol/s  {r['thread']}")
+    if perf_data is not None and perf is not None and perf.returncode != 0:
+        os.unlink(perf_data)
+        print(f"perf record exited {perf.returncode} (not allowed here? see kernel.perf_event_paranoid): "
+              "no split by library", file=sys.stderr)
+        perf_data = None
     if perf_data is not None:
         try:
             result["perf"] = perf_split(perf_data)
