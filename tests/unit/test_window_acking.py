@@ -275,14 +275,34 @@ def test_random_sentences_and_several_outputs_per_window_complete_exactly(fast: 
     acked, never before."""
     rng = random.Random(seed)
     r = Run("1s", "500ms", per_window=rng.randint(1, 3), fast=fast, seed=seed, feed=feed)
+    random_run(r, rng)
+
+
+def random_run(r: Run, rng: random.Random, batches: bool = False) -> None:
+    """Sentences at random times until 103 s, timers and acks of the outputs at random moments,
+    then the windows drained: every tree completes exactly once, never while an output anchored
+    to it waits, never before its arrival + 1 s (the windows are 1 s long). `batches`: a few
+    sentences at a time with the clock moving within the batch, `end_batch` after each batch and
+    before each timer, as the executor's loop runs a per-batch feed (their arrival: the batch's)."""
+    feed = r.feed
     arrived: dict[int, float] = {}
     now = 100.0
     while now < 104.0:
         now += rng.uniform(0.01, 0.3)
         r.clock.now = now
         if now < 103.0:
-            arrived[r.sentence(rng.randint(1, 5))] = now
+            if batches:
+                assert feed is not None
+                for _ in range(rng.randint(1, 4)):  # one batch of a few sentences
+                    arrived[r.sentence(rng.randint(1, 5))] = now
+                    r.clock.now += rng.uniform(0.0, 0.05)
+                now = r.clock.now
+                feed.end_batch()
+            else:
+                arrived[r.sentence(rng.randint(1, 5))] = now
         if rng.random() < 0.5:
+            if batches:
+                feed.end_batch()  # type: ignore[union-attr]
             r.timer(now)
         if rng.random() < 0.3:
             # an output is pending for every tree with a tuple in a window that fired, so no

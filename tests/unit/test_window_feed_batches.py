@@ -11,7 +11,7 @@ import random
 import pytest
 
 from squall.worker.executor import WindowFeed
-from test_window_acking import Run
+from test_window_acking import Run, random_run
 
 pytestmark = pytest.mark.unit
 
@@ -63,32 +63,5 @@ def test_batched_trees_complete_exactly_and_not_before_they_left(seed: int) -> N
     before its batch's time + 1 s (a 1 s window sliding 500 ms), and none while an output
     anchored to it waits."""
     r = batched(seed, "1s", "500ms")
-    feed = r.feed
-    assert feed is not None
-    rng = random.Random(seed)
-    arrived: dict[int, float] = {}
-    now = 100.0
-    while now < 104.0:
-        now += rng.uniform(0.01, 0.3)
-        r.clock.now = now
-        if now < 103.0:
-            start = now
-            for _ in range(rng.randint(1, 4)):  # one batch of a few sentences
-                arrived[r.sentence(rng.randint(1, 5))] = start
-                r.clock.now += rng.uniform(0.0, 0.05)
-            now = r.clock.now
-            feed.end_batch()
-        if rng.random() < 0.5:
-            feed.end_batch()
-            r.timer(now)
-        if rng.random() < 0.3:
-            assert not (r.completed & r.waiting())
-            r.ack_children()
-        for root, t in arrived.items():
-            if root in r.completed:
-                assert now >= t + 1.0, f"tree completed {now - t:.2f}s after its batch arrived"
-    for end in (104.5, 105.0, 105.5, 106.0):
-        r.timer(end)
-    r.ack_children()
-    assert r.completed == set(arrived)
-    assert len(r.ledger) == 0
+    assert r.feed is not None
+    random_run(r, random.Random(seed), batches=True)
