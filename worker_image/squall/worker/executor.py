@@ -1310,6 +1310,6 @@ class BoltExecutor(Executor):
             # the windows copy the anchors into their arrays while they are hot, a few batches
             # at a time (a copy costs ~0.6 us plus ~90 ns a tuple; batches may be small)
             for feed in feeds.values():
-                feed.now = None  # `end_batch`: the next batch reads the clock again
+                feed.end_batch()  # the next batch reads the clock again
                 if len(feed.pn) >= SETTLE_AT:
                     feed.settle()
