@@ -5,7 +5,8 @@
 Runs bench/peers.py's Squall word count (examples/wordcount, 2 workers, 2 ackers, the default
 load-aware shuffle) in a local cluster and, after the warm-up, reads over one window:
 - each worker's threads' CPU (utime + stime from /proc/PID/task/TID/stat), in cores; a thread
-  is named by `py-spy dump` when py-spy is installed (`pip install py-spy`), else by its id;
+  by the kernel's name the worker gives it (`split-3`, `receive-data`: squall.worker.threads)
+  and its id;
 - each thread's voluntary and involuntary context switches per second (/proc/.../status);
 - with `perf` on PATH (and the right to use it): a `perf record -F 999` of both workers over
   the same window, split by shared object (the interpreter, the compiled hot path, msgpack,
@@ -43,19 +44,6 @@ from squall_operator.local import LocalCluster  # noqa: E402
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def thread_names(pid: int) -> dict[int, str]:
-    """Native thread id -> Python thread name, from `py-spy dump` ({} without py-spy)."""
-    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    if not os.access(spy, os.X_OK):
-        return {}
-    try:
-        out = subprocess.run([spy, "dump", "--pid", str(pid), "--nonblocking"], capture_output=True, text=True,
-                             timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    return {int(m.group(1)): m.group(2) for m in re.finditer(r'^Thread (\d+) \([^)]*\): "([^"]*)"', out, re.M)}
-
-
 def thread_counters(pid: int) -> dict[int, tuple[int, int, int, str]]:
     """Thread id -> (CPU ticks, voluntary, involuntary context switches, the kernel's name)."""
     out: dict[int, tuple[int, int, int, str]] = {}
@@ -75,7 +63,8 @@ def thread_counters(pid: int) -> dict[int, tuple[int, int, int, str]]:
 
 
 def _comm(pid: int, tid: int) -> str:
-    """The kernel's name of a thread (zmq names its I/O threads; Python 3.11 does not)."""
+    """The kernel's name of a thread, with its id (squall.worker.threads names the worker's; zmq
+    names its I/O threads)."""
     try:
         with open(f"/proc/{pid}/task/{tid}/comm") as f:
             return f"{f.read().strip()} ({tid})"
@@ -133,7 +122,6 @@ def main() -> None:
             time.sleep(0.2)
         time.sleep(args.warmup)
         pids = sorted(cluster.worker_pids(name).values())
-        names = {p: thread_names(p) for p in pids}
         perf_data = None
         perf = None
         if not args.no_perf and shutil.which("perf"):
@@ -168,7 +156,7 @@ def main() -> None:
             t0_, v0, i0, _ = before[p].get(tid, (0, 0, 0, ""))
             cores = (ticks - t0_) / TICK / args.seconds
             if cores >= 0.005:
-                rows.append({"thread": names[p].get(tid) or comm, "cores": cores,
+                rows.append({"thread": comm, "cores": cores,
                              "voluntary_per_s": (vol - v0) / args.seconds, "involuntary_per_s": (inv - i0) / args.seconds})
         rows.sort(key=lambda r: -r["cores"])
         result["workers"][str(p)] = {"cores": cpu[p] / args.seconds, "threads": rows, "hosts": where.get(p, [])}

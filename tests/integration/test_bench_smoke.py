@@ -56,3 +56,7 @@ def test_profile_workers_names_the_busy_threads(tmp_path: Path) -> None:
         assert w["cores"] > 0
         assert all(t["cores"] > 0 and t["voluntary_per_s"] >= 0 for t in w["threads"])
         assert sum(t["cores"] for t in w["threads"]) <= w["cores"] * 1.5 + 0.05
+    # threads by the kernel's names the worker gives them (squall.worker.threads), no py-spy needed
+    names = {t["thread"].rsplit(" (", 1)[0] for w in workers.values() for t in w["threads"]}
+    assert "receive-data" in names and any(n.startswith("sentences-") for n in names), names
+    assert any(n.startswith("split-") for n in names) and any(n.startswith("count-") for n in names), names

@@ -47,6 +47,7 @@ from squall.worker.gcpolicy import POLICY as GC_POLICY
 from squall.worker.host import WorkerHost
 from squall.worker.load import PeerLoads
 from squall.worker.routing import Inbox, Routing
+from squall.worker.threads import NamedThread, executor_thread_name
 from squall.worker.transport import DirectSender
 
 log = logging.getLogger("squall.executor")
@@ -147,8 +148,9 @@ class Executor:
         self.out = Outbox()
         self.bufs = self.out.bufs
         self.stop_event = threading.Event()
-        self.thread = threading.Thread(
-            target=self._run, name=f"executor-{component}-{executor[0]}-{executor[1]}", daemon=True
+        self.thread = NamedThread(
+            target=self._run, name=f"executor-{component}-{executor[0]}-{executor[1]}", daemon=True,
+            os_name=executor_thread_name(component, executor[0], executor[1]),
         )
         self.routing: Routing | None = None
         # its batches for remote tasks leave on this thread's own sockets, one per peer (made

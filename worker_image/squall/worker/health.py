@@ -15,11 +15,12 @@ stalls is cut off after `REQUEST_TIMEOUT_SECS`), stopped with the worker.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
+
+from squall.worker.threads import NamedThread
 
 log = logging.getLogger("squall.worker.health")
 
@@ -123,7 +124,7 @@ class HealthServer(HTTPServer):
         self.alive = alive
         self.metrics = metrics
         self.port: int = self.server_address[1]
-        self._thread = threading.Thread(target=self.serve_forever, args=(0.2,), name="health-http", daemon=True)
+        self._thread = NamedThread(target=self.serve_forever, args=(0.2,), name="health-http", daemon=True)
 
     def start(self) -> HealthServer:
         self._thread.start()

@@ -45,6 +45,7 @@ from squall.state import ACCESS_ERRORS, CONNECTION_ERRORS, ZK_AUTH_ENV, ZK_AUTH_
 from squall.worker import health, metrics
 from squall.worker.control import group_inits, route_done, sort_control
 from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
+from squall.worker.threads import NamedThread
 from squall.worker.gcpolicy import POLICY as GC_POLICY
 from squall.worker.handover import DRAIN_SECS, Leaving, should_leave
 from squall.worker.host import HostedExecutor
@@ -275,7 +276,7 @@ class Worker:
             ("transfer-data", lambda: self._transfer(self.data_peers, "port", "transfer-data")),
             ("transfer-control", lambda: self._transfer(self.control_peers, "control_port", "transfer-control")),
         ):
-            t = threading.Thread(target=target, name=name, daemon=True)
+            t = NamedThread(target=target, name=name, daemon=True)
             t.start()
             self.threads.append(t)
         # registered last: peers (and the slot's previous worker, which leaves when it sees this,

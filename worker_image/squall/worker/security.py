@@ -36,6 +36,8 @@ import zmq.auth.thread
 from zmq.utils import z85
 from zmq.utils.monitor import parse_monitor_message
 
+from squall.worker.threads import NamedThread
+
 log = logging.getLogger("squall.security")
 
 PUBLIC_FILE = "curve.public"
@@ -171,7 +173,7 @@ class Sealer:
 
     def watch(self) -> None:
         """Start counting refused handshakes (a thread polling the server sockets' monitors)."""
-        self._thread = threading.Thread(target=self._watch, name="curve-monitor", daemon=True)
+        self._thread = NamedThread(target=self._watch, name="curve-monitor", daemon=True)
         self._thread.start()
 
     def _watch(self) -> None:
