@@ -1,6 +1,7 @@
 """The sliding-window word count's window in one process, CPU per word (issue 13).
 
     .venv/bin/python bench/window_burst.py [--words-per-sec 120000] [--seconds 8]
+    .venv/bin/python bench/window_burst.py --held 100000
 
 The bench's `SlidingWordCount` (bench/topologies/windowed.py) in Storm's windowed executor over
 the worker's real collector (a real, unstarted executor with one route and one acker), its
@@ -10,6 +11,11 @@ decoded frame gives them; a 2 s window sliding every 1 s on an injected clock; t
 complete at once. Prints the CPU per word of adding the tuples and of the bursts the windows
 fire (the bolt's counting, the expiry acks, freeing the expired tuples). The figures depend on
 the machine's caches and load: compare checkouts alternately in one sitting.
+
+`--held N` counts instead what the window keeps per tuple: N tuples fed as above (the executor's
+per-batch feed, batches of 100, settled), no window fired; prints the allocator's blocks
+(`sys.getallocatedblocks`) and the collector's objects (`gc.get_objects`) gained per tuple held,
+with fresh words (as decoded) and with one shared object per word. Deterministic.
 """
 
 from __future__ import annotations
@@ -55,11 +61,53 @@ def executor() -> Any:
     return ex
 
 
+def held(n: int, fresh: bool) -> tuple[float, float]:
+    """Blocks and collected objects gained per tuple the window holds (see the module's doc)."""
+    clock = Clock()
+    ex = executor()
+    cfg = WindowConfig.from_spec({"windowLength": "2s", "slidingInterval": "1s"})
+    w = WindowedBoltExecutor(SlidingWordCount(), cfg, [("split", "default")], clock, 30.0)
+    w.prepare({}, None, BoltCollector(ex, BOLT))  # type: ignore[arg-type]
+    feed = WindowFeed(w, per_batch=True)
+    rng = random.Random(1)
+    fields = {"word": 0}
+    root = 0
+    gc.collect()
+    gc.disable()
+    try:
+        blocks, objects = sys.getallocatedblocks(), len(gc.get_objects())
+        for i in range(n // 100):
+            items: list[list[Any]] = []
+            for j in range(100):
+                if j % 6 == 0:
+                    root = rng.getrandbits(62)
+                word = WORDS[(i * 100 + j) % len(WORDS)]
+                if fresh:
+                    word = word.encode().decode()
+                items.append([BOLT, 7, "default", [word], {root: rng.getrandbits(62)}])
+            for _dest, src, stream, values, anchors in items:
+                feed.add(Tuple(values, src, "split", stream, fields, anchors))
+            del items
+            feed.end_batch()
+            feed.settle()
+        assert w.held() == n // 100 * 100
+        return ((sys.getallocatedblocks() - blocks) / w.held(), (len(gc.get_objects()) - objects) / w.held())
+    finally:
+        gc.enable()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--words-per-sec", type=int, default=120_000)
     ap.add_argument("--seconds", type=int, default=8, help="window slides (seconds of the clock)")
+    ap.add_argument("--held", type=int, default=0, metavar="N", help="count what N held tuples weigh instead")
     args = ap.parse_args()
+    if args.held:
+        for fresh in (True, False):
+            b, o = held(args.held, fresh)
+            print(f"{'fresh words' if fresh else 'shared words'}: {b:.3f} allocated blocks, "
+                  f"{o:.3f} collected objects per tuple held")
+        return
     rate, secs, batch = args.words_per_sec, args.seconds, 100
     clock = Clock()
     ex = executor()
