@@ -132,10 +132,8 @@ def test_an_image_rebuilt_on_a_shared_layer_is_imported_every_time() -> None:
     work = Path(tempfile.mkdtemp(prefix="sq-imp-", dir="/tmp"))  # a short path: unix sockets
     made: list[str] = []
     try:
-        files = []
         for n, size in (("shared", 300_000), ("a", 100_000), ("b", 100_000)):
             (work / n).write_bytes(os.urandom(size))
-            files.append(work / n)
         c = buildah("from", "scratch").stdout.strip()
         buildah("copy", "--quiet", c, str(work / "shared"), "/shared")
         base = buildah("commit", "--quiet", "--rm", c).stdout.strip()

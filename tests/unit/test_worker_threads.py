@@ -39,10 +39,12 @@ def test_an_executor_keeps_its_tasks_in_its_name() -> None:
 @linux
 def test_a_named_thread_is_known_to_the_kernel_by_its_name() -> None:
     seen: dict[str, str] = {}
+    named = threading.Barrier(4, timeout=10)  # the three threads, named and read, and this one
     gate = threading.Event()
 
     def body(key: str) -> None:
         seen[key] = comm_of(threading.get_native_id())
+        named.wait()
         gate.wait(10)
 
     threads = [
@@ -54,11 +56,7 @@ def test_a_named_thread_is_known_to_the_kernel_by_its_name() -> None:
     for t in threads:
         t.start()
     try:
-        for t in threads:
-            for _ in range(200):
-                if len(seen) == len(threads):
-                    break
-                threading.Event().wait(0.01)
+        named.wait()
         assert seen == {"python-name": "receive-control", "os-name": "count-5-6", "long": "transfer-contro"}
         # the Python names are untouched
         assert [t.name for t in threads] == ["receive-control", "executor-count-5-6", "transfer-control"]
