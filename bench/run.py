@@ -62,15 +62,15 @@ def snapshot(cluster: LocalCluster, name: str) -> dict[str, dict]:
     return out
 
 
-def windowed_wordcount(anchored: bool = True, pending: int = 300000) -> Topology:
-    """The word count with its counter as a sliding window (2 s, every 1 s), acking on; the same
-    file otherwise but for maxSpoutPending."""
+def windowed_wordcount(anchored: bool = True, pending: int = 300000, length: str = "2s", slide: str = "1s") -> Topology:
+    """The word count with its counter as a sliding window (2 s, every 1 s unless told), acking
+    on; the same file otherwise but for maxSpoutPending."""
     data = yaml.safe_load((HERE.parent / "examples/wordcount/topology.yaml").read_text())
     data["metadata"]["name"] = "wordcount-windowed"
     count = next(b for b in data["spec"]["bolts"] if b["name"] == "count")
     count["class"] = "windowed:SlidingWordCount"
     count.pop("config", None)
-    count["window"] = {"windowLength": "2s", "slidingInterval": "1s"}
+    count["window"] = {"windowLength": length, "slidingInterval": slide}
     # a sentence's tree completes when its words leave the window (2-3 s later): by Little's
     # law maxSpoutPending must be >= rate x 3 s, or the spout waits on the window, not the work.
     # 150,000 (320k words/s) capped it on a quiet machine (docs/performance.md, 2026-11-26)

@@ -25,7 +25,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from run import measure  # noqa: E402
+from run import measure, windowed_wordcount  # noqa: E402
 
 from squall.validation import parse_topology  # noqa: E402
 
@@ -40,14 +40,8 @@ def topology(case: str) -> tuple[Any, list[Path], float]:
         if len(parts) > 1:
             data["spec"]["maxSpoutPending"] = int(parts[1])
         return parse_topology(data, source=case), [WORDCOUNT], 15.0
-    length, slide = parts[0], parts[1]
-    data["metadata"]["name"] = "wordcount-windowed"
-    count = next(b for b in data["spec"]["bolts"] if b["name"] == "count")
-    count["class"] = "windowed:SlidingWordCount"
-    count.pop("config", None)
-    count["window"] = {"windowLength": length, "slidingInterval": slide}
-    data["spec"]["maxSpoutPending"] = int(parts[2]) if len(parts) > 2 else 300_000
-    return parse_topology(data, source=case), [WORDCOUNT, HERE / "topologies"], 20.0
+    pending = int(parts[2]) if len(parts) > 2 else 300_000
+    return windowed_wordcount(pending=pending, length=parts[0], slide=parts[1]), [WORDCOUNT, HERE / "topologies"], 20.0
 
 
 def main() -> None:

@@ -118,7 +118,7 @@ def test_base_is_debian_bookworm_python_311(run) -> None:  # type: ignore[no-unt
     assert r.returncode == 0 and r.stdout.strip() == "(3, 11) bookworm", r.stderr
 
 
-ROOT = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_an_image_rebuilt_on_a_shared_layer_is_imported_every_time() -> None:
@@ -146,7 +146,7 @@ def test_an_image_rebuilt_on_a_shared_layer_is_imported_every_time() -> None:
             made.append(ids[-1])
         pairs = [arg for i in range(150) for arg in (ids[i % 2], "squall-race:1")]
         env = {**os.environ, "SQUALL_K8S_CACHE": str(work / "cache")}
-        r = subprocess.run([str(ROOT / "scripts" / "k8s-images"), "--import", *pairs], env=env,
+        r = subprocess.run([str(REPO / "scripts" / "k8s-images"), "--import", *pairs], env=env,
                            capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stderr[-3000:]
         # not even the retry was needed

@@ -45,13 +45,13 @@ from squall.state import ACCESS_ERRORS, CONNECTION_ERRORS, ZK_AUTH_ENV, ZK_AUTH_
 from squall.worker import health, metrics
 from squall.worker.control import group_inits, route_done, sort_control
 from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
-from squall.worker.threads import NamedThread
 from squall.worker.gcpolicy import POLICY as GC_POLICY
 from squall.worker.handover import DRAIN_SECS, Leaving, should_leave
 from squall.worker.host import HostedExecutor
 from squall.worker.load import ANNOUNCE_SECS, BusyMeter, PeerLoads, load_items
 from squall.worker.routing import Inbox, Routing, sort_data
 from squall.worker.security import CurveKeyError, CurveKeys, Sealer, keys_from_env, read_keys
+from squall.worker.threads import NamedThread
 from squall.worker.transport import SOCKET_HWM, DirectSender, PeerQueues, run_transfer
 
 log = logging.getLogger("squall.worker")

@@ -1,6 +1,6 @@
 """Worker threads the kernel knows by name.
 
-A worker is one process with a thread per executor and per loop (receive, transfer, heartbeat).
+A worker is one process with a thread per executor and per loop (receive, transfer, health).
 CPython names its OS threads only from 3.14, so on 3.11 `top -H`, `ps -L`, perf and
 `/proc/PID/task/TID/comm` show every one of them as `python`, and a profile of a busy worker
 cannot say which executor burns the CPU (bench/profile_workers.py needed py-spy for that).
@@ -31,7 +31,7 @@ def _load_prctl() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+        prctl: Callable[..., int] = ctypes.CDLL(None).prctl
     except (OSError, AttributeError):
         return None
     return prctl
