@@ -204,6 +204,13 @@ def test_chart_defaults_run_the_word_count_in_containers(release: Release) -> No
              90, interval=1, what="acked sentences in the status")
     assert "Submitted" in r.reasons("wordcount")
 
+    # a topology without windows keeps CPython's allocator (squall.worker.allocator; the
+    # trending example's workers run on jemalloc: test_examples_real_nodes.py)
+    for p in workers:
+        name = p["metadata"]["name"]
+        log = r.kubectl("logs", name).stdout
+        assert "allocator: CPython's own (auto: the topology has no windowed bolt)" in log, log[-3000:]
+
     # the workers locked down in their containers (docs/reliability.md, "Pod lockdown"): the
     # image's user, a read-only root filesystem, no capability, a seccomp filter, no privilege
     # gain, no API token; and sealed: the Topology's CURVE pair from its own Secret

@@ -112,6 +112,16 @@ def test_trending_from_the_example_file(examples: Examples) -> None:
     pods = e.workers("trending")
     assert {p["spec"]["containers"][0]["image"] for p in pods} == {spec["worker"]["image"]}
     assert all(p["status"]["containerStatuses"][0]["containerID"].startswith("containerd://") for p in pods)
+    # a topology with windows runs on jemalloc (squall.worker.allocator): the worker image has
+    # it, and each worker re-executed itself with it preloaded in its locked-down container
+    for p in pods:
+        name = p["metadata"]["name"]
+        log = e.kubectl("logs", name).stdout
+        assert "allocator: jemalloc (re-executed with it preloaded)" in log, log[-3000:]
+        mapped = e.kubectl("exec", name, "--", "sh", "-c",
+                           "for p in /proc/[0-9]*; do grep -q libjemalloc $p/maps 2>/dev/null"
+                           " && tr '\\0' ' ' < $p/cmdline && echo; done; true").stdout
+        assert [line for line in mapped.splitlines() if "squall.worker" in line], f"{name}: {mapped!r}"
 
     # the generator draws word k with weight 1/(k+1): over a window of at least a few hundred
     # words (its top word counted 100 times or more) the first three words rank first; at the

@@ -42,7 +42,7 @@ from squall.models.cluster import (
 from squall.models.v1alpha1 import Topology
 from squall.plan import ACKER, CHECKPOINT_COMPONENT, build_plan
 from squall.state import ACCESS_ERRORS, CONNECTION_ERRORS, ZK_AUTH_ENV, ZK_AUTH_FILE_ENV, ClusterState, NotConnected, ZkCredentials
-from squall.worker import health, metrics
+from squall.worker import allocator, health, metrics
 from squall.worker.control import group_inits, route_done, sort_control
 from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
 from squall.worker.gcpolicy import POLICY as GC_POLICY
@@ -1094,6 +1094,22 @@ def _process_age() -> float:
         return 0.0
 
 
+def has_windows(state: ClusterState, topology: str) -> bool:
+    """Whether the topology as submitted has a windowed bolt (a bolt with `window`): what the
+    worker's allocator goes by under `auto` (squall.worker.allocator). False when it cannot be
+    read (the topology is gone, or ZooKeeper is away): the worker then keeps CPython's own."""
+    try:
+        base = state.get_storm(topology)
+    except Exception as exc:  # a start-up hint only: the worker reads its topology again
+        log.info("topology %s not read for the allocator (%s): CPython's own", topology, exc)
+        return False
+    if base is None:
+        return False
+    spec = base.topology.get("spec")
+    bolts = spec.get("bolts") if isinstance(spec, dict) else None
+    return any(isinstance(b, dict) and b.get("window") for b in bolts or ())
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -1150,6 +1166,21 @@ def main(argv: list[str] | None = None) -> int:
     state = ClusterState.connect(args.zookeeper, root=args.root, session_timeout=args.zk_session_timeout,
                                  credentials=credentials)
     connected = time.monotonic() - t_zk
+    if allocator.active is None:
+        # `auto`: jemalloc for a topology with windows; re-executed on it before anything starts
+        def _before_exec(decision: allocator.Decision) -> None:
+            log.info("%s", decision.message)
+            state.close()
+
+        try:
+            allocator.select(has_windows(state, args.topology), before_exec=_before_exec)
+        except ValueError as exc:
+            log.error("worker %s-%s cannot start: %s", args.node, args.port, exc)
+            state.close()
+            return 2
+    chosen = allocator.active
+    assert chosen is not None
+    (log.warning if chosen.warn else log.info)("%s", chosen.message)
     worker = Worker(state, args.topology, WorkerSlot(args.node, args.port), args.host, args.bind, tuple(args.search_path),
                     args.metrics_port, args.metrics_bind, curve, max(0.0, args.handover_secs))
 
