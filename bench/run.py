@@ -20,6 +20,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -86,8 +87,18 @@ def rss_mib(pid: int) -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def workers_allocator(pids: list[int]) -> str:
+    """What the workers run on (squall.worker.allocator; windowed topologies on jemalloc by
+    default): "jemalloc", "pymalloc" (CPython's own) or "mixed"."""
+    found = set()
+    for pid in pids:
+        with open(f"/proc/{pid}/maps") as f:
+            found.add("jemalloc" if "libjemalloc" in f.read() else "pymalloc")
+    return found.pop() if len(found) == 1 else "mixed"
+
+
 def measure(topology: Topology, search: Path | list[Path], seconds: float, rate_of: tuple[str, str],
-            warmup: float = 4.0, curve: bool = False, sample: bool = False) -> dict[str, float]:
+            warmup: float = 4.0, curve: bool = False, sample: bool = False) -> dict[str, Any]:
     """One case's rates and complete latency. `sample`: also read the spouts' pending trees and
     the workers' RSS about once a second in the window (the windowed cases: whether the spout
     waits at maxSpoutPending, and what the windows hold in memory)."""
@@ -104,6 +115,7 @@ def measure(topology: Topology, search: Path | list[Path], seconds: float, rate_
             time.sleep(0.2)
         time.sleep(warmup)
         pids = list(cluster.worker_pids(name).values())
+        allocator = workers_allocator(pids)
         a = snapshot(cluster, name)
         cpu0 = {p: cpu_secs(p) for p in pids}
         pend: list[int] = []  # the spouts' pending trees, from each heartbeat in the window
@@ -135,6 +147,7 @@ def measure(topology: Topology, search: Path | list[Path], seconds: float, rate_
         "tuples_per_cpu_sec_all": count * (seconds / dt) / max(sum(used), 1e-6),
         "p50_ms": stats.percentile(hist, 0.5),
         "p99_ms": stats.percentile(hist, 0.99),
+        "allocator": allocator,
     }
     cap = topology.spec.max_spout_pending
     if pend and cap:
@@ -224,7 +237,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     # a venv built before a pulled change to a compiled module runs all of the hot path interpreted
     print(f"hot path: {_native.reason}", flush=True)
-    results: dict[str, dict[str, float]] = {}
+    results: dict[str, dict[str, Any]] = {}
     want = set(args.only or ["ceiling", "noop", "noop-ack", "wordcount", "windowed"])
     if "ceiling" in want:
         results["(a) ceiling: bare pyzmq + msgpack, XOR acks back"] = ceiling_run(args.seconds, True)
@@ -263,6 +276,8 @@ def main() -> None:
         cratio = f"{r['tuples_per_cpu_sec'] / ceiling_cpu:8.2f}" if ceiling_cpu else "       -"
         print(f"{case:52} {r['tuples_per_sec']:10,.0f} {r['p50_ms']:7.2f} {r['p99_ms']:7.2f} {ratio}"
               f" {r['tuples_per_cpu_sec']:10,.0f} {cratio}")
+    print("allocators: " + ", ".join(f"{case[:3]} {r['allocator']}" for case, r in results.items()
+                                      if isinstance(r, dict) and "allocator" in r))
     for case, r in results.items():
         if "pending_mean" in r:
             print(f"{case[:3]} spout pending: mean {r['pending_mean']:,.0f}, at maxSpoutPending in "

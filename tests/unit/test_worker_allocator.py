@@ -1,7 +1,7 @@
 """The worker's choice of allocator (squall.worker.allocator.decide): plain environments, the
 library lookup, "already loaded" and "the topology has windows" passed in. The real
 re-execution is tested with real processes and workers in
-tests/integration/test_worker_allocator.py."""
+tests/integration/test_worker_allocator_live.py."""
 
 from __future__ import annotations
 
