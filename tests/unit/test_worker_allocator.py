@@ -80,8 +80,14 @@ def test_a_preload_that_did_not_take_is_reported_and_not_retried() -> None:
 
 
 def test_jemalloc_preloaded_by_the_user_is_used_as_it_is() -> None:
-    d = decide({"LD_PRELOAD": "/usr/lib/libjemalloc.so.2"}, found, loaded=True, windowed=True)
+    d = decide({"LD_PRELOAD": "/usr/lib/libjemalloc.so.2", "PYTHONMALLOC": "malloc"}, found, loaded=True,
+               windowed=True)
     assert (d.allocator, d.exec_env, d.warn) == (JEMALLOC, None, False)
+    assert d.message == "allocator: jemalloc (preloaded by the environment)"
+    # without PYTHONMALLOC=malloc only what CPython does not allocate itself goes to it: said so
+    half = decide({"LD_PRELOAD": "/usr/lib/libjemalloc.so.2"}, found, loaded=True, windowed=True)
+    assert (half.allocator, half.exec_env) == (JEMALLOC, None)
+    assert "small objects stay on CPython's own" in half.message
     # also where auto would not have chosen it: left as is, not a warning
     plain = decide({"LD_PRELOAD": "/usr/lib/libjemalloc.so.2"}, found, loaded=True, windowed=False)
     assert (plain.allocator, plain.exec_env, plain.warn) == (JEMALLOC, None, False)

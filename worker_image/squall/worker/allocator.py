@@ -104,7 +104,9 @@ def decide(env: Mapping[str, str], find: Callable[[], str | None], loaded: bool,
         return Decision(PYMALLOC, None, f"allocator: CPython's own ({why})")
     named = value == JEMALLOC
     if loaded:
-        return Decision(JEMALLOC, None, "allocator: jemalloc (preloaded by the environment)")
+        small = "" if env.get("PYTHONMALLOC") == "malloc" else (
+            "; PYTHONMALLOC is not malloc, so Python's small objects stay on CPython's own")
+        return Decision(JEMALLOC, None, f"allocator: jemalloc (preloaded by the environment{small})")
     if env.get("PYTHONMALLOC"):
         return Decision(PYMALLOC, None, f"allocator: PYTHONMALLOC={env['PYTHONMALLOC']} as set in the "
                                         f"environment; jemalloc ({why}) not used", warn=named)

@@ -1173,7 +1173,8 @@ def main(argv: list[str] | None = None) -> int:
             state.close()
 
         try:
-            allocator.select(has_windows(state, args.topology), before_exec=_before_exec)
+            allocator.select(has_windows(state, args.topology), before_exec=_before_exec,
+                             argv=None if argv is None else [sys.executable, "-m", "squall.worker", *argv])
         except ValueError as exc:
             log.error("worker %s-%s cannot start: %s", args.node, args.port, exc)
             state.close()
