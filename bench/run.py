@@ -276,8 +276,7 @@ def main() -> None:
         cratio = f"{r['tuples_per_cpu_sec'] / ceiling_cpu:8.2f}" if ceiling_cpu else "       -"
         print(f"{case:52} {r['tuples_per_sec']:10,.0f} {r['p50_ms']:7.2f} {r['p99_ms']:7.2f} {ratio}"
               f" {r['tuples_per_cpu_sec']:10,.0f} {cratio}")
-    print("allocators: " + ", ".join(f"{case[:3]} {r['allocator']}" for case, r in results.items()
-                                      if isinstance(r, dict) and "allocator" in r))
+    print("allocators: " + ", ".join(f"{case[:3]} {r['allocator']}" for case, r in results.items() if "allocator" in r))
     for case, r in results.items():
         if "pending_mean" in r:
             print(f"{case[:3]} spout pending: mean {r['pending_mean']:,.0f}, at maxSpoutPending in "

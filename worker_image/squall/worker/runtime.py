@@ -1100,14 +1100,11 @@ def has_windows(state: ClusterState, topology: str) -> bool:
     read (the topology is gone, or ZooKeeper is away): the worker then keeps CPython's own."""
     try:
         base = state.get_storm(topology)
-    except Exception as exc:  # a start-up hint only: the worker reads its topology again
+        spec = Topology.model_validate(base.topology).spec if base is not None else None
+    except Exception as exc:  # a start-up hint only: the worker reads its topology again (`_load`)
         log.info("topology %s not read for the allocator (%s): CPython's own", topology, exc)
         return False
-    if base is None:
-        return False
-    spec = base.topology.get("spec")
-    bolts = spec.get("bolts") if isinstance(spec, dict) else None
-    return any(isinstance(b, dict) and b.get("window") for b in bolts or ())
+    return spec is not None and any(b.window is not None for b in spec.bolts)
 
 
 def main(argv: list[str] | None = None) -> int:
