@@ -95,6 +95,10 @@ def unpack_data(frame: bytes) -> list[list[Any]]:
     try:
         items = msgpack.unpackb(frame, raw=False, strict_map_key=False, use_list=True, ext_hook=ext_hook)
     except Exception:
+        items = _SLOW
+    if items is _SLOW:
+        # outside the except clause: an exception raised in there would carry the first one as
+        # its context, and with it this frame (and `frame`) for as long as it is kept
         items = _unpack_slowly(frame)
     if type(items) is not list:
         raise WireError(f"data frame is a {type(items).__name__}, not a list of tuples")
@@ -112,18 +116,25 @@ def _unpack_one(data: bytes) -> Any:
 
 
 _lost_frames = 0
+_SLOW = object()  # unpack_data: the frame did not decode at once
 
 
 def _unpack_slowly(frame: bytes) -> Any:
     """A frame that did not decode at once. Dicts keyed by tuples need a hook; and when single
     tuples still fail (a type this worker has no decoder for), the frame is split into its
     tuples without decoding them, and the others are kept (the lost ones time out at their
-    spouts and are replayed)."""
+    spouts and are replayed).
+
+    No exception caught here is kept, only its text: a kept exception holds its traceback,
+    whose frames hold this call's locals (the frame, the decoder and its buffer) and the kept
+    exception itself, a reference cycle that only the cyclic collector frees, and a worker's
+    collector runs rarely (squall.worker.gcpolicy); a stream of garbage frames then held its
+    memory (issue 31)."""
     global _lost_frames
     try:
         return _unpack_one(frame)
     except Exception as exc:
-        first = exc
+        first = str(exc)
     bounds: list[tuple[int, int]] = []
     try:
         u = msgpack.Unpacker(raw=False, max_buffer_size=max(len(frame), 1))
@@ -136,13 +147,14 @@ def _unpack_slowly(frame: bytes) -> Any:
             raise ValueError("extra data after the frame")
     except Exception:
         raise WireError(f"undecodable data frame of {len(frame)} bytes: {first}") from None
+    del u
     items: list[Any] = []
-    lost: list[Exception] = []
+    lost: list[str] = []
     for start, end in bounds:
         try:
             items.append(_unpack_one(frame[start:end]))
         except Exception as exc:
-            lost.append(exc)
+            lost.append(str(exc))
     if lost and not items:
         raise WireError(f"undecodable data frame of {len(frame)} bytes: {lost[0]}")
     if lost:
