@@ -14,6 +14,12 @@ according to the stored state, so a superseded timer does nothing.
 Spouts are active exactly when the status is ACTIVE: every transition that changes the status
 emits `SetSpoutsActive(new status is ACTIVE)` (workers treat it as idempotent), and a transition
 that keeps the status (activate while ACTIVE, a second kill) emits no such effect.
+
+A kill waits what it asked for: the topology is removed no sooner than every kill's
+``now + wait_secs``, so a second kill keeps the pending removal or moves it later, never
+earlier. (Storm's nimbus schedules one more REMOVE per kill and the earliest fires, so there a
+`kill -w 0` cuts a `kill -w 30` short; Squall keeps the first kill's promise that bolts get
+their wait to flush.)
 """
 
 from __future__ import annotations
@@ -202,8 +208,9 @@ def _to(status: TopologyStatus) -> Handler:
 def _kill(state: LifecycleState, action: Action, now: float) -> Transition:
     due = now + action.wait_secs
     if state.status is TopologyStatus.KILLED:
-        # a second kill may shorten the wait, never lengthen it
-        if state.delayed_due is not None and state.delayed_due <= due:
+        # every kill's wait is honoured: a second kill may lengthen the wait, never shorten it
+        # (bolts flushing within the first kill's wait are not cut off by a later `kill -w 0`)
+        if state.delayed_due is not None and state.delayed_due >= due:
             return Transition(state)
         return Transition(
             replace(state, delayed_action=ActionName.REMOVE, delayed_due=due),

@@ -129,12 +129,34 @@ def test_kill_deactivates_and_schedules_remove(status: TopologyStatus) -> None:
     assert result.state.prev_status is None and result.state.rebalance_num_workers is None
 
 
-def test_kill_while_killed_shortens_the_wait_never_lengthens_it() -> None:
+def test_kill_while_killed_never_shortens_the_wait() -> None:
+    """`kill -w 30` then `kill -w 5` (or the runner's `kill -w 0`): still removed at +30."""
     state = killed(NOW + 30)
-    shorter = transition(state, Action.kill(5), NOW)
-    assert shorter == Transition(killed(NOW + 5), (ScheduleDelayed(ActionName.REMOVE, NOW + 5),))
-    assert transition(shorter.state, Action.kill(60), NOW) == Transition(shorter.state)
-    assert transition(shorter.state, Action.kill(5), NOW) == Transition(shorter.state)
+    assert transition(state, Action.kill(5), NOW) == Transition(state)
+    assert transition(state, Action.kill(0), NOW + 29) == Transition(state)
+    assert transition(state, Action.kill(30), NOW) == Transition(state)
+    # a longer wait asked later is honoured too: removed no sooner than every kill asked
+    longer = transition(state, Action.kill(60), NOW + 10)
+    assert longer == Transition(killed(NOW + 70), (ScheduleDelayed(ActionName.REMOVE, NOW + 70),))
+
+
+def test_kill_wait_is_kept_on_an_injected_clock() -> None:
+    """`squall kill NAME -w 5` at t=0, then kills with shorter waits on the way: REMOVE is due at
+    5 s and not one tick before, whatever comes between."""
+    t0 = NOW
+    state = transition(LifecycleState(ACTIVE), Action.kill(5), t0).state
+    for t, wait in ((t0 + 1.0, 0.0), (t0 + 2.5, 1.0), (t0 + 4.9, 0.0)):
+        state = transition(state, Action.kill(wait), t).state
+        assert due_actions(state, t) == ()
+    assert due_actions(state, t0 + 4.999) == ()
+    assert due_actions(state, t0 + 5.0) == (Action.remove(),)
+
+
+def test_kill_while_killed_with_nothing_pending_schedules_the_removal() -> None:
+    """KILLED with nothing pending (a nimbus that died while removing): a kill removes again."""
+    state = LifecycleState(KILLED)
+    assert transition(state, Action.kill(2), NOW) == Transition(
+        killed(NOW + 2), (ScheduleDelayed(ActionName.REMOVE, NOW + 2),))
 
 
 def test_remove_in_killed_removes_the_topology() -> None:
