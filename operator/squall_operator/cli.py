@@ -466,3 +466,6 @@ def operator(ctx: typer.Context) -> None:
 from squall_operator.verbs_cli import add_verbs  # noqa: E402
 
 add_verbs(app)
+
+from squall_operator.kafka_cli import add_kafka  # noqa: E402  (squall kafka up: a local broker)
+add_kafka(app)

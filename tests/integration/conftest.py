@@ -15,6 +15,7 @@ import pytest
 from squall.state import ClusterState
 from squall.zkserver import EmbeddedZooKeeper, java_available
 from squall_operator.local import LocalCluster
+from kafka_fixtures import kafka_broker  # noqa: F401  (one Kafka broker per session)
 
 # ZooKeeper clamps session timeouts to [MIN_SESSION_TIMEOUT_S, 20 * tick]; tests that make
 # sessions expire can ask for this short one.

@@ -1,0 +1,101 @@
+"""Fixtures of the Kafka tests: one real Apache Kafka broker (KRaft, squall.kafka.broker) for the
+whole test session, shared by every Kafka test module (conftest.py imports `kafka_broker`), with a
+SASL/PLAIN listener beside the plain one; and helpers to make topics and read them back."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from squall.kafka.broker import EmbeddedKafka
+from squall.zkserver import java_available
+
+SASL_USER = "squall"
+SASL_PASSWORD = "squall-secret"
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Iterator[EmbeddedKafka]:
+    """A started EmbeddedKafka for the session (jars from scripts/setup); stopped at the end."""
+    if not java_available():
+        pytest.skip("no java on PATH (the Kafka broker needs a Java runtime)")
+    broker = EmbeddedKafka(sasl_users={SASL_USER: SASL_PASSWORD})
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def new_topic(broker: EmbeddedKafka, partitions: int = 1, prefix: str = "t") -> str:
+    """A topic no other test uses, created with `partitions` partitions."""
+    from squall.kafka.admin import create_topics
+
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    create_topics(broker.bootstrap_servers, {name: partitions})
+    return name
+
+
+def produce(broker: EmbeddedKafka, topic: str, values: list[bytes], *, keys: list[bytes] | None = None,
+            partition: int | None = None) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True,
+                  "linger.ms": 5})
+    for i, v in enumerate(values):
+        kwargs: dict[str, Any] = {"value": v}
+        if keys is not None:
+            kwargs["key"] = keys[i]
+        if partition is not None:
+            kwargs["partition"] = partition
+        while True:
+            try:
+                p.produce(topic, **kwargs)
+                break
+            except BufferError:
+                p.poll(0.1)
+    assert p.flush(30) == 0, "records not delivered"
+
+
+def consume_all(broker: EmbeddedKafka, topic: str, expected: int, timeout: float = 60,
+                isolation: str = "read_uncommitted") -> list[Any]:
+    """Every record of `topic` from the start, waiting until at least `expected` have come."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": f"check-{uuid.uuid4().hex}",
+                  "enable.auto.commit": False, "isolation.level": isolation})
+    try:
+        md = c.list_topics(topic, timeout=10).topics[topic]
+        c.assign([TopicPartition(topic, p, -2) for p in md.partitions])  # -2: the beginning
+        out: list[Any] = []
+        deadline = time.monotonic() + timeout
+        idle_since = time.monotonic()
+        while time.monotonic() < deadline:
+            msgs = c.consume(500, 0.2)
+            got = [m for m in msgs if m.error() is None]
+            out.extend(got)
+            if got:
+                idle_since = time.monotonic()
+            elif len(out) >= expected and time.monotonic() - idle_since > 1.0:
+                break
+        return out
+    finally:
+        c.close()
+
+
+def committed(broker: EmbeddedKafka, group: str, topic: str) -> dict[int, int]:
+    """The group's committed offset per partition (only partitions with a commit)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                  "enable.auto.commit": False})
+    try:
+        md = c.list_topics(topic, timeout=10).topics[topic]
+        got = c.committed([TopicPartition(topic, p) for p in md.partitions], timeout=10)
+        return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
+    finally:
+        c.close()

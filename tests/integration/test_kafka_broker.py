@@ -1,0 +1,100 @@
+"""The real Apache Kafka broker the Kafka tests run on (squall.kafka.broker): topics, records in
+and out, the SASL/PLAIN listener, a restart with its data, and `squall kafka up`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from squall.kafka.admin import KafkaUnavailable, create_topics
+from squall.kafka.broker import EmbeddedKafka
+from kafka_fixtures import SASL_PASSWORD, SASL_USER, consume_all, new_topic, produce
+
+pytestmark = pytest.mark.integration
+
+
+def test_records_go_in_and_come_out(kafka_broker: EmbeddedKafka) -> None:
+    topic = new_topic(kafka_broker, partitions=3)
+    produce(kafka_broker, topic, [str(i).encode() for i in range(300)])
+    got = consume_all(kafka_broker, topic, 300)
+    assert sorted(int(m.value()) for m in got) == list(range(300))
+    assert {m.partition() for m in got} == {0, 1, 2}
+
+
+def test_creating_an_existing_topic_is_nothing(kafka_broker: EmbeddedKafka) -> None:
+    topic = new_topic(kafka_broker)
+    assert create_topics(kafka_broker.bootstrap_servers, {topic: 1}) == []
+
+
+def test_sasl_plain_takes_the_right_password_and_refuses_a_wrong_one(kafka_broker: EmbeddedKafka) -> None:
+    topic = new_topic(kafka_broker)
+    sasl = {"bootstrap.servers": kafka_broker.sasl_bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": SASL_USER}
+    assert topic in create_topics_listing({**sasl, "sasl.password": SASL_PASSWORD})
+    with pytest.raises(KafkaUnavailable, match=rf"Kafka at {kafka_broker.sasl_bootstrap_servers} refused the credentials"):
+        create_topics({**sasl, "sasl.password": "wrong"}, {"never": 1}, timeout=10)
+
+
+def create_topics_listing(conf: dict[str, str]) -> set[str]:
+    from confluent_kafka.admin import AdminClient
+
+    return set(AdminClient(conf).list_topics(timeout=10).topics)
+
+
+def test_an_unreachable_broker_is_one_line_naming_it() -> None:
+    from squall.zkserver import _free_port
+
+    where = f"127.0.0.1:{_free_port()}"
+    t0 = time.monotonic()
+    with pytest.raises(KafkaUnavailable) as info:
+        create_topics(where, {"x": 1}, timeout=3)
+    assert str(info.value).startswith(f"no Kafka broker reachable at {where}")
+    assert "\n" not in str(info.value)
+    assert time.monotonic() - t0 < 10
+
+
+def test_a_restarted_broker_keeps_its_topics_and_records() -> None:
+    broker = EmbeddedKafka(heap="256m")
+    broker.start()
+    try:
+        topic = new_topic(broker)
+        produce(broker, topic, [b"a", b"b"])
+        port = broker.port
+        broker.stop(keep_data=True)
+        assert not broker.running
+        broker.start()
+        assert broker.port == port
+        assert [m.value() for m in consume_all(broker, topic, 2)] == [b"a", b"b"]
+    finally:
+        broker.stop()
+    assert broker.workdir is None
+
+
+def test_squall_kafka_up_runs_a_broker_until_ctrl_c() -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "squall_operator", "kafka", "up", "--port", "0",
+                             "--topic", "clicks:2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, stdin=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("kafka: bootstrap servers 127.0.0.1:"), first + proc.stderr.read() if proc.poll() else first
+        bootstrap = first.split()[-1]
+        assert proc.stdout.readline().strip() == "kafka: topic clicks (2 partitions)"
+        from confluent_kafka.admin import AdminClient
+
+        md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+        assert len(md.topics["clicks"].partitions) == 2
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # the broker went with it
+    out = subprocess.run(["pgrep", "-f", f"kafka.Kafka .*{os.sep}squall-kafka-"], capture_output=True, text=True)
+    assert str(proc.pid) not in out.stdout

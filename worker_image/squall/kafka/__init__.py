@@ -1,0 +1,26 @@
+"""Kafka in and out: `KafkaSpout` (storm-kafka-client's semantics) and `KafkaBolt` (a sink that
+acks its input on the broker's delivery report), on the confluent-kafka client (librdkafka).
+
+The pure parts (offset bookkeeping, retry schedule, partition spreading, config, decoders) live in
+modules that import no client, so they are unit-tested with plain values; `squall.kafka.broker`
+runs a real Apache Kafka broker for local runs and tests. See docs/connectors.md.
+
+In a topology file: `class: squall.kafka:KafkaSpout` and `class: squall.kafka:KafkaBolt`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["KafkaBolt", "KafkaSpout"]
+
+
+def __getattr__(name: str) -> object:
+    # the components import confluent_kafka; `squall.kafka.broker` and the pure modules do not
+    if name == "KafkaSpout":
+        from squall.kafka.spout import KafkaSpout
+
+        return KafkaSpout
+    if name == "KafkaBolt":
+        from squall.kafka.bolt import KafkaBolt
+
+        return KafkaBolt
+    raise AttributeError(f"module 'squall.kafka' has no attribute {name!r}")
