@@ -1,7 +1,9 @@
 """Fuzzing a live worker's ports: random and mutated frames pushed at the data and control
 ports of real worker processes (real ZooKeeper, zmq on loopback) while a topology runs at a steady
 rate. No worker dies, every bad frame is counted (the workers' heartbeats carry the count), and
-every message id is still acked (docs/reliability.md, "Hostile input").
+every message id is still acked (docs/reliability.md, "Hostile input"). And garbage costs a
+worker no memory that it keeps: its resident size stays bounded while thousands of garbage
+frames and some very large ones arrive, and comes back near where it was (issue 31).
 
 Each frame is classified here with the decoder and shape checks the worker applies, so the
 expected count is exact: a frame is bad when it does not decode, or when any of its items has
@@ -13,6 +15,7 @@ the rest dropped; none of them may crash anything either.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -188,3 +191,130 @@ def test_fuzzed_ports_count_every_bad_frame_and_keep_acking(
     spout = read_spout(out, cluster)
     assert spout["acked"] == list(range(n))
     assert not cluster.crashes
+
+
+# -- memory under garbage frames (issue 31) -------------------------------------------------------
+
+SMALL_FRAMES = 5500  # per port: random, truncated and mis-shaped frames of at most 300 bytes
+OVERSIZED = (100 << 20, 3)  # frames over the maximum frame size (wire.MAX_FRAME_BYTES): refused by zmq
+LARGE = (12 << 20, 2)  # frames of random bytes under the maximum: taken, refused by the decoder
+PEAK_MB = 100  # what the worker may grow by while it takes them
+SETTLED_MB = 25  # and what it may keep once they are dropped
+
+
+def rss_mb(pid: int) -> float:
+    """The resident size of process `pid` (VmRSS in /proc/PID/status), MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS in /proc/{pid}/status")
+
+
+class PeakRss:
+    """The highest resident size of a process, sampled every 20 ms on a thread of its own."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = rss_mb(pid)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, rss_mb(self.pid))
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def garbage_frames(rng: random.Random, n: int) -> list[bytes]:
+    """`n` frames a worker must refuse, of at most 300 bytes: random bytes, frames of well-shaped
+    tuples cut short, msgpack values that are not lists of tuples, and array headers that claim
+    more items than follow."""
+    good = msgpack.packb([[1, 1, "default", [rng.randrange(10**6)], {1: 2}] for _ in range(6)])
+    kinds: list[Callable[[], bytes]] = [
+        lambda: rng.randbytes(rng.randrange(1, 301)),
+        lambda: good[: rng.randrange(1, len(good))],
+        lambda: msgpack.packb({"k": rng.randbytes(rng.randrange(200))}),
+        lambda: msgpack.packb([[rng.random(), "x", None]] * rng.randint(1, 9)),
+        lambda: b"\xdd" + rng.randbytes(4) + rng.randbytes(rng.randrange(290)),
+        lambda: mutate(rng, good)[:300],
+    ]
+    return [rng.choice(kinds)() for _ in range(n)]
+
+
+def push(sock: zmq.Socket[bytes], frames: list[bytes]) -> int:
+    sent = 0
+    for frame in frames:
+        if sock.poll(5000, zmq.POLLOUT):
+            sock.send(frame, copy=len(frame) < 1 << 16)
+            sent += 1
+    return sent
+
+
+def test_garbage_frames_cost_memory_that_is_given_back(
+    make_cluster: Callable[..., LocalCluster], tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    topo = id_pipeline("garbage", out, 0, workers=1, rate=200)  # endless
+    cluster = make_cluster(nodes=1, slots=1)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: totals(cluster, topo.name)["ids"]["acked"] >= 100, 60, "the first acks", cluster)
+    [(slot, pid)] = cluster.worker_pids(topo.name).items()
+    [ep] = cluster.state.get_endpoints(topo.name).values()
+    rng = random.Random(SEED)
+    ctx = zmq.Context()
+    try:
+        socks = []
+        for port in (ep.port, ep.control_port):
+            sock = ctx.socket(zmq.PUSH)
+            sock.setsockopt(zmq.SNDHWM, 100)
+            sock.setsockopt(zmq.LINGER, 10_000)
+            sock.connect(f"tcp://{ep.host}:{port}")
+            socks.append(sock)
+        # a first round, so that what a worker allocates once (its first log lines, zmq's
+        # buffers, the allocator's pools) is in the baseline
+        for sock in socks:
+            push(sock, garbage_frames(rng, 300))
+        time.sleep(2)
+        baseline = rss_mb(pid)
+        acked_before = totals(cluster, topo.name)["ids"]["acked"]
+        t0 = time.monotonic()
+        with PeakRss(pid) as peak:
+            sent = 0
+            for i in range(10):
+                for sock in socks:
+                    sent += push(sock, garbage_frames(rng, SMALL_FRAMES // 10))
+                if i < OVERSIZED[1]:
+                    sent += push(socks[0], [rng.randbytes(OVERSIZED[0])])
+                if i < LARGE[1]:
+                    sent += push(socks[i % 2], [rng.randbytes(LARGE[0])])
+            for sock in socks:
+                sock.close()  # lingers until the frames are handed over
+            # given back: within a few seconds, without anything else happening in the worker
+            settled = wait_for(lambda: rss_mb(pid) <= baseline + SETTLED_MB or None, 30,
+                               f"the worker's resident size to come back near {baseline:.0f} MB "
+                               f"(now {rss_mb(pid):.0f} MB)", cluster, interval=0.5)
+        took = time.monotonic() - t0
+    finally:
+        ctx.term()
+    assert settled
+    now = rss_mb(pid)
+    print(f"{sent} garbage frames in {took:.1f}s: worker resident {baseline:.0f} MB before, peak "
+          f"{peak.peak:.0f} MB, {now:.0f} MB after")
+    assert peak.peak <= baseline + PEAK_MB, (baseline, peak.peak)
+    # counted (those queued behind an oversized frame went with its connection)
+    wait_for(lambda: (bad_frames(cluster, topo.name) or {}).get(slot.key(), 0) >= SMALL_FRAMES, 30,
+             f"{SMALL_FRAMES} bad frames counted (got {bad_frames(cluster, topo.name)})", cluster)
+    # it keeps processing good tuples
+    wait_for(lambda: totals(cluster, topo.name)["ids"]["acked"] > acked_before + 200, 60,
+             "acks after the garbage", cluster)
+    assert cluster.worker_pids(topo.name) == {slot: pid}, "the worker died: " + logs_tail(cluster)
+    assert not cluster.crashes, logs_tail(cluster)
+    stop_topology(cluster, topo.name)

@@ -3,7 +3,7 @@ windows hold, with the collector's setter injected (the process's collector is n
 
 from __future__ import annotations
 
-from squall.worker.gcpolicy import MIDDLE, OLD, PER_HELD, YOUNG, GcPolicy, young_threshold
+from squall.worker.gcpolicy import MIDDLE, OLD, PER_HELD, YOUNG, YOUNG_EVERY_SECS, GcPolicy, young_threshold
 
 
 def _policy() -> tuple[GcPolicy, list[tuple[int, int, int]]]:
@@ -45,3 +45,64 @@ def test_an_executor_that_stops_leaves_the_sum() -> None:
     p.windows_hold("a", 0)
     assert calls[-1] == (YOUNG, MIDDLE, OLD)
     assert p.young == YOUNG
+
+
+class _Collector:
+    """A fake collector: its young count, and the collections asked of it."""
+
+    def __init__(self) -> None:
+        self.young = 0
+        self.collected: list[int] = []
+
+    def count(self) -> tuple[int, int, int]:
+        return (self.young, 0, 0)
+
+    def collect(self, generation: int) -> int:
+        self.collected.append(generation)
+        self.young = 0
+        return 0
+
+
+def _timed() -> tuple[GcPolicy, _Collector, list[float]]:
+    now = [100.0]
+    c = _Collector()
+    p = GcPolicy(lambda a, b, c: None, c.collect, lambda: now[0], c.count)
+    return p, c, now
+
+
+def test_a_young_collection_at_least_every_few_seconds() -> None:
+    # a worker that allocates little (idle, or dropping garbage frames) never reaches the young
+    # threshold: its cyclic garbage would stay for good (issue 31)
+    p, c, now = _timed()
+    c.young = 50
+    p.tick()
+    assert c.collected == []
+    now[0] += YOUNG_EVERY_SECS - 0.1
+    p.tick()
+    assert c.collected == []
+    now[0] += 0.1
+    p.tick()
+    assert c.collected == [0]
+    assert p.timed_collections == 1
+    now[0] += YOUNG_EVERY_SECS / 2
+    c.young = 10
+    p.tick()
+    assert c.collected == [0]  # the interval starts again from the last collection
+
+
+def test_no_timed_collection_when_nothing_was_allocated() -> None:
+    p, c, now = _timed()
+    now[0] += 3 * YOUNG_EVERY_SECS
+    p.tick()
+    assert c.collected == []
+
+
+def test_the_collectors_own_collections_count() -> None:
+    # a busy worker's collector runs by itself (its young count is lower than at the last
+    # look): no extra collection
+    p, c, now = _timed()
+    for young in [90_000, 30_000, 95_000, 20_000, 70_000, 5_000, 99_000, 40_000]:
+        now[0] += YOUNG_EVERY_SECS * 0.6
+        c.young = young
+        p.tick()
+    assert c.collected == []

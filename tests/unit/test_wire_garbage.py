@@ -71,3 +71,25 @@ def test_a_refused_frame_is_freed_when_its_error_is_dropped() -> None:
     before = len(gc.get_objects())
     assert cyclic_garbage(unpack_all(wire.unpack_data, [frame] * 20)) == 0
     assert len(gc.get_objects()) - before < 50
+
+
+def tuple_of(size: int, dest: int = 1) -> list[Any]:
+    return [dest, 2, "default", [b"x" * size], None]
+
+
+def test_pack_data_keeps_frames_under_the_limit() -> None:
+    items = [tuple_of(100), tuple_of(5000), tuple_of(200), tuple_of(3000)]
+    whole, bad = wire.pack_data(items, limit=1 << 20)
+    assert bad == [] and whole is not None
+    frame, bad = wire.pack_data(items, limit=4000)
+    assert frame is not None and len(frame) <= 4000
+    assert [item for item, _ in bad] == [items[1]]  # the largest left, the rest fit
+    assert "maximum frame size of 4000 bytes (worker.max.frame.bytes)" in str(bad[0][1])
+    assert wire.unpack_data(frame) == [items[0], items[2], items[3]]
+
+
+def test_pack_data_hands_back_every_tuple_that_cannot_fit() -> None:
+    items = [tuple_of(5000), tuple_of(6000)]
+    frame, bad = wire.pack_data(items, limit=1000)
+    assert frame is None
+    assert sorted(len(item[3][0]) for item, _ in bad) == [5000, 6000]

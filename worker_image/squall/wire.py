@@ -44,25 +44,48 @@ def pack(items: list[Any]) -> bytes:
     return frame
 
 
-def pack_data(items: list[Any]) -> tuple[bytes | None, list[tuple[Any, Exception]]]:
+# the largest frame a worker's ports take unless configured otherwise (squall.worker.transport)
+MAX_FRAME_BYTES = 16 << 20
+
+
+def pack_data(items: list[Any], limit: int = MAX_FRAME_BYTES) -> tuple[bytes | None, list[tuple[Any, Exception]]]:
     """A frame of the items that can be encoded (None if none can), and `(item, error)` for
     each that cannot. Encoding is tried once for the whole frame; only a frame that fails is
     packed again item by item (a msgpack array is its header then its items, so the good
-    items' bytes make a frame of their own)."""
+    items' bytes make a frame of their own).
+
+    A frame is at most `limit` bytes (the receiving worker's maximum: its zmq drops the
+    connection of a peer that sends a larger one, and with it the frames queued behind it):
+    past it, the items are packed one by one and the largest ones that do not fit are handed
+    back as errors."""
     try:
-        return msgpack.packb(items, use_bin_type=True, default=default), []
+        frame: bytes = msgpack.packb(items, use_bin_type=True, default=default)
+        if len(frame) <= limit:
+            return frame, []
     except Exception:
         pass
-    parts: list[bytes] = []
+    parts: list[tuple[Any, bytes]] = []
     bad: list[tuple[Any, Exception]] = []
     for item in items:
         try:
-            parts.append(msgpack.packb(item, use_bin_type=True, default=default))
+            parts.append((item, msgpack.packb(item, use_bin_type=True, default=default)))
         except Exception as exc:
             bad.append((item, exc))
+    size = 5 + sum(len(p) for _, p in parts)  # an array header takes at most 5 bytes
+    if size > limit:
+        # the largest go first, until the rest fits
+        for i in sorted(range(len(parts)), key=lambda i: len(parts[i][1]), reverse=True):
+            if size <= limit:
+                break
+            item, packed = parts[i]
+            size -= len(packed)
+            parts[i] = (item, b"")
+            bad.append((item, WireError(f"the tuple takes {len(packed)} bytes; its frame would pass the maximum"
+                                        f" frame size of {limit} bytes (worker.max.frame.bytes)")))
+        parts = [(item, p) for item, p in parts if p]
     if not parts:
         return None, bad
-    return msgpack.Packer().pack_array_header(len(parts)) + b"".join(parts), bad
+    return msgpack.Packer().pack_array_header(len(parts)) + b"".join(p for _, p in parts), bad
 
 
 def unsendable_message(component: str, task: int, stream: str, fields: list[str], item: Any, exc: Exception) -> str:

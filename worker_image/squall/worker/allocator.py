@@ -38,8 +38,8 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["AUTO", "ENV", "JEMALLOC", "PYMALLOC", "Decision", "active", "decide", "decided_early",
-           "jemalloc_loaded", "select"]
+__all__ = ["AUTO", "ENV", "JEMALLOC", "MMAP_THRESHOLD", "PYMALLOC", "Decision", "active", "decide",
+           "decided_early", "fix_mmap_threshold", "jemalloc_loaded", "select"]
 
 ENV = "SQUALL_WORKER_ALLOCATOR"
 # set on the re-executed process (its value: LD_PRELOAD as it was before, maybe empty): never
@@ -166,3 +166,26 @@ def select(windowed: bool = False, before_exec: Callable[[Decision], None] | Non
         env.pop("PYTHONMALLOC", None)
     active = decision
     return decision
+
+
+# glibc's malloc: blocks from this size up are mapped on their own, and given back to the system
+# when freed. glibc raises its threshold by itself to the size of every mapped block freed (up to
+# 32 MiB), so that after one large frame (a batch of large tuples; or garbage from the network)
+# the next ones come from the heap, which keeps their pages once freed: 12 MiB frames of garbage
+# left a worker 48 MB larger for good (issue 31). Setting it fixes it (mallopt turns the
+# adjustment off).
+MMAP_THRESHOLD = 1 << 20
+_M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+
+
+def fix_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
+    """Fix glibc's mmap threshold at `size` (the worker does this at start); False where there is
+    no glibc `mallopt` (musl; jemalloc preloaded takes the allocations then, and gives memory
+    back on its own)."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, size))

@@ -25,14 +25,23 @@ does form cycles (rare in a worker: an exception kept with its traceback) then w
 most a few times as many allocations as the windows hold, so its memory stays in proportion to
 the windows' own.
 
+A threshold counted in allocations alone leaves cyclic garbage in place while a worker
+allocates little: an idle worker, or one dropping a stream of garbage frames, could keep it for
+good (issue 31: exceptions kept with their tracebacks held every refused frame). So the main
+loop also runs a young collection when none ran for YOUNG_EVERY_SECS (`tick`): cycles that
+became garbage since wait at most that long. It walks only what was allocated since the last
+collection and is still alive, each object once before it moves to the middle generation.
+
 Pure sizing (`young_threshold`) and a small stateful shell (`GcPolicy`) with the collector's
-setter injected, so tests run without touching the process's collector.
+setter, its collection and its clock injected, so tests run without touching the process's
+collector and without sleeping.
 """
 
 from __future__ import annotations
 
 import gc
 import threading
+import time
 from collections.abc import Callable
 
 # the thresholds without windows: young collection after 100k net container allocations (the
@@ -41,8 +50,11 @@ YOUNG = 100_000
 MIDDLE = 50
 OLD = 1000
 PER_HELD = 6  # young threshold per tuple held in windows: 3 counted allocations each, twice that
+# a young collection at least this often (seconds), however little the worker allocates
+YOUNG_EVERY_SECS = 5.0
 
 SetThreshold = Callable[[int, int, int], None]
+Collect = Callable[[int], int]
 
 
 def young_threshold(held: int) -> int:
@@ -56,11 +68,37 @@ class GcPolicy:
     squall/checkpoint.py, after each tick that fires its windows, and 0 at cleanup). Thread-safe: executors report from
     their own threads."""
 
-    def __init__(self, set_threshold: SetThreshold = gc.set_threshold) -> None:
+    def __init__(self, set_threshold: SetThreshold = gc.set_threshold, collect: Collect = gc.collect,
+                 clock: Callable[[], float] = time.monotonic, get_count: Callable[[], tuple[int, int, int]] = gc.get_count,
+                 ) -> None:
         self._set = set_threshold
+        self._collect = collect
+        self._clock = clock
+        self._get_count = get_count
         self._lock = threading.Lock()
         self._held: dict[object, int] = {}
         self.young = YOUNG
+        # when a young collection last ran (ours; or the collector's own, seen as a young count
+        # lower than at our last look) and the young count then
+        self._collected = clock()
+        self._count = 0
+        self.timed_collections = 0
+
+    def tick(self) -> None:
+        """The worker's main loop, every turn: a young collection if none ran for
+        YOUNG_EVERY_SECS and something was allocated since (called from one thread)."""
+        now = self._clock()
+        count = self._get_count()[0]
+        if count < self._count:  # the collector ran by itself since the last look
+            self._collected = now
+        self._count = count
+        if now - self._collected < YOUNG_EVERY_SECS:
+            return
+        self._collected = now
+        if count:
+            self._collect(0)
+            self.timed_collections += 1
+            self._count = self._get_count()[0]
 
     def install(self) -> None:
         """Set the thresholds without windows (the worker does this at start)."""
@@ -86,4 +124,4 @@ class GcPolicy:
 # the process's policy (the collector is per process)
 POLICY = GcPolicy()
 
-__all__ = ["MIDDLE", "OLD", "PER_HELD", "POLICY", "YOUNG", "GcPolicy", "young_threshold"]
+__all__ = ["MIDDLE", "OLD", "PER_HELD", "POLICY", "YOUNG", "YOUNG_EVERY_SECS", "GcPolicy", "young_threshold"]

@@ -52,7 +52,7 @@ from squall.worker.load import ANNOUNCE_SECS, BusyMeter, PeerLoads, load_items
 from squall.worker.routing import Inbox, Routing, sort_data
 from squall.worker.security import CurveKeyError, CurveKeys, Sealer, keys_from_env, read_keys
 from squall.worker.threads import NamedThread
-from squall.worker.transport import SOCKET_HWM, DirectSender, PeerQueues, run_transfer
+from squall.worker.transport import SOCKET_HWM, DirectSender, PeerQueues, max_frame_bytes, run_transfer
 
 log = logging.getLogger("squall.worker")
 T = TypeVar("T")
@@ -165,6 +165,7 @@ class Worker:
         self.endpoints: dict[WorkerSlot, Endpoint] = {}
         self.errors: collections.deque[tuple[str, int, str]] = collections.deque(maxlen=100)
         self.bad_frames = 0
+        self.max_frame = wire.MAX_FRAME_BYTES  # set from the config and environment by `_load`
         self.unsendable = 0
         self.dropped = 0
         self.active = False
@@ -202,6 +203,15 @@ class Worker:
         # interval ends; every hop of a tuple pays it. 1 ms instead of CPython's 5 ms: +20-25%
         # throughput and lower latency in bench/run.py at the same window.
         sys.setswitchinterval(float(self.conf.get("worker.switch.interval.secs", 0.001)))
+        try:
+            self.max_frame, source = max_frame_bytes(self.conf, os.environ)
+        except ValueError as exc:
+            from squall.errors import NO_VALUE, Problem, TopologyError
+
+            raise TopologyError([Problem("", NO_VALUE, str(exc))]) from None
+        if source != "default":
+            log.info("worker %s: the largest frame its ports take is %d bytes (%s)", self.slot.key(),
+                     self.max_frame, source)
         if any(c.stateful for c in self.spec.components):
             # a state provider that cannot be used (a Redis that cannot be reached) stops the
             # worker at its start, named, before it takes a tuple
@@ -219,12 +229,15 @@ class Worker:
         self.data_sock = self.zmq.socket(zmq.PULL)
         self.data_sock.setsockopt(zmq.RCVHWM, SOCKET_HWM)
         self.data_sock.setsockopt(zmq.LINGER, 0)
+        # zmq refuses a larger frame from its header, before buffering it (transport.max_frame_bytes)
+        self.data_sock.setsockopt(zmq.MAXMSGSIZE, self.max_frame)
         if self.sealer is not None:
             self.sealer.server(self.data_sock, "data port")
         _while_in_use(lambda: self.data_sock.bind(f"tcp://{self.bind_host}:{self.slot.port}"),
                       f"slot port {self.slot.port}", self.stop_event, on_busy=self._claim_slot)
         self.control_sock = self.zmq.socket(zmq.PULL)
         self.control_sock.setsockopt(zmq.LINGER, 0)
+        self.control_sock.setsockopt(zmq.MAXMSGSIZE, self.max_frame)
         if self.sealer is not None:
             self.sealer.server(self.control_sock, "control port")
         self.control_port = self.control_sock.bind_to_random_port(f"tcp://{self.bind_host}")
@@ -793,7 +806,7 @@ class Worker:
         return slot in self.routing.slots
 
     def _pack(self, items: list[Any]) -> bytes | None:
-        frame, bad = wire.pack_data(items)
+        frame, bad = wire.pack_data(items, self.max_frame)
         if bad:
             self._unsendable(bad)
         return frame
@@ -958,6 +971,7 @@ class Worker:
         while not self.stop_event.is_set():
             now = time.monotonic()
             turns["main"] = now
+            GC_POLICY.tick()
             if self.retiring:
                 self._reap(now)
             if self.stop_requested is not None and self._leaving(now):
@@ -1150,6 +1164,7 @@ def main(argv: list[str] | None = None) -> int:
     # collector would otherwise run every 700 allocations and rescan every live pending tuple;
     # windowed bolts size its young generation to what they hold (gcpolicy.py)
     GC_POLICY.install()
+    allocator.fix_mmap_threshold()
     logging.basicConfig(level=args.log_level, format=f"%(asctime)s worker {args.node}-{args.port} %(levelname)s %(name)s: %(message)s")
     from squall import _native
 

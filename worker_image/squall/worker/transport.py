@@ -18,20 +18,52 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import zmq
 
 from squall.models.cluster import WorkerSlot
+from squall.wire import MAX_FRAME_BYTES
 
 log = logging.getLogger("squall.transport")
+
+# The largest frame a worker's data and control ports take: zmq's MAXMSGSIZE on the receiving
+# sockets, checked by zmq from a frame's header before it buffers the frame; a peer that sends a
+# larger one has its connection closed (it connects again by itself) and nothing of the frame is
+# kept. Senders keep their frames under it (`wire.pack_data`). A topology's config sets it
+# (MAX_FRAME_CONFIG), the worker's environment (MAX_FRAME_ENV) overrides that.
+MAX_FRAME_CONFIG = "worker.max.frame.bytes"
+MAX_FRAME_ENV = "SQUALL_WORKER_MAX_FRAME_BYTES"
+MIN_FRAME_BYTES = 64 << 10  # a frame holds at least one batch of small tuples
+LARGEST_FRAME_BYTES = 1 << 31  # zmq's limit is a signed 64-bit count; a frame is bytes in memory
 
 SOCKET_HWM = 32
 # batches coalesced into one frame per destination
 FRAME_BATCHES = 16
 # frames sent to one peer before the loop looks at the next one (fairness)
 FRAMES_PER_TURN = 4
+
+
+def max_frame_bytes(conf: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[int, str]:
+    """The maximum frame size and where it came from (`environ`'s MAX_FRAME_ENV, else the
+    topology config's MAX_FRAME_CONFIG, else the default MAX_FRAME_BYTES). Raises ValueError
+    with one line naming the setting when it is not a whole number of bytes in range."""
+    raw: object = environ.get(MAX_FRAME_ENV) or None
+    source = MAX_FRAME_ENV
+    if raw is None:
+        raw, source = conf.get(MAX_FRAME_CONFIG), f"spec.config.{MAX_FRAME_CONFIG}"
+        if raw is None:
+            return MAX_FRAME_BYTES, "default"
+    value: int | None = None
+    if type(raw) is int:
+        value = raw
+    elif isinstance(raw, str) and raw.strip().isdigit():
+        value = int(raw.strip())
+    if value is None or not MIN_FRAME_BYTES <= value <= LARGEST_FRAME_BYTES:
+        raise ValueError(f"{source}={raw!r}: expected a whole number of bytes from {MIN_FRAME_BYTES} to"
+                         f" {LARGEST_FRAME_BYTES} (default {MAX_FRAME_BYTES})")
+    return value, source
 
 
 class PeerQueues:
