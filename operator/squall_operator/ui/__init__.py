@@ -18,9 +18,17 @@ JSON API (shaped after Storm UI's `/api/v1`):
     POST /api/v1/topology/{id}/kill/{wait-time}
 
 The actions answer 403 unless the UI was started with them enabled (`squall run --ui-actions`,
-the chart's `ui.actions`); a POST must say `Content-Type: application/json` (415 otherwise: a
-plain cross-site form cannot post to it); bad parameters get 400, an unknown topology 404, an
+the chart's `ui.actions`), and 403 to a browser that says the request comes from another site
+(`Sec-Fetch-Site`); a POST must say `Content-Type: application/json` (415 otherwise: a plain
+cross-site form cannot post to it) and carry at most 64 KiB (413); bad parameters get 400, an
+unknown topology (or an id no topology can have, answered before ZooKeeper is asked) 404, an
 action its state does not allow 409, and none of them changes anything.
+
+What a page shows is escaped (Jinja2's autoescape, every template); every answer carries a
+Content-Security-Policy that runs no inline script (the pages' one script is static/ui.js) and
+lets no other site frame the pages, with nosniff, X-Frame-Options and Referrer-Policy
+(`SecurityHeaders`); on loopback the UI answers only requests naming a loopback host
+(`LoopbackHostOnly`, against DNS rebinding).
 
 Why this stack: Starlette is the small, well-kept ASGI toolkit under FastAPI (routing, static
 files, Jinja2 templates, no framework beyond), uvicorn is its reference server, and
@@ -29,39 +37,45 @@ server-rendered pages with one short script need no front-end build.
 
 from __future__ import annotations
 
-import html
+import ipaddress
 import json
 import logging
 import math
 import socket
 import threading
 from collections.abc import Mapping
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Protocol
 
+import jinja2
 import uvicorn
 from kazoo.exceptions import NoAuthError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from squall.models import Topology
 from squall.models.cluster import NimbusRequest
-from squall.state import ClusterState
+from squall.state import CONNECTION_ERRORS, ClusterState, StateError
 from squall_operator.nimbus import Nimbus, NimbusError
 from squall_operator.requests import perform
-from squall_operator.ui.data import WINDOWS, UiData
+from squall_operator.ui.data import WINDOWS, UiData, is_topology_id, latency_text
 from squall_operator.verbs import EXIT_USAGE, KubernetesTarget, VerbError, _check_executors
 
 __all__ = [
     "ActionRefused",
     "Actions",
     "KubernetesActions",
+    "LoopbackHostOnly",
     "NimbusActions",
+    "SecurityHeaders",
     "UiServer",
     "create_app",
     "refused_app",
@@ -71,6 +85,7 @@ __all__ = [
 log = logging.getLogger("squall.ui")
 HERE = Path(__file__).resolve().parent
 MAX_WAIT_SECS = 86400.0
+MAX_BODY_BYTES = 64 * 1024  # a rebalance's options are a few hundred bytes
 
 
 class ActionRefused(Exception):
@@ -106,9 +121,9 @@ class NimbusActions:
             _check_executors(name, tasks, executors or {})
         except VerbError as exc:
             raise ActionRefused(400, str(exc)) from None
-        req = NimbusRequest(action=action, topology=name, wait_secs=wait_secs,
-                            num_workers=num_workers, executors=dict(executors) if executors else None)
         try:
+            req = NimbusRequest(action=action, topology=name, wait_secs=wait_secs,
+                                num_workers=num_workers, executors=dict(executors) if executors else None)
             return perform(self.nimbus, req)
         except NimbusError as exc:
             raise ActionRefused(409, str(exc)) from None
@@ -159,10 +174,117 @@ def refused_message(where: str) -> str:
             "credentials (zookeeper.auth: $SQUALL_ZK_AUTH or --zk-auth-file)")
 
 
+# -- what every answer carries ---------------------------------------------------------------------
+
+# The pages load one script and one stylesheet, both from /static, and fetch the JSON API: nothing
+# inline runs (no <script> body, no on* attribute, no style attribute), and no other site may
+# frame the pages (clickjacking the action buttons).
+CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+                           "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+)
+_SECURITY_NAMES = frozenset(name for name, _ in SECURITY_HEADERS)
+
+
+class SecurityHeaders:
+    """ASGI middleware: `SECURITY_HEADERS` on every HTTP answer (pages, API, static files,
+    Starlette's own 404 and 405), replacing any the app set."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() not in _SECURITY_NAMES]
+                message = {**message, "headers": [*headers, *SECURITY_HEADERS]}
+            await send(message)
+
+        await self.app(scope, receive, send_secured)
+
+
+def _is_loopback_name(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def host_of(header: str) -> str:
+    """The host part of a Host header: `[::1]:8080` -> `::1`, `localhost:8080` -> `localhost`."""
+    if header.startswith("["):
+        return header[1:header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+class LoopbackHostOnly:
+    """ASGI middleware for a UI listening on loopback: a request whose Host names anything but
+    a loopback address or `localhost` gets 400. A page on another site whose name an attacker
+    rebinds to 127.0.0.1 (DNS rebinding) is same-origin with itself, not with the UI, and sends
+    its own name as Host; without this it could read the figures and post actions."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), None)
+            if host is not None and not _is_loopback_name(host_of(host)):
+                body = b"this UI answers on a loopback address only (the Host header names another host)\n"
+                await send({"type": "http.response.start", "status": 400,
+                            "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                        (b"content-length", str(len(body)).encode()), *SECURITY_HEADERS]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+# -- pages ----------------------------------------------------------------------------------------
+
+def _templates() -> Jinja2Templates:
+    # autoescape for every template, whatever its name ends with: nothing a request or
+    # ZooKeeper holds reaches a page unescaped
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
+    env.filters["latency"] = latency_text
+    env.filters["count"] = lambda n: f"{n:,}"
+    return Jinja2Templates(env=env)
+
+
+TEMPLATES = _templates()
+
+
+def _page(request: Request, name: str, context: dict[str, Any], status: int = 200, *,
+          title: str = "Squall", actions_enabled: bool = False) -> Response:
+    context = {"title": title, "actions_enabled": actions_enabled, "windows": WINDOWS, **context}
+    return TEMPLATES.TemplateResponse(request, name, context, status_code=status)
+
+
+def _error_page(request: Request, status: int, message: str, *, title: str = "Squall") -> Response:
+    return _page(request, "error.html", {"status": status, "reason": HTTPStatus(status).phrase,
+                                         "message": message}, status, title=title)
+
+
+def _shown(name: str) -> str:
+    """A name from a request as an answer quotes it: repr (control characters escaped), and
+    at most 80 characters of it."""
+    return repr(name[:80]) + (f" (and {len(name) - 80} more characters)" if len(name) > 80 else "")
+
+
 def _refused(request: Request, message: str) -> Response:
     if request.url.path.startswith("/api/"):
         return _error(503, message)
-    return HTMLResponse(f"<h1>503 Service Unavailable</h1><p>{html.escape(message)}</p>", status_code=503)
+    return _error_page(request, 503, message)
 
 
 def refused_app(message: str) -> Starlette:
@@ -171,7 +293,8 @@ def refused_app(message: str) -> Starlette:
     def handler(request: Request) -> Response:
         return _refused(request, message)
 
-    return Starlette(routes=[Route("/{path:path}", handler, methods=["GET", "POST"])])
+    return Starlette(routes=[Route("/{path:path}", handler, methods=["GET", "POST"])],
+                     middleware=[Middleware(SecurityHeaders)])
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -182,9 +305,9 @@ def _wait(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise ActionRefused(400, f"wait-time {text!r} is not a number of seconds") from None
+        raise ActionRefused(400, f"wait-time {_shown(text)} is not a number of seconds") from None
     if not math.isfinite(value) or value < 0 or value > MAX_WAIT_SECS:
-        raise ActionRefused(400, f"wait-time must be between 0 and {MAX_WAIT_SECS:g} seconds, got {text}")
+        raise ActionRefused(400, f"wait-time must be between 0 and {MAX_WAIT_SECS:g} seconds, got {_shown(text)}")
     return value
 
 
@@ -198,25 +321,44 @@ def _rebalance_options(body: Any) -> tuple[int | None, dict[str, int]]:
         raise ActionRefused(400, "rebalanceOptions takes numWorkers and executors only")
     workers = opts.get("numWorkers")
     if workers is not None and (type(workers) is not int or workers < 1):
-        raise ActionRefused(400, f"rebalanceOptions.numWorkers must be a whole number >= 1, got {workers!r}")
+        raise ActionRefused(400, f"rebalanceOptions.numWorkers must be a whole number >= 1, got {_shown(repr(workers))}")
     executors = opts.get("executors") or {}
     if not isinstance(executors, dict):
         raise ActionRefused(400, "rebalanceOptions.executors must map component -> parallelism")
     for comp, n in executors.items():
         if type(n) is not int or n < 1:
-            raise ActionRefused(400, f"rebalanceOptions.executors.{comp} must be a whole number >= 1, got {n!r}")
+            raise ActionRefused(400, f"rebalanceOptions.executors.{_shown(comp)} must be a whole number >= 1, "
+                                     f"got {_shown(repr(n))}")
     return workers, dict(executors)
+
+
+async def _body(request: Request) -> bytes:
+    """The request's body, refused (413) past MAX_BODY_BYTES before more of it is read."""
+    too_big = ActionRefused(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise too_big
+    got = bytearray()
+    async for chunk in request.stream():
+        got += chunk
+        if len(got) > MAX_BODY_BYTES:
+            raise too_big
+    return bytes(got)
 
 
 def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool = False,
                title: str = "Squall") -> Starlette:
-    """The UI over `data`; a read that ZooKeeper's ACLs refuse answers 503 saying so."""
-    templates = Jinja2Templates(directory=str(HERE / "templates"))
+    """The UI over `data`; a read that ZooKeeper's ACLs refuse answers 503 saying so.
+
+    Every topology id from a path is checked (`is_topology_id`) before anything asks ZooKeeper
+    for it: an id no topology can have is 404, like one that is not there."""
     enabled = actions_enabled and actions is not None
 
     def page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
-        context = {"title": title, "actions_enabled": enabled, "windows": WINDOWS, **context}
-        return templates.TemplateResponse(request, name, context, status_code=status)
+        return _page(request, name, context, status, title=title, actions_enabled=enabled)
+
+    def no_topology(name: str) -> str:
+        return f"no topology named {_shown(name)}"
 
     def index(request: Request) -> Response:
         return page(request, "index.html", {"cluster": data.cluster_summary(),
@@ -224,11 +366,10 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
 
     def topology_page(request: Request) -> Response:
         name = request.path_params["id"]
-        topo = data.topology(name)
+        topo = data.topology(name) if is_topology_id(name) else None
         if topo is None:
-            return HTMLResponse(f"<h1>no topology named {name!r}</h1><p><a href='/'>topologies</a></p>",
-                                status_code=404)
-        return page(request, "topology.html", {"t": topo, "t_json": json.dumps(topo)})
+            return _error_page(request, 404, no_topology(name), title=title)
+        return page(request, "topology.html", {"t": topo})
 
     def cluster_summary(request: Request) -> Response:
         return JSONResponse(data.cluster_summary())
@@ -238,9 +379,9 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
 
     def topology(request: Request) -> Response:
         name = request.path_params["id"]
-        got = data.topology(name, request.query_params.get("window", ":all-time"))
+        got = data.topology(name, request.query_params.get("window", ":all-time")) if is_topology_id(name) else None
         if got is None:
-            return _error(404, f"no topology named {name!r}")
+            return _error(404, no_topology(name))
         got["actionsEnabled"] = enabled
         return JSONResponse(got)
 
@@ -250,17 +391,24 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
         waits = op in ("rebalance", "kill")
         if op not in ("activate", "deactivate", "rebalance", "kill") or (
                 "wait" in request.path_params and not waits):
-            return _error(404, f"no such action: {request.url.path}")
+            return _error(404, f"no such action: {_shown(request.url.path)}")
+        if not is_topology_id(name):
+            return _error(404, no_topology(name))
         if not enabled or actions is None:
             return _error(403, "actions are disabled on this UI (enable them with --ui-actions / ui.actions)")
+        # a browser names where a request comes from: only the UI's own pages (or a person
+        # typing) may act; curl and the CLI send no Sec-Fetch-Site
+        site = request.headers.get("sec-fetch-site")
+        if site is not None and site not in ("same-origin", "none"):
+            return _error(403, f"actions come from the UI's own pages only (Sec-Fetch-Site: {_shown(site)})")
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
             return _error(415, "send Content-Type: application/json")
-        raw = await request.body()
         try:
-            body = json.loads(raw) if raw.strip() else None
-        except ValueError:
-            return _error(400, "the body is not JSON")
-        try:
+            raw = await _body(request)
+            try:
+                body = json.loads(raw) if raw.strip() else None
+            except (ValueError, RecursionError):
+                raise ActionRefused(400, "the body is not JSON (or nests too deep)") from None
             wait = _wait(request.path_params["wait"]) if "wait" in request.path_params else None
             workers, executors = _rebalance_options(body) if op == "rebalance" else (None, {})
             message = await run_in_threadpool(
@@ -285,11 +433,25 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
     async def no_auth(request: Request, exc: Exception) -> Response:
         return _refused(request, refused_message(data.state.root))
 
-    return Starlette(routes=routes, exception_handlers={NoAuthError: no_auth})
+    async def unreachable(request: Request, exc: Exception) -> Response:
+        return _refused(request, f"ZooKeeper is unreachable ({type(exc).__name__}); retry in a moment")
+
+    async def unreadable(request: Request, exc: Exception) -> Response:
+        # a node this Squall cannot read: one line in the log, not a traceback per request
+        log.error("UI: %s", exc)
+        message = f"cannot read the cluster's state: {exc}"
+        if request.url.path.startswith("/api/"):
+            return _error(500, message)
+        return _error_page(request, 500, message, title=title)
+
+    handlers: dict[Any, Any] = {NoAuthError: no_auth, StateError: unreadable}
+    handlers.update(dict.fromkeys(CONNECTION_ERRORS, unreachable))
+    return Starlette(routes=routes, exception_handlers=handlers, middleware=[Middleware(SecurityHeaders)])
 
 
 class UiServer:
-    """uvicorn serving `app` on a thread, on `host` (loopback by default); `port` 0 picks one."""
+    """uvicorn serving `app` on a thread, on `host` (loopback by default); `port` 0 picks one.
+    On a loopback address it answers only requests that name a loopback host (`LoopbackHostOnly`)."""
 
     def __init__(self, app: Starlette, host: str = "127.0.0.1", port: int = 0) -> None:
         self.app = app
@@ -316,7 +478,8 @@ class UiServer:
         sock.listen(64)
         self._sock = sock
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
+        app: ASGIApp = LoopbackHostOnly(self.app) if _is_loopback_name(self.host) else self.app
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
                                         name="ui", daemon=True)

@@ -7,11 +7,15 @@ longer than the UI has been watching covers what it saw). A sampler thread (`sta
 sample every `interval` seconds; the views read the latest one. The clock is injected.
 
 Views (dicts ready for JSON): `cluster_summary`, `topology_summary`, `topology(name)`.
+Latencies are kept to the nanosecond (in ms, 6 decimals); `latency_text` is how every page
+prints one (ui.js prints them the same way).
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import re
 import threading
 import time
 from collections import deque
@@ -22,6 +26,7 @@ from typing import Any
 from kazoo.exceptions import NoAuthError
 
 from squall.models import Topology
+from squall.models.v1alpha1 import DNS_LABEL
 from squall.models.cluster import (
     Assignment,
     ErrorInfo,
@@ -34,7 +39,7 @@ from squall.plan import ACKER
 from squall.state import CONNECTION_ERRORS, ClusterState, StateError
 from squall_operator.run import Totals
 
-__all__ = ["WINDOWS", "UiData", "executor_of", "pretty_secs"]
+__all__ = ["WINDOWS", "UiData", "executor_of", "is_topology_id", "latency_text", "pretty_secs"]
 
 log = logging.getLogger("squall.ui")
 
@@ -48,6 +53,27 @@ _COUNTS = ("emitted", "transferred", "executed", "acked", "failed", "lat_sum", "
 # samples kept per topology: 3 h at the slowest interval plus one
 _MAX_SAMPLES = 3 * 3600 + 2
 MAX_ERRORS_SHOWN = 20
+_TOPOLOGY_ID = re.compile(DNS_LABEL.removeprefix("^").removesuffix("$"))
+
+
+def is_topology_id(name: str) -> bool:
+    """Whether `name` can name a topology: metadata.name's rule (a DNS label, at most 63
+    characters), less `zookeeper` (ZooKeeper's own node, which the state layer refuses).
+    Anything else is no topology, answered without asking ZooKeeper: `.`, `..`, a slash,
+    control characters, a long name."""
+    return len(name) <= 63 and name != "zookeeper" and _TOPOLOGY_ID.fullmatch(name) is not None
+
+
+def latency_text(ms: float) -> str:
+    """A latency in ms as every page prints it: three significant digits below 100 ms (0.00347,
+    0.0347, 3.47, 34.7: a few microseconds still show), whole ms with thousands separators from
+    100 ms (1,235), "0" for none. ui.js's `latency` gives the same text."""
+    if not math.isfinite(ms) or ms <= 0:
+        return "0"
+    shown = float(f"{ms:.3g}")
+    if shown >= 100:
+        return f"{math.floor(ms + 0.5):,}"  # JavaScript's Math.round
+    return f"{shown:.{min(6, 2 - math.floor(math.log10(shown)))}f}"
 
 
 def pretty_secs(secs: float) -> str:
@@ -116,7 +142,7 @@ def _figures(now: Counts, then: Counts | None, comp: str) -> dict[str, Any]:
         "executed": int(d["executed"]),
         "acked": int(d["acked"]),
         "failed": int(d["failed"]),
-        "latencyMs": round(lat, 3),
+        "latencyMs": round(lat, 6),
     }
 
 
@@ -235,7 +261,7 @@ class UiData:
                     lat_sum += f["latencyMs"] * f["acked"]
                     lat_n += f["acked"]
             row.update(acked=acked, failed=failed,
-                       completeLatency=round(lat_sum / lat_n, 3) if lat_n else 0.0)
+                       completeLatency=round(lat_sum / lat_n, 6) if lat_n else 0.0)
             out.append(row)
         return {"topologies": out}
 
@@ -267,6 +293,8 @@ class UiData:
 
     def topology(self, name: str, window: str = ":all-time") -> dict[str, Any] | None:
         """GET /api/v1/topology/{id}; None when there is no such topology."""
+        if not is_topology_id(name):
+            return None
         base = self.state.get_storm(name)
         if base is None:
             return None
@@ -328,7 +356,7 @@ class UiData:
         out["topologyStats"] = [
             {"window": key, "windowPretty": label, "emitted": t["emitted"], "transferred": t["transferred"],
              "acked": t["acked"], "failed": t["failed"],
-             "completeLatency": round(t["lat"] / t["n"], 3) if t["n"] else 0.0}
+             "completeLatency": round(t["lat"] / t["n"], 6) if t["n"] else 0.0}
             for (key, _, label), t in ((w, totals_by_window[w[0]]) for w in WINDOWS)]
         out["spouts"] = spouts
         out["bolts"] = bolts

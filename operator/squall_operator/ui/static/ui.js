@@ -1,4 +1,6 @@
 // Squall UI: poll the JSON API every 2 s and fill in the figures; the action buttons POST to it.
+// Served as a file: the pages' Content-Security-Policy runs no inline script. Whatever comes from
+// the API goes into the page as text (textContent), never as markup.
 "use strict";
 (function () {
   const body = document.body;
@@ -6,13 +8,41 @@
   const POLL_MS = 2000;
   let win = new URLSearchParams(location.search).get("window") || ":all-time";
 
-  const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
-  const num = (v) => (typeof v === "number" ? (Number.isInteger(v) ? v.toLocaleString("en-US") : v.toFixed(2)) : String(v ?? ""));
+  const count = (v) => (typeof v === "number" ? v.toLocaleString("en-US") : String(v ?? ""));
+  // the same text as the pages' `latency` filter (ui/data.py, latency_text): three significant
+  // digits below 100 ms, whole ms with thousands separators from 100 ms, "0" for none
+  function latency(v) {
+    if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) return "0";
+    const shown = Number(v.toPrecision(3));
+    if (shown >= 100) return Math.round(v).toLocaleString("en-US");
+    return shown.toFixed(Math.min(6, 2 - Math.floor(Math.log10(shown))));
+  }
+  window.squallFormat = {count, latency};
+  const text = (key, v) => (/Latency$/.test(key) ? latency(v) : count(v));
   function set(key, value) {
     document.querySelectorAll('[data-k="' + CSS.escape(key) + '"]').forEach((el) => {
-      const text = num(value);
-      if (el.textContent !== text) el.textContent = text;
+      const t = text(key, value);
+      if (el.textContent !== t) el.textContent = t;
     });
+  }
+  // a table row of text cells: [text, class] or text
+  function row(cells, attrs) {
+    const tr = document.createElement("tr");
+    for (const [k, v] of Object.entries(attrs || {})) tr.setAttribute(k, v);
+    for (const c of cells) {
+      const td = document.createElement("td");
+      const [t, cls, extra] = Array.isArray(c) ? c : [c];
+      if (cls) td.className = cls;
+      if (extra) for (const [k, v] of Object.entries(extra)) td.setAttribute(k, v);
+      if (t instanceof Node) td.appendChild(t); else td.textContent = String(t ?? "");
+      tr.appendChild(td);
+    }
+    return tr;
+  }
+  function empty(span, message) {
+    const tr = row([[message, "", {colspan: String(span)}]]);
+    tr.className = "empty";
+    return tr;
   }
   function say(text, ok) {
     const m = document.getElementById("message");
@@ -48,12 +78,11 @@
     const label = (t.topologyStats.find((w) => w.window === t.window) || {}).windowPretty || "";
     set("window-label", "(" + label + ")");
     const wb = document.querySelector("#workers tbody");
-    if (wb) wb.innerHTML = t.workers.map((w) => "<tr><td>" + esc(w.node + "-" + w.port) + "</td><td>" + esc(w.host) + "</td><td>" + esc(w.port) +
-      "</td><td>" + esc(w.uptime) + "</td><td>" + esc(w.heartbeatAgeSecs) + "</td><td>" + esc(w.components.join(", ")) + "</td><td>" + esc(w.executors.join(" ")) + "</td></tr>").join("");
+    if (wb) wb.replaceChildren(...t.workers.map((w) => row([w.node + "-" + w.port, w.host, w.port, w.uptime,
+      w.heartbeatAgeSecs, w.components.join(", "), w.executors.join(" ")])));
     const eb = document.querySelector("#errors tbody");
-    if (eb) eb.innerHTML = t.errors.length ? t.errors.map((e) => "<tr><td>" + esc(e.timePretty) + "</td><td>" + esc(e.component) + "</td><td>" + esc(e.executor || "") + "</td><td>" + esc(e.task) +
-      "</td><td>" + esc(e.host + ":" + e.port) + "</td><td class=\"err\" title=\"" + esc(e.errorFull) + "\">" + esc(e.error) + "</td></tr>").join("")
-      : "<tr class=\"empty\"><td colspan=\"6\">No errors.</td></tr>";
+    if (eb) eb.replaceChildren(...(t.errors.length ? t.errors.map((e) => row([e.timePretty, e.component, e.executor || "",
+      e.task, e.host + ":" + e.port, [e.error, "err", {title: String(e.errorFull ?? "")}]])) : [empty(6, "No errors.")]));
     const act = document.getElementById("btn-activate"), deact = document.getElementById("btn-deactivate");
     if (act) act.disabled = t.status !== "INACTIVE";
     if (deact) deact.disabled = t.status !== "ACTIVE";
@@ -67,10 +96,17 @@
   function renderIndex(c, s) {
     for (const k of Object.keys(c)) set("cluster:" + k, c[k]);
     const tb = document.querySelector("#topologies tbody");
-    tb.innerHTML = s.topologies.length ? s.topologies.map((t) => "<tr data-topology=\"" + esc(t.name) + "\"><td><a href=\"/topology/" + encodeURIComponent(t.id) + "\">" + esc(t.name) +
-      "</a></td><td><span class=\"status s-" + esc(t.status) + "\">" + esc(t.status) + "</span></td><td>" + esc(t.uptime) + "</td><td>" + t.workersTotal + "</td><td>" + t.executorsTotal +
-      "</td><td>" + t.tasksTotal + "</td><td class=\"num\">" + num(t.acked) + "</td><td class=\"num\">" + num(t.failed) + "</td><td class=\"num\">" + Number(t.completeLatency).toFixed(2) + "</td></tr>").join("")
-      : "<tr class=\"empty\"><td colspan=\"9\">No topologies running.</td></tr>";
+    tb.replaceChildren(...(s.topologies.length ? s.topologies.map((t) => {
+      const a = document.createElement("a");
+      a.href = "/topology/" + encodeURIComponent(t.id);
+      a.textContent = t.name;
+      const status = document.createElement("span");
+      status.className = "status s-" + t.status;
+      status.textContent = t.status;
+      return row([a, status, t.uptime, [count(t.workersTotal), "num"], [count(t.executorsTotal), "num"],
+        [count(t.tasksTotal), "num"], [count(t.acked), "num"], [count(t.failed), "num"],
+        [latency(t.completeLatency), "num"]], {"data-topology": t.name});
+    }) : [empty(9, "No topologies running.")]));
     body.dataset.updated = String(Date.now());
   }
 
@@ -142,6 +178,8 @@
 
   wireActions();
   wireWindows();
-  poll();
-  setInterval(poll, POLL_MS);
+  if (page === "topology" || page === "index") {
+    poll();
+    setInterval(poll, POLL_MS);
+  }
 })();
