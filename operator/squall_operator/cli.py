@@ -6,7 +6,8 @@
 Adding a command: define a function decorated with `@app.command()` and wrap its body in
 `with user_errors():`, which turns a `TopologyError` (or a `CliError`) into plain messages on
 stderr and exit code 2, without a traceback. Put output for the user on stdout with `typer.echo`,
-diagnostics on stderr with `stderr_console()`.
+diagnostics on stderr with `stderr_console()`. A malformed command line (unknown option, missing
+argument, a value out of range) is one line on stderr and exit 2 (`cli_usage.OneLineUsageGroup`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -32,6 +33,7 @@ from squall.classcheck import DEFAULT_IMPORT_TIMEOUT, check_topology_isolated
 from squall.errors import NO_VALUE, Problem, TopologyError
 from squall.models import Topology
 from squall.validation import ResolvedTopology, check_topology, load_topology, parse_topology
+from squall_operator.cli_usage import MAX_SECONDS, OneLineUsageGroup, print_error
 
 if TYPE_CHECKING:
     from squall.state import ZkCredentials
@@ -52,6 +54,7 @@ EXIT_INVALID = 2
 
 app = typer.Typer(
     name="squall",
+    cls=OneLineUsageGroup,
     help="Squall: Apache Storm's model in Python.",
     no_args_is_help=True,
     add_completion=False,
@@ -74,7 +77,7 @@ class CliError(Exception):
 
 def stderr_console() -> Console:
     # Created per use so that the current sys.stderr is used (test runners swap it).
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 # Problems printed at most: a hostile file can hold a hundred thousand, and printing each through
@@ -104,7 +107,7 @@ def user_errors() -> Iterator[None]:
         report_topology_error(exc)
         raise typer.Exit(EXIT_INVALID) from None
     except CliError as exc:
-        stderr_console().print(f"error: {exc}", style="red", markup=False)
+        print_error(str(exc))
         raise typer.Exit(exc.code) from None
 
 
@@ -296,6 +299,7 @@ ImportTimeout = Annotated[
         "--import-timeout",
         help="Seconds allowed for importing the component classes (in a child process).",
         min=0.1,
+        max=MAX_SECONDS,
     ),
 ]
 
@@ -331,7 +335,7 @@ def build(
     import_timeout: ImportTimeout = DEFAULT_IMPORT_TIMEOUT,
     build_timeout: Annotated[
         float,
-        typer.Option("--build-timeout", min=0.1,
+        typer.Option("--build-timeout", min=0.1, max=MAX_SECONDS,
                      help="Seconds allowed for importing MODULE and running FUNCTION (in a child process)."),
     ] = DEFAULT_BUILD_TIMEOUT,
 ) -> None:
@@ -354,7 +358,7 @@ def build(
 
 @app.command()
 def validate(
-    file: Annotated[Path, typer.Argument(help="A Topology resource (YAML).")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="A Topology resource (YAML).")],
     classes: Annotated[
         bool,
         typer.Option(
@@ -397,15 +401,41 @@ def _check_state_provider(topo: Topology, file: Path) -> None:
                             source=str(file)) from None
 
 
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# worker slots of `squall run`'s local cluster at most: each is a loopback port held open while
+# the cluster starts, and a worker process when used
+MAX_LOCAL_SLOTS = 256
+
+
+def _check_run_options(*, log_level: str, zookeeper: str | None, summary_json: Path | None) -> None:
+    """`squall run`'s option values that typer cannot check, before anything is read or started:
+    a bad one is one line and exit 2."""
+    if log_level.upper() not in _LOG_LEVELS:
+        raise CliError(f"squall run: --log-level must be one of {', '.join(_LOG_LEVELS)} "
+                       f"(got {log_level!r})")
+    if zookeeper is not None:
+        from squall_operator.verbs import VerbError, parse_zookeeper
+
+        try:
+            parse_zookeeper(zookeeper)
+        except VerbError:
+            raise CliError(f"squall run: --zookeeper must be HOST:PORT[,HOST:PORT...] (got {zookeeper!r})") from None
+    if summary_json is not None:
+        parent = summary_json.parent
+        if summary_json.is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK):
+            why = "is a directory" if summary_json.is_dir() else f"cannot write in {str(parent)!r}"
+            raise CliError(f"squall run: --summary-json {str(summary_json)!r}: {why}")
+
+
 @app.command()
 def run(
-    file: Annotated[Path, typer.Argument(help="topology.yaml (apiVersion squall.io/v1alpha1, kind Topology)")],
-    nodes: Annotated[int, typer.Option(help="simulated supervisor nodes", min=1)] = 2,
-    slots: Annotated[int, typer.Option(help="worker slots per node", min=1)] = 2,
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="topology.yaml (apiVersion squall.io/v1alpha1, kind Topology)")],
+    nodes: Annotated[int, typer.Option(help="simulated supervisor nodes", min=1, max=MAX_LOCAL_SLOTS)] = 2,
+    slots: Annotated[int, typer.Option(help="worker slots per node", min=1, max=MAX_LOCAL_SLOTS)] = 2,
     zookeeper: Annotated[str | None, typer.Option(help="HOST:PORT of an existing ZooKeeper (default: start an embedded one)")] = None,
     zk_auth_file: Annotated[Path | None, typer.Option(envvar="SQUALL_ZK_AUTH_FILE", help="file holding 'user:password': Squall's ZooKeeper nodes get a digest ACL for that user alone (default: generated for the embedded ZooKeeper; none for an existing one)")] = None,
-    duration: Annotated[float | None, typer.Option(help="stop after the topology has run this many seconds, counted from when all its workers are up (default: run until Ctrl-C)", min=0)] = None,
-    kill_wait: Annotated[float | None, typer.Option(help="seconds to let in-flight tuples finish on stop (default: killWaitSecs)", min=0)] = None,
+    duration: Annotated[float | None, typer.Option(help="stop after the topology has run this many seconds, counted from when all its workers are up (default: run until Ctrl-C)", min=0, max=MAX_SECONDS)] = None,
+    kill_wait: Annotated[float | None, typer.Option(help="seconds to let in-flight tuples finish on stop (default: killWaitSecs)", min=0, max=MAX_SECONDS)] = None,
     summary_json: Annotated[Path | None, typer.Option(help="write per-component counts and latency percentiles here")] = None,
     progress: Annotated[bool, typer.Option(help="show live progress")] = True,
     log_level: Annotated[str, typer.Option(help="log level of the local cluster")] = "WARNING",
@@ -419,10 +449,13 @@ def run(
     """Run a topology on the local cluster (embedded ZooKeeper, simulated nodes, real workers)."""
     import logging
 
-    from squall_operator.run import run_topology
+    from squall_operator.run import output_console, run_topology
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with user_errors():
+        if nodes * slots > MAX_LOCAL_SLOTS:
+            raise CliError(f"squall run: --nodes x --slots must be <= {MAX_LOCAL_SLOTS} (got {nodes} x {slots})")
+        _check_run_options(log_level=log_level, zookeeper=zookeeper, summary_json=summary_json)
+        logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         resolved = _check_file(file, classes=True, import_timeout=import_timeout)
         spec = resolved.topology.spec
         if nodes * slots < spec.num_workers:
@@ -440,7 +473,7 @@ def run(
             duration=duration,
             kill_wait=kill_wait,
             summary_json=summary_json,
-            console=Console(),
+            console=output_console(),
             progress=progress,
             curve=curve,
             metrics_port=metrics_port,
@@ -456,8 +489,25 @@ def run(
 )
 def operator(ctx: typer.Context) -> None:
     """Run the Kubernetes operator (nimbus for Topology resources); `squall operator --help`."""
-    from squall_operator.operator_main import main as operator_main
+    import argparse
 
+    from squall_operator.operator_main import main as operator_main
+    from squall_operator.operator_main import parser
+
+    class _Refused(Exception):
+        pass
+
+    def refuse(message: str) -> NoReturn:
+        raise _Refused(message)
+
+    # argparse's usage block becomes one line, as every other command's usage errors
+    check: argparse.ArgumentParser = parser()
+    check.error = refuse  # type: ignore[method-assign]
+    try:
+        check.parse_args(list(ctx.args))
+    except _Refused as exc:
+        print_error(f"squall operator: {exc}")
+        raise typer.Exit(EXIT_INVALID) from None
     raise typer.Exit(operator_main(list(ctx.args)))
 
 

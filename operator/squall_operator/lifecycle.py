@@ -25,6 +25,7 @@ their wait to flush.)
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -78,8 +79,8 @@ class Action:
     executors: Mapping[str, int] | None = None
 
     def __post_init__(self) -> None:
-        if self.wait_secs < 0:
-            raise ValueError(f"wait_secs must not be negative, got {self.wait_secs}")
+        if not math.isfinite(self.wait_secs) or self.wait_secs < 0:
+            raise ValueError(f"wait_secs must be a finite number >= 0, got {self.wait_secs}")
         if self.num_workers is not None and self.num_workers < 1:
             raise ValueError(f"num_workers must be at least 1, got {self.num_workers}")
         for component, count in (self.executors or {}).items():

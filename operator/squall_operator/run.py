@@ -1,8 +1,14 @@
 """`squall run`: a topology file on the local cluster, with live progress and a summary.
 
-Stops after `--duration` or on Ctrl-C with Storm's kill semantics: spouts are deactivated, the
-runner waits up to the kill wait for in-flight tuples to finish (ending the wait early once no
-spout has a pending tuple), then removes the topology and shuts the cluster down.
+Stops after `--duration` or on Ctrl-C: spouts are deactivated, the runner waits up to the kill
+wait for in-flight tuples to finish (ending the wait early once every worker reports no spout
+tuple pending), then kills the topology with no wait left and shuts the cluster down. A `squall
+kill NAME -w SECONDS` from another shell (or the UI's kill) is Storm's: the run waits for nimbus
+to remove the topology when that kill's wait is over, and never shortens it.
+
+Output: a terminal gets a live table at its width; a pipe or a file gets plain progress lines
+and a final table at the width they need (COLUMNS, if set, folds long component names), never
+cut (`output_console`, `print_table`).
 
 Totals are per executor over every worker that ran it (`Totals`): a worker replaced or an
 executor moved does not take its counts with it. ZooKeeper going away is one warning line: the
@@ -14,14 +20,15 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
-import sys
+import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from rich import box
 from rich.console import Console
@@ -33,6 +40,7 @@ from squall.models.cluster import ExecutorStats, TopologyStatus, WorkerHeartbeat
 from squall.plan import ACKER
 from squall.state import CONNECTION_ERRORS, StateError, ZkCredentials
 from squall.validation import ResolvedTopology
+from squall_operator.cli_usage import print_error
 from squall_operator.local import LocalCluster
 from squall_operator.nimbus import NimbusError
 
@@ -251,19 +259,76 @@ def _start_ui(cluster: LocalCluster, port: int, actions: bool) -> _RunUi:
 
 # seconds `squall run` waits for every worker of the topology to start before --duration counts
 START_LIMIT_SECS = 60.0
+# seconds past a kill's due time that nimbus gets to remove the topology before the runner says so
+REMOVE_GRACE_SECS = 30.0
 
 
-def _remove_now(cluster: LocalCluster, name: str) -> None:
-    """Remove a killed topology at once, unless its kill wait already removed it."""
+def _deactivate(cluster: LocalCluster, name: str) -> bool:
+    """Deactivate the spouts for the runner's own stop; False when the topology's state allows
+    no deactivate (rebalancing, killed or removed already)."""
     try:
-        cluster.kill(name, 0)
+        cluster.nimbus.deactivate(name)
+    except NimbusError:
+        return False
+    return True
+
+
+def _kill(cluster: LocalCluster, name: str, wait: float) -> None:
+    """Storm's kill, unless the topology is gone already (a kill from another shell)."""
+    try:
+        cluster.kill(name, wait)
     except NimbusError:
         if cluster.state.get_storm(name) is not None:
             raise
 
 
+def _port_free(port: int) -> str | None:
+    """Why 127.0.0.1:`port` cannot be listened on (None: it can), bound as the UI binds it."""
+    if port == 0:
+        return None
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    finally:
+        sock.close()
+    return None
+
+
 class _RunError(Exception):
     """Something the user asked for cannot be done: one line, exit 1."""
+
+
+# the width of squall run's output when it is not a terminal and COLUMNS is not set: wide
+# enough that nothing rich lays out (the table, progress lines) is ever folded or cut
+UNBOUNDED_WIDTH = 10_000
+
+
+def output_console(file: IO[str] | None = None) -> Console:
+    """squall run's console on `file` (stdout): a terminal's own width; otherwise COLUMNS if set,
+    else unbounded, so that a log file or a pipe gets every column and whole lines. Lines are
+    never wrapped by rich (soft wrap): a terminal wraps them itself."""
+    console = Console(file=file, soft_wrap=True, highlight=False, emoji=False)
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").strip().isdigit():
+        console.width = UNBOUNDED_WIDTH
+    return console
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print `table` whole: at the console's width, or wider when its figures need it (a narrow
+    terminal or COLUMNS): long names fold, figures and headers are never cut."""
+    need = console.measure(table, options=console.options.update_width(UNBOUNDED_WIDTH)).minimum
+    if need <= console.width:
+        console.print(table, crop=False)
+        return
+    saved = console.width
+    console.width = need
+    try:
+        console.print(table, crop=False)
+    finally:
+        console.width = saved
 
 
 def run_topology(
@@ -307,6 +372,68 @@ def run_topology(
     running_since: float | None = None
     stopped_at: float | None = None
     metrics_server: Any = None
+    submitted_at: float | None = None
+
+    def refresh(*, with_errors: bool) -> None:
+        """Totals (and the components' last errors) from ZooKeeper, if it answers."""
+        nonlocal last, errors
+        beats = zk.read(lambda: cluster.state.get_worker_heartbeats(name))
+        if beats:
+            totals.update(beats)
+            last = summarize(resolved, totals)
+        if with_errors:
+            got = zk.read(lambda: {c: e.error.strip().splitlines()[-1] for c in last
+                                   if (e := cluster.state.last_error(name, c)) is not None
+                                   and e.error.strip()})
+            if got:
+                errors = got
+
+    def drain(wait: float) -> bool:
+        """After the runner's deactivate: up to `wait` seconds for the spouts' in-flight tuples
+        (ends once every worker reported none pending after the deactivate, or on Ctrl-C).
+        True when a kill from another shell came meanwhile (its wait is then nimbus's)."""
+        since = time.time()
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and not stop.is_set():
+            stop.wait(0.5)
+            stored = zk.read(lambda: (cluster.state.get_storm(name),))
+            if stored is not None and (stored[0] is None or stored[0].status is TopologyStatus.KILLED):
+                console.print(f"{name} was killed (squall kill) while stopping")
+                return True
+            beats = zk.read(lambda: cluster.state.get_worker_heartbeats(name))
+            if not beats:
+                continue
+            totals.update(beats)
+            last_now = summarize(resolved, totals)
+            pending = sum(s.pending for s in last_now.values() if s.kind == "spout")
+            if pending == 0 and min(b.time_secs for b in beats.values()) > since + 0.5:
+                break
+        return False
+
+    def wait_removed() -> bool:
+        """Until nimbus removed the killed topology: the kill's wait is its, whoever asked it
+        (never cut short here). False when it is still there REMOVE_GRACE_SECS after its due
+        time, or on Ctrl-C (the run then stops its cluster, workers and all)."""
+        due = time.time()
+        while True:
+            stored = zk.read(lambda: (cluster.state.get_storm(name),))
+            if stored is not None:
+                if stored[0] is None:
+                    cluster.sync_wake.set()
+                    return True
+                if stored[0].delayed_due_secs is not None:
+                    due = stored[0].delayed_due_secs
+            if time.time() > due + REMOVE_GRACE_SECS:
+                console.print(f"[red]{name} was not removed within {REMOVE_GRACE_SECS:g}s of its kill wait[/]")
+                return False
+            if stop.is_set():
+                console.print(f"interrupted during the kill wait: stopping {name}'s workers now")
+                return True
+            refresh(with_errors=True)
+            if time.time() >= due:
+                cluster.nimbus.wake.set()
+            stop.wait(0.25)
+
     try:
         if metrics_port is not None:
             # first: a port in use fails at once, before ZooKeeper and the workers start
@@ -317,21 +444,24 @@ def run_topology(
             except OSError as exc:
                 raise _RunError(f"--metrics-port {metrics_port}: cannot listen on 127.0.0.1: "
                                 f"{exc.strerror or exc}") from None
+        if ui_port is not None and (busy := _port_free(ui_port)) is not None:
+            raise _RunError(f"--ui-port {ui_port}: cannot listen on 127.0.0.1: {busy}")
+        if metrics_server is not None:
             console.print(f"Prometheus metrics of every worker and nimbus: http://127.0.0.1:{metrics_server.port}/metrics",
-                          markup=False, soft_wrap=True)
+                          markup=False)
         console.print(f"[bold]squall[/] starting ZooKeeper, nimbus and {nodes} node(s) x {slots} slot(s)" if zookeeper is None
                       else f"[bold]squall[/] using ZooKeeper at {zookeeper}")
         cluster.start()
         if ui_port is not None:
             ui = _start_ui(cluster, ui_port, ui_actions)
-            console.print(f"UI: {ui.url}" + (" (actions enabled)" if ui_actions else " (read-only)"),
-                          markup=False, soft_wrap=True)
+            console.print(f"UI: {ui.url}" + (" (actions enabled)" if ui_actions else " (read-only)"), markup=False)
         cluster.nimbus.outage_log_level = logging.INFO  # the runner reports outages (zk)
         cluster.submit(topology)
+        submitted_at = time.monotonic()
         console.print(f"submitted [bold]{name}[/]: {len(spec.spouts)} spout(s), {len(spec.bolts)} bolt(s), {spec.num_workers} worker(s)")
         auth = f"SQUALL_ZK_AUTH_FILE={cluster.zk_auth_file} " if cluster.zk_auth_file else ""
         console.print(f"steer it from another shell: {auth}squall list|activate|deactivate|rebalance|kill"
-                      f" --zookeeper {cluster.connect_string}", markup=False, soft_wrap=True)
+                      f" --zookeeper {cluster.connect_string}", markup=False)
         prev_counts: dict[str, int] = {}
         prev_t = time.monotonic()
         rates: dict[str, float] = {}
@@ -343,14 +473,13 @@ def run_topology(
         # ZooKeeper and the JVMs: on a slow machine a short run would otherwise end before its
         # workers had started. A topology whose workers never all start still stops, after
         # START_LIMIT_SECS more.
-        submitted = time.monotonic()
         killed_outside = False
         status_now = "ACTIVE"
         try:
             while not stop.is_set():
                 now = time.monotonic()
                 if duration is not None:
-                    since = running_since if running_since is not None else submitted + START_LIMIT_SECS
+                    since = running_since if running_since is not None else submitted_at + START_LIMIT_SECS
                     if now - since >= duration:
                         break
                 stop.wait(1.0)
@@ -358,7 +487,7 @@ def run_topology(
                 stored = zk.read(lambda: (cluster.state.get_storm(name),))
                 if stored is not None:
                     if stored[0] is None or stored[0].status is TopologyStatus.KILLED:
-                        console.print(f"{name} was killed (squall kill): stopping")
+                        console.print(f"{name} was killed (squall kill): waiting for nimbus to remove it")
                         killed_outside = True
                         break
                     status_now = stored[0].status.value
@@ -382,7 +511,8 @@ def run_topology(
                     elif progress and now >= next_plain:
                         next_plain = now + 5
                         console.print(f"{elapsed:6.1f}s " + "  ".join(
-                            f"{c}: emitted={s.emitted} acked={s.acked} failed={s.failed}" for c, s in last.items()))
+                            f"{c}: emitted={s.emitted} acked={s.acked} failed={s.failed}" for c, s in last.items()),
+                            markup=False)
                 if cluster.crashes:
                     for crash in cluster.crashes:
                         console.print(f"[red]{crash}[/]")
@@ -391,43 +521,27 @@ def run_topology(
         finally:
             if live:
                 live.stop()
-        # Storm's kill: deactivate, let in-flight tuples finish, then remove
+        stop.clear()  # a Ctrl-C from now on cuts the waits below short
+        # Storm's kill: deactivate, let in-flight tuples finish, then remove. The runner's own
+        # stop deactivates and drains for up to the kill wait, ending early once nothing is in
+        # flight, then kills with no wait left; a kill from another shell keeps its own wait.
         wait = spec.kill_wait if kill_wait is None else kill_wait
         if not killed_outside:
-            console.print(f"killing {name}: spouts deactivated, waiting up to {wait:g}s for in-flight tuples")
-            zk.call(lambda: cluster.kill(name, wait), f"kill {name}", 120)
-        deadline = time.monotonic() + wait
-        seen_deactivated = False
-        while time.monotonic() < deadline:
-            time.sleep(0.5)
-            beats = zk.read(lambda: cluster.state.get_worker_heartbeats(name))
-            if beats is None:
-                continue
-            if not beats and zk.read(lambda: (cluster.state.get_storm(name),)) == (None,):
-                break  # removed already (a `squall kill` with a short wait)
-            fresh = [b for b in beats.values() if b.time_secs > time.time() - 1.5]
-            totals.update(beats)
-            last = summarize(resolved, totals)
-            pending = sum(s.pending for s in last.values() if s.kind == "spout")
-            if pending == 0 and fresh and seen_deactivated:
-                break
-            seen_deactivated = True
-        totals.update(zk.call(lambda: cluster.state.get_worker_heartbeats(name), "read the heartbeats", 120))
-        last = summarize(resolved, totals)
-        stopped_at = time.monotonic()
-        errors = zk.call(lambda: {c: e.error.strip().splitlines()[-1] for c in last
-                                  if (e := cluster.state.last_error(name, c)) is not None}, "read the errors", 120)
-        # the kill wait may have run out and removed the topology already: nothing to remove
-        zk.call(lambda: _remove_now(cluster, name), f"remove {name}", 120)
-        if not zk.call(lambda: cluster.wait_removed(name, 30), f"remove {name}", 120):
-            console.print("[red]topology was not removed in time[/]")
+            console.print(f"stopping {name}: spouts deactivated, waiting up to {wait:g}s for in-flight tuples")
+            deactivated = zk.call(lambda: _deactivate(cluster, name), f"deactivate {name}", 120)
+            killed_outside = deactivated and drain(wait)
+            if not killed_outside:
+                zk.call(lambda: _kill(cluster, name, 0.0 if deactivated else wait), f"kill {name}", 120)
+        refresh(with_errors=True)
+        if not wait_removed():
             code = 1
+        stopped_at = time.monotonic()
         if cluster.crashes:
             for crash in cluster.crashes:
                 console.print(f"[red]{crash}[/]")
             code = 1
     except (StateError, _RunError) as exc:
-        console.print(f"[red]{exc}[/]")
+        print_error(f"squall run: {exc}")
         code = 1
     finally:
         if metrics_server is not None:
@@ -436,17 +550,23 @@ def run_topology(
             ui.stop()
         cluster.shutdown()
         signal.signal(signal.SIGINT, previous)
+    if submitted_at is None:
+        return code  # nothing ran: the one line above says why; no empty table
     # the final table's rate is the average over the time the topology ran, not the last second
     ran = (stopped_at - running_since) if running_since is not None and stopped_at is not None else 0.0
-    console.print(_table(name, "KILLED", time.monotonic() - started, last, average_rates(last, ran)))
+    print_table(console, _table(name, "KILLED", time.monotonic() - started, last, average_rates(last, ran)))
     for comp, text in errors.items():
         console.print(f"[yellow]last error in {comp}:[/] {text}")
     if summary_json is not None:
-        summary_json.write_text(json.dumps({
-            "topology": name,
-            "exit_code": code,
-            "duration_secs": time.monotonic() - started,
-            "components": {c: s.as_dict() for c, s in last.items()},
-            "errors": errors,
-        }, indent=2))
+        try:
+            summary_json.write_text(json.dumps({
+                "topology": name,
+                "exit_code": code,
+                "duration_secs": time.monotonic() - started,
+                "components": {c: s.as_dict() for c, s in last.items()},
+                "errors": errors,
+            }, indent=2))
+        except OSError as exc:
+            console.print(f"[red]cannot write --summary-json {summary_json}: {exc.strerror or exc}[/]")
+            code = 1
     return code

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from squall_operator.cli_usage import MAX_SECONDS, OneLineUsageGroup, print_error
 from squall_operator.verbs import (
     EXIT_USAGE,
     KubernetesTarget,
@@ -26,16 +26,12 @@ from squall_operator.verbs import (
 __all__ = ["add_verbs", "kubectl_app", "kubectl_main"]
 
 
-def _stderr() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
-
-
 @contextmanager
 def _verb_errors() -> Iterator[None]:
     try:
         yield
     except VerbError as exc:
-        _stderr().print(f"error: {exc}", style="red", markup=False)
+        print_error(str(exc))
         raise typer.Exit(exc.code) from None
 
 
@@ -45,10 +41,10 @@ KubeconfigOpt = Annotated[str | None, typer.Option(
     "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")]
 ContextOpt = Annotated[str | None, typer.Option("--context", help="kubeconfig context")]
 TimeoutOpt = Annotated[float, typer.Option(
-    "--timeout", min=0.1, help="seconds to wait for nimbus (local) or the API server to answer")]
+    "--timeout", min=0.1, max=MAX_SECONDS, help="seconds to wait for nimbus (local) or the API server to answer")]
 NameArg = Annotated[str, typer.Argument(metavar="NAME", help="the topology")]
 WaitOpt = Annotated[float | None, typer.Option(
-    "--wait", "-w", min=0, metavar="SECONDS",
+    "--wait", "-w", min=0, max=MAX_SECONDS, metavar="SECONDS",
     help="seconds before it happens (default: the topology's killWaitSecs / rebalanceWaitSecs)")]
 
 
@@ -157,6 +153,7 @@ def add_verbs(app: typer.Typer, *, kubectl: bool = False) -> None:
 
 kubectl_app = typer.Typer(
     name="kubectl squall",
+    cls=OneLineUsageGroup,
     help="Storm's verbs on Squall Topology resources: list, activate, deactivate, rebalance, kill.",
     no_args_is_help=True,
     add_completion=False,

@@ -131,3 +131,68 @@ def test_squall_kill_ends_squall_run(tmp_path: Path) -> None:
     text = run.text()
     assert code == 0, text
     assert "Traceback" not in text and "KILLED" in text, text
+
+
+def test_squall_kill_w_waits_the_time_asked_under_squall_run() -> None:
+    """Issue 31 item 3: `squall kill NAME -w 5` on a topology `squall run` runs removed it 1.7-2.2 s
+    after the verb (the run ended its own wait once no spout had a pending tuple and killed again
+    with wait 0, which shortened the first kill's wait). Storm's kill waits the time given, so
+    bolts can flush: the topology stays (KILLED, spouts deactivated, workers up and heartbeating)
+    for the 5 s, and is removed after them."""
+    import re
+
+    from squall.state import ClusterState, ZkCredentials
+    from squall_operator.verbs import parse_zookeeper
+
+    run = SquallRun("examples/wordcount/topology.yaml", "--duration", "240", "--no-progress")
+    state: ClusterState | None = None
+    try:
+        m = run.wait_line(r"--zookeeper (\S+)", 120)
+        assert m, "squall run did not print its --zookeeper:\n" + run.text()
+        where = m.group(1)
+        auth = re.search(r"SQUALL_ZK_AUTH_FILE=(\S+)", m.string)
+        assert auth, run.text()
+        env = {**os.environ, "SQUALL_ZK_AUTH_FILE": auth.group(1)}
+        hosts, root = parse_zookeeper(where)
+        state = ClusterState.connect(hosts, root=root, credentials=ZkCredentials.from_file(Path(auth.group(1))))
+
+        def running() -> bool:
+            listed = squall("list", "--zookeeper", where, env=env)
+            return listed.returncode == 0 and " ACTIVE " in listed.stdout
+        wait_for(running, 120, "wordcount to be listed ACTIVE")
+
+        asked = time.time()
+        killed = squall("kill", "wordcount", "-w", "5", "--zookeeper", where, env=env)
+        answered = time.time()
+        assert killed.returncode == 0 and "killed topology wordcount" in killed.stdout, killed.stderr
+        base = state.get_storm("wordcount")
+        assert base is not None and base.status is TopologyStatus.KILLED, base
+        # nimbus took the kill between `asked` and `answered`; the removal is due 5 s after it
+        due = base.delayed_due_secs
+        assert due is not None and asked + 5 - 0.5 <= due <= answered + 5 + 0.5, (asked, due, answered)
+
+        last_fresh_beat = 0.0
+        gone_at = None
+        while time.time() < answered + 5 + 15:
+            base = state.get_storm("wordcount")
+            now = time.time()
+            if base is None:
+                gone_at = now
+                break
+            assert base.status is TopologyStatus.KILLED, base
+            beats = state.get_worker_heartbeats("wordcount")
+            if beats and min(b.time_secs for b in beats.values()) > now - 3:
+                last_fresh_beat = now  # every worker still up during the wait
+            time.sleep(0.1)
+        assert gone_at is not None, "not removed within 15 s of the kill's wait\n" + run.text()
+        assert gone_at - asked >= 5.0, f"removed {gone_at - asked:.1f}s after `kill -w 5`\n" + run.text()
+        assert last_fresh_beat - asked >= 4.0, f"workers stopped heartbeating {last_fresh_beat - asked:.1f}s into the wait"
+        code = run.proc.wait(90)
+    finally:
+        if state is not None:
+            state.close()
+        run.stop()
+    text = run.text()
+    assert code == 0, text
+    assert "Traceback" not in text and "KILLED" in text, text
+    assert "waiting for nimbus to remove it" in text, text

@@ -230,6 +230,11 @@ def test_kill_then_remove_on_fake_time() -> None:
 def test_action_arguments_are_validated() -> None:
     with pytest.raises(ValueError, match="wait_secs"):
         Action.kill(-1)
+    for endless in (float("inf"), float("nan")):  # a due time JSON could not store
+        with pytest.raises(ValueError, match="wait_secs"):
+            Action.kill(endless)
+        with pytest.raises(ValueError, match="wait_secs"):
+            Action.rebalance(endless)
     with pytest.raises(ValueError, match="num_workers"):
         Action.rebalance(0, num_workers=0)
     with pytest.raises(ValueError, match="split"):
