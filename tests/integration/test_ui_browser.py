@@ -3,7 +3,9 @@ installed by scripts/setup-browser) driven by Selenium opens the UI of `squall r
 running the word count, watches the figures move, deactivates the topology with the page's
 button and sees the spout's emitted count stop, activates it again and sees it move again.
 Screenshots of both pages go to the test's tmp dir, and to docs/ when SQUALL_UI_SCREENSHOTS=docs
-(how docs/ui-topology.png and docs/ui-topologies.png were made)."""
+(how docs/ui-topology.png and docs/ui-topologies.png were made). On the same run: the reported
+injection (issue 31: `/topology/<img src=x onerror=...>` ran its handler) runs nothing, number
+columns are right-aligned, and the page's script prints latencies as the server does."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 
 from squall.zkserver import java_available
+from squall_operator.ui.data import latency_text
 
 from helpers import SquallRun, wait_for  # the integration tests' helpers (same directory)
 
@@ -35,7 +38,7 @@ def _missing() -> str | None:
     return None
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def squall_run() -> Iterator[tuple[str, list[str]]]:
     """`squall run` of the word count with the UI (actions on, any free port): its URL."""
     run = SquallRun("examples/wordcount/topology.yaml", "--duration", "300", "--no-progress", "--ui-actions",
@@ -149,3 +152,48 @@ def test_ui_in_headless_chromium(squall_run: tuple[str, list[str]], browser: Any
     click('#windows button[data-window=":all-time"]')
     time.sleep(2.5)
     _shoot(driver, "ui-topology.png", tmp_path)
+
+
+@pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
+def test_injected_markup_runs_nothing_in_chromium(squall_run: tuple[str, list[str]], browser: Any) -> None:
+    """issue 31, 1: the 404 page of `/topology/<img src=x onerror=...>` echoed the name raw and
+    Chromium ran the handler (which, with --ui-actions, could post any action). Now the name is
+    text, and the Content-Security-Policy would refuse an inline handler anyway."""
+    from urllib.parse import quote
+
+    url, out = squall_run
+    driver = browser
+    handler = "document.title='pwned';window.squallPwned=1"
+    for target in (url + "topology/" + quote(f"<img src=x onerror={handler}>", safe=""),
+                   url + "topology/" + quote(f"<svg onload={handler}>", safe="")):
+        driver.get(target)
+        time.sleep(0.5)  # an image's error event fires after the load
+        assert driver.execute_script("return window.squallPwned") is None, target
+        assert driver.title != "pwned" and "pwned" not in driver.title, driver.title
+        assert driver.execute_script("return document.querySelectorAll('img, svg').length") == 0
+        assert "onerror=" in driver.find_element("tag name", "main").text or "onload=" in driver.find_element(
+            "tag name", "main").text, "the name is not shown as text"
+    assert "Traceback" not in "".join(out)
+
+
+@pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
+def test_numbers_right_aligned_and_latencies_as_the_server_prints_them(
+        squall_run: tuple[str, list[str]], browser: Any) -> None:
+    """issue 31, 6: `table.grid td` overrode `td.num` (numbers left-aligned); execute latency
+    read `0.00` for two bolts and `0` for the third once the script refreshed it, and two
+    decimals turned latencies under 10 us into 0."""
+    url, _ = squall_run
+    driver = browser
+    driver.get(url + "topology/wordcount")
+    wait_for(lambda: driver.execute_script("return document.body.dataset.updated"), 60, "a refresh of the page")
+    aligns = driver.execute_script(
+        "return [...document.querySelectorAll('td.num, th.num')].map((e) => getComputedStyle(e).textAlign)")
+    assert aligns and set(aligns) == {"right"}, aligns
+    assert driver.execute_script("return getComputedStyle(document.querySelector('#bolts td')).textAlign") == "left"
+    values = [0.0, 0.0004, 0.0034567, 0.0999, 1.0, 3.474, 34.74, 99.96, 1234.5, 123456.4]
+    got = driver.execute_script("return arguments[0].map((v) => window.squallFormat.latency(v))", values)
+    assert got == [latency_text(v) for v in values], got
+    cells = driver.execute_script(
+        "return [...document.querySelectorAll('[data-k$=\"Latency\"]')].map((e) => e.textContent)")
+    assert cells and all(c == "0" or "." in c or c.replace(",", "").isdigit() for c in cells), cells
+    assert "0.00" not in cells, cells
