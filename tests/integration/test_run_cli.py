@@ -97,6 +97,19 @@ def test_run_wordcount_writes_summary_and_leaves_nothing(tmp_path: Path) -> None
             proc.communicate()
     text = out.decode(errors="replace")
     assert proc.returncode == 0, text
+    # stdout is a pipe: the final table has every column, whatever its width (issue 31 item 4:
+    # it was cut at 80 columns, its header ending `p50 ms   p9`)
+    lines = text.splitlines()
+    header = next(line for line in lines if "execs" in line)
+    assert header.split()[-4:] == ["p50", "ms", "p99", "ms"], text
+    body = lines[lines.index(header) + 2:]
+
+    def figure(cell: str) -> bool:
+        return cell.replace(",", "").replace(".", "").isdigit()
+    # a row: the component's name (COLUMNS, when set, folds a long one onto a second line),
+    # then its 7 figures, whole
+    rows = [cells for line in body if len(cells := line.split()) >= 8 and all(map(figure, cells[-7:]))]
+    assert [r[0] for r in rows] == ["sentences", "split", "count", "report"], text
     assert any("squall.worker" in c for c in seen.values()), f"no worker process was seen: {seen}"
     assert any("ZooKeeperServerMain" in c for c in seen.values()), f"no ZooKeeper was seen: {seen}"
 
@@ -151,3 +164,35 @@ def test_run_refuses_invalid_topology_before_starting(name: str, path: str, tmp_
     assert not started, f"squall run started processes for an invalid topology: {started}"
     assert len(seen) <= 1, f"more than the class check ran: {seen}"
     assert not [p for p in seen if _cmdline(p)], f"the class check outlived squall run: {seen}"
+
+
+@pytest.mark.parametrize("option", ["--metrics-port", "--ui-port"])
+def test_run_on_a_busy_port_is_one_line_before_anything_starts(option: str, tmp_path: Path) -> None:
+    """Issue 31 item 5: a busy --metrics-port printed its error, then an empty table titled
+    `wordcount [KILLED] 0.0s`. docs/operator.md: one line and exit 1 before anything starts."""
+    import socket
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    summary = tmp_path / "summary.json"
+    extra = ["--ui"] if option == "--ui-port" else []
+    command = squall("run", "examples/wordcount/topology.yaml", *extra, option, str(port), "--duration", "5",
+                     "--summary-json", str(summary))
+    try:
+        proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        seen: dict[int, str] = {}
+        while proc.poll() is None:
+            seen.update(descendants(proc.pid))
+            time.sleep(0.05)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        busy.close()
+    assert proc.returncode == 1, (out + err).decode()
+    assert out.decode() == "", out.decode()
+    assert err.decode().splitlines() == [f"error: squall run: {option} {port}: cannot listen on 127.0.0.1: "
+                                         "Address already in use"], err.decode()
+    assert not summary.exists()
+    started = {p: c for p, c in seen.items() if "ZooKeeperServerMain" in c or "squall.worker" in c}
+    assert not started, f"squall run started processes before refusing the port: {started}"
