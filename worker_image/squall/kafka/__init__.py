@@ -10,6 +10,12 @@ In a topology file: `class: squall.kafka:KafkaSpout` and `class: squall.kafka:Ka
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from squall.kafka.bolt import KafkaBolt as KafkaBolt
+    from squall.kafka.spout import KafkaSpout as KafkaSpout
+
 __all__ = ["KafkaBolt", "KafkaSpout"]
 
 

@@ -1,0 +1,135 @@
+"""`KafkaBolt`: writes each input tuple to Kafka and acks it once the broker confirmed the write.
+
+storm-kafka-client's KafkaBolt with at-least-once end to end: the producer is idempotent with
+`acks=all` (a write is confirmed when every in-sync replica has it, and the producer's own retries
+add no duplicates), the input is acked from the delivery report and failed on a delivery error,
+so the spout replays what did not reach Kafka.
+
+Delivery reports are served on the bolt's thread without blocking (`poll(0)` at every tuple and
+every tick tuple): give the bolt ticks (`topology.tick.tuple.freq.secs`, e.g. 0.2, in its
+config) so that the last writes of a burst are acked when no more input comes; without ticks
+they are acked with the next input. A full producer queue waits (`poll`) until the broker takes
+writes: that is the backpressure the bolt puts on its input. `cleanup` flushes.
+
+Key and value come from fields (`keyField`, `valueField`) or a `mapper` (`module:function`:
+tuple -> (key, value) or (topic, key, value)); the topic is fixed (`topic`) or a field's
+(`topicField`); encoders as the spout's decoders (bytes, utf-8, json, module:function).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from squall.components import TICK_STREAM, Bolt, OutputCollector, TopologyContext, Tuple
+from squall.kafka.admin import ClientErrors, KafkaUnavailable, client_config
+from squall.kafka.config import BOLT_KEY, KafkaConfigError, client_props, parse_bolt_config
+from squall.kafka.records import import_function, make_encoder
+
+__all__ = ["KafkaBolt"]
+
+log = logging.getLogger("squall.kafka.bolt")
+REPORT_EVERY_S = 60.0
+
+
+class KafkaBolt(Bolt):
+    """Writes tuples to Kafka; config under `kafka.bolt` (squall.kafka.config.KafkaBoltConfig)."""
+
+    outputs: ClassVar[list[str] | None] = []
+
+    written: int
+    failed: int
+
+    def prepare(self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector) -> None:
+        super().prepare(conf, context, collector)
+        self.cfg = cfg = parse_bolt_config(conf)
+        self.name = f"{context.component_id}[{context.task_id}]"
+        try:
+            self.key_encoder = make_encoder(cfg.keyEncoder, f"{BOLT_KEY}.keyEncoder")
+            self.value_encoder = make_encoder(cfg.valueEncoder, f"{BOLT_KEY}.valueEncoder")
+            self.mapper: Callable[[Tuple], Any] | None = (
+                import_function(cfg.mapper, f"{BOLT_KEY}.mapper") if cfg.mapper else None)
+        except ValueError as exc:
+            raise KafkaConfigError(f"{context.component_id}: {exc}") from None
+        props = client_props(cfg, BOLT_KEY)
+        topology = str(conf.get("topology.name", context.topology_id))
+        props.setdefault("client.id", f"squall-{topology}-{context.component_id}-{context.task_id}")
+        props.setdefault("linger.ms", 5)
+        # at-least-once end to end: every in-sync replica has it, and retries add no duplicates
+        props["acks"] = "all"
+        props["enable.idempotence"] = True
+        self.errors = ClientErrors()
+        self.producer = Producer(client_config(props, self.errors))
+        self.written = self.failed = 0
+        self.last_report = -REPORT_EVERY_S
+        if not conf.get("topology.tick.tuple.freq.secs"):
+            log.info("%s: no tick tuples: the last writes of a burst are acked with the next input "
+                     "(give the bolt topology.tick.tuple.freq.secs, e.g. 0.2)", self.name)
+
+    def execute(self, tup: Tuple) -> None:
+        if tup.stream == TICK_STREAM:
+            self.producer.poll(0)
+            return
+        try:
+            topic, key, value = self._record(tup)
+        except Exception as exc:  # noqa: BLE001 - a tuple that cannot be written: failed, said why
+            self.failed += 1
+            self.collector.report_error(KafkaUnavailable(f"{self.context.component_id}: cannot write tuple "
+                                                         f"{tup.values!r:.200}: {type(exc).__name__}: {exc}"))
+            self.collector.fail(tup)
+            return
+        callback = functools.partial(self._delivered, tup)
+        while True:
+            try:
+                self.producer.produce(topic, value=value, key=key, on_delivery=callback)
+                break
+            except BufferError:
+                self.producer.poll(0.05)  # the queue is full: wait for the broker (backpressure)
+        self.producer.poll(0)
+
+    def _record(self, tup: Tuple) -> tuple[str, bytes | None, bytes | None]:
+        cfg = self.cfg
+        topic = cfg.topic
+        if self.mapper is not None:
+            got = self.mapper(tup)
+            if len(got) == 3:
+                topic, key, value = got
+            else:
+                key, value = got
+        else:
+            key = tup.get(cfg.keyField) if cfg.keyField else None
+            value = tup.get(cfg.valueField)
+            if cfg.topicField:
+                topic = tup.get(cfg.topicField)
+        if not topic:
+            raise ValueError("no topic (neither 'topic' nor a value in 'topicField')")
+        return (str(topic), None if key is None else self.key_encoder(key),
+                None if value is None else self.value_encoder(value))
+
+    def _delivered(self, tup: Tuple, err: KafkaError | None, msg: Message) -> None:
+        if err is None:
+            self.written += 1
+            self.collector.ack(tup)
+            return
+        self.failed += 1
+        self.collector.fail(tup)  # the spout replays it
+
+        now = time.monotonic()
+        if now - self.last_report >= REPORT_EVERY_S:
+            self.last_report = now
+            message = (f"{self.context.component_id}: writing to {msg.topic()} at {self.cfg.bootstrapServers} "
+                       f"failed: {err.str()}")
+            log.warning("%s: %s", self.name, message)
+            self.collector.report_error(KafkaUnavailable(message))
+
+    def cleanup(self) -> None:
+        left = self.producer.flush(self.cfg.flushTimeoutMs / 1000.0)
+        if left:
+            log.warning("%s: %d writes not confirmed at cleanup (their inputs fail and are replayed)",
+                        self.name, left)
+        log.info("%s: closed (written %d, failed %d)", self.name, self.written, self.failed)

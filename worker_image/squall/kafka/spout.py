@@ -1,0 +1,575 @@
+"""`KafkaSpout`: storm-kafka-client's KafkaSpout for Squall, on confluent-kafka (librdkafka).
+
+Each task reads the partitions `assignment.assign_partitions` gives its index (manual assignment,
+re-spread when the topics' partitions change), emits one tuple per record with the message id
+`(topic, partition, offset)`, and commits to Kafka (the consumer group `groupId`) only up to the
+lowest offset not yet acked (`offsets.OffsetManager`). A failed tuple is emitted again after an
+exponential backoff (`retry.RetrySchedule`); when its retries are spent it goes to the
+dead-letter topic, or is dropped and counted. A record whose decoder or translator raises (a
+poison record) is counted, logged with its topic/partition/offset, sent to the dead-letter topic
+when there is one, and its partition moves on.
+
+`next_tuple` never blocks: records come from librdkafka's prefetch queue (`consume(timeout=0)`),
+commits are asynchronous (confirmed by their callback before the bookkeeping moves), and the
+metadata (partitions, committed offsets: calls that wait on the broker) is fetched by a helper
+thread with its own client, which hands the result over through a one-slot queue. A broker that
+cannot be reached is reported (one line naming the bootstrap servers, no traceback) and waited
+for; a subscribed topic that does not exist is reported and waited for too.
+
+Failed tuples wait for their retry in memory (the record's values), where Storm seeks back and
+re-reads: `maxUncommittedOffsets` (per partition) bounds both the un-committed offsets and that
+memory: polling a partition pauses while it is reached.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import TopicPartition
+
+from squall.components import SpoutOutputCollector, Spout, TopologyContext
+from squall.kafka.admin import ClientErrors, KafkaUnavailable, client_config, describe_error
+from squall.kafka.assignment import (
+    BEGINNING,
+    TopicPartitionKey,
+    assign_partitions,
+    first_poll_position,
+    task_index,
+)
+from squall.kafka.config import (
+    SPOUT_KEY,
+    KafkaConfigError,
+    KafkaSpoutConfig,
+    ProcessingGuarantee,
+    client_props,
+    parse_spout_config,
+)
+from squall.kafka.offsets import OffsetManager
+from squall.kafka.records import (
+    KafkaRecord,
+    Translator,
+    default_translator,
+    import_function,
+    make_decoder,
+)
+from squall.kafka.retry import RetrySchedule
+
+__all__ = ["KafkaSpout", "MessageId"]
+
+log = logging.getLogger("squall.kafka.spout")
+
+MessageId = tuple[str, int, int]  # (topic, partition, offset)
+REPORT_EVERY_S = 60.0  # an unreachable broker or a missing topic is reported again this often
+DLQ_SOURCE_HEADER = "squall.source"  # "topic/partition/offset" of a dead-lettered record
+DLQ_REASON_HEADER = "squall.reason"
+
+
+def _where(m: Message) -> MessageId:
+    topic, partition, offset = m.topic(), m.partition(), m.offset()
+    assert topic is not None and partition is not None and offset is not None, "an error, not a record"
+    return topic, partition, offset
+
+
+def _headers(m: Message) -> list[tuple[str, str | bytes | None]]:
+    got = m.headers()
+    if not got:
+        return []
+    return list(got.items()) if isinstance(got, dict) else list(got)
+
+
+class _Snapshot:
+    """What the metadata thread last learnt (handed over whole: nothing is lost by replacing)."""
+
+    __slots__ = ("partitions", "starts", "error", "missing")
+
+    def __init__(self, partitions: list[TopicPartitionKey] | None, starts: dict[TopicPartitionKey, int | str],
+                 error: str | None, missing: list[str]) -> None:
+        self.partitions = partitions  # this task's partitions; None: not known yet
+        self.starts = starts  # where each of them starts when newly assigned
+        self.error = error
+        self.missing = missing  # subscribed topics the cluster does not have
+
+
+class _MetadataThread:
+    """Fetches the cluster's partitions and the group's commits every `partitionRefreshPeriodMs`
+    with a client of its own, off the spout's thread (those calls wait on the broker)."""
+
+    def __init__(self, cfg: KafkaSpoutConfig, props: dict[str, Any], index: int, total: int,
+                 topology_id: str, name: str) -> None:
+        self.cfg = cfg
+        self.index = index
+        self.total = total
+        self.topology_id = topology_id
+        self.errors = ClientErrors()
+        self.client = Consumer(client_config(props, self.errors))
+        self.out: queue.Queue[_Snapshot] = queue.Queue(maxsize=1)
+        self.stop_event = threading.Event()
+        self._last: tuple[list[TopicPartitionKey] | None, str | None, list[str]] = (None, None, [])
+        self._starts: dict[TopicPartitionKey, int | str] = {}
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(self.cfg.metadataTimeoutMs / 1000.0 + 5)
+        try:
+            self.client.close()
+        except Exception:  # noqa: BLE001 - closing a client that failed to connect
+            pass
+
+    def _run(self) -> None:
+        period = self.cfg.partitionRefreshPeriodMs / 1000.0
+        while not self.stop_event.is_set():
+            try:
+                self.refresh()
+            except Exception as exc:  # noqa: BLE001 - keep refreshing; the spout reports it
+                self._post(self._last[0], f"Kafka at {self.cfg.bootstrapServers}: {exc}", self._last[2])
+            self.stop_event.wait(period)
+
+    def refresh(self) -> None:
+        timeout = self.cfg.metadataTimeoutMs / 1000.0
+        try:
+            md = self.client.list_topics(timeout=timeout)
+        except KafkaException as exc:
+            self.client.poll(0)  # serves error_cb: a refused login says so
+            self._post(self._last[0], describe_error(exc, self.cfg.bootstrapServers, self.errors), self._last[2])
+            return
+        found = {name: t for name, t in md.topics.items() if t.error is None and self.cfg.matches(name)}
+        missing = sorted(set(self.cfg.topics or ()) - set(found))
+        partitions = [(name, p) for name, t in found.items() for p in t.partitions]
+        mine = assign_partitions(partitions, self.index, self.total)
+        if mine != self._last[0]:
+            new = [tp for tp in mine if tp not in self._starts]
+            if new:
+                self._starts.update(self._committed(new, timeout))
+            self._starts = {tp: self._starts[tp] for tp in mine}
+        self._post(mine, None, missing)
+
+    def _committed(self, tps: list[TopicPartitionKey], timeout: float) -> dict[TopicPartitionKey, int | str]:
+        got = self.client.committed([TopicPartition(t, p) for t, p in tps], timeout=timeout)
+        out: dict[TopicPartitionKey, int | str] = {}
+        for tp in got:
+            offset = tp.offset if tp.offset >= 0 else None
+            ours = False
+            if tp.metadata:
+                try:
+                    ours = json.loads(tp.metadata).get("topologyId") == self.topology_id
+                except (ValueError, AttributeError):
+                    ours = False
+            out[(tp.topic, tp.partition)] = first_poll_position(
+                self.cfg.firstPollOffsetStrategy.value, offset, ours)
+        return out
+
+    def _post(self, mine: list[TopicPartitionKey] | None, error: str | None, missing: list[str]) -> None:
+        state = (mine, error, missing)
+        if state == self._last and not self.out.empty():
+            return
+        self._last = state
+        snap = _Snapshot(mine, dict(self._starts), error, missing)
+        try:
+            self.out.get_nowait()  # the one slot holds the newest only
+        except queue.Empty:
+            pass
+        self.out.put_nowait(snap)
+
+
+class KafkaSpout(Spout):
+    """Reads Kafka topics; config under `kafka.spout` (squall.kafka.config.KafkaSpoutConfig).
+
+    The default record translator emits the fields this spout declares (by default these five;
+    a topology file's `outputs` may name others of `records.RECORD_FIELDS`, such as
+    `timestamp`)."""
+
+    outputs: ClassVar[list[str]] = ["topic", "partition", "offset", "key", "value"]
+    # time for retries and commits (monotonic seconds); a test may set it before `open`
+    clock: Callable[[], float]
+
+    # counters (read by tests and logged at close)
+    poison: int
+    dropped: int
+    dead_lettered: int
+
+    def open(self, conf: Mapping[str, Any], context: TopologyContext, collector: SpoutOutputCollector) -> None:
+        super().open(conf, context, collector)
+        if not hasattr(self, "clock"):
+            self.clock = time.monotonic
+        self.cfg = cfg = parse_spout_config(conf)
+        self.name = f"{context.component_id}[{context.task_id}]"
+        try:
+            fields = context.output_fields("default")
+            self.translator: Translator = (import_function(cfg.translator, f"{SPOUT_KEY}.translator")
+                                           if cfg.translator else default_translator(fields))
+            self.key_decoder = make_decoder(cfg.keyDecoder, f"{SPOUT_KEY}.keyDecoder")
+            self.value_decoder = make_decoder(cfg.valueDecoder, f"{SPOUT_KEY}.valueDecoder")
+        except ValueError as exc:
+            raise KafkaConfigError(f"{context.component_id}: {exc}") from None
+        self.guarantee = cfg.processingGuarantee
+        self.tracked = self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE or cfg.tupleTrackingEnforced
+        topology = str(conf.get("topology.name", context.topology_id))
+        self.group_id = cfg.groupId or f"squall-{topology}-{context.component_id}"
+        self.commit_metadata = json.dumps({"topologyId": context.topology_id, "taskId": context.task_id})
+        props = client_props(cfg, SPOUT_KEY)
+        props["group.id"] = self.group_id
+        props.setdefault("client.id", f"squall-{topology}-{context.component_id}-{context.task_id}")
+        self.errors = ClientErrors()
+        consumer_props = {
+            **props,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": False,
+            "auto.offset.reset": "earliest" if cfg.firstPollOffsetStrategy.value.endswith("EARLIEST") else "latest",
+            "on_commit": self._on_commit,
+        }
+        self.consumer = Consumer(client_config(consumer_props, self.errors))
+        self.producer_props = props
+        self.producer: Producer | None = None  # the dead-letter topic's, made on first use
+        index = task_index(context.task_id, context.this_component_tasks())
+        self.meta = _MetadataThread(cfg, props, index, len(context.this_component_tasks()), context.topology_id,
+                                    f"kafka-metadata-{context.component_id}-{context.task_id}")
+        self.assigned: set[TopicPartitionKey] = set()
+        self.known = False  # the first assignment has come
+        self.managers: dict[TopicPartitionKey, OffsetManager | None] = {}  # None: starts at the first record
+        self.positions: dict[TopicPartitionKey, int] = {}  # AT_MOST_ONCE / NO_GUARANTEE: next to read
+        self.paused: set[TopicPartitionKey] = set()
+        self.in_flight: dict[MessageId, list[Any]] = {}  # msg id -> values (kept for a retry)
+        self.raw: dict[MessageId, Message] = {}  # msg id -> record (only with a dead-letter topic)
+        r = cfg.retry
+        self.retries: RetrySchedule[MessageId] = RetrySchedule(
+            initial_delay_s=r.initialDelayMs / 1000.0, delay_period_s=r.delayPeriodMs / 1000.0,
+            max_retries=r.maxRetries, max_delay_s=r.maxDelayMs / 1000.0, partition_of=lambda m: (m[0], m[1]))
+        self.buffer: collections.deque[Message] = collections.deque()
+        self.poison = self.dropped = self.dead_lettered = 0
+        self.commit_period = cfg.offsetCommitPeriodMs / 1000.0
+        self.next_commit = self.clock() + self.commit_period
+        self.problem: str | None = None
+        self.reported: dict[str, float] = {}
+        self.meta.start()
+
+    # -- the loop ---------------------------------------------------------------------------
+    def next_tuple(self) -> None:
+        now = self.clock()
+        self._take_metadata(now)
+        if self.producer is not None:
+            self.producer.poll(0)
+        if now >= self.next_commit:
+            self.next_commit = now + self.commit_period
+            self._commit()
+        if self.retries.scheduled:
+            msg_id = self.retries.pop_ready(now)
+            if msg_id is not None and msg_id in self.in_flight:
+                self.collector.emit(self.in_flight[msg_id], msg_id=msg_id)
+                return
+        if not self.buffer:
+            if not self.assigned:
+                return
+            self._poll()
+        while self.buffer:
+            if self._emit(self.buffer.popleft()):
+                return
+
+    def _poll(self) -> None:
+        self._pause_full_partitions()
+        try:
+            msgs = self.consumer.consume(self.cfg.pollBatchSize, 0)
+        except KafkaException as exc:
+            self._report("consume", describe_error(exc, self.cfg.bootstrapServers, self.errors))
+            return
+        records = []
+        for m in msgs:
+            err = m.error()
+            if err is None:
+                records.append(m)
+            elif err.code() != KafkaError._PARTITION_EOF:
+                self._report(f"error:{m.topic()}", f"Kafka at {self.cfg.bootstrapServers}: {m.topic()} "
+                                                   f"[{m.partition()}]: {err.str()}")
+        if not records:
+            return
+        if self.guarantee is ProcessingGuarantee.AT_MOST_ONCE:
+            # committed before anything is emitted: a crash after this loses them, never repeats
+            last: dict[TopicPartitionKey, int] = {}
+            for m in records:
+                topic, partition, offset = _where(m)
+                last[(topic, partition)] = offset + 1
+            try:
+                self.consumer.commit(offsets=[self._tp(tp, o) for tp, o in last.items()], asynchronous=False)
+            except KafkaException as exc:
+                self._report("commit", describe_error(exc, self.cfg.bootstrapServers, self.errors))
+                return  # not emitted: they come again after the reconnect
+        self.buffer.extend(records)
+
+    def _emit(self, m: Message) -> bool:
+        """Emit the record's tuple; False when it emitted nothing (skipped, poison)."""
+        topic, partition, offset = _where(m)
+        tp = (topic, partition)
+        if tp not in self.assigned:
+            return False  # revoked since it was polled
+        if not self.tracked or self.guarantee is not ProcessingGuarantee.AT_LEAST_ONCE:
+            self.positions[tp] = offset + 1
+        mgr: OffsetManager | None = None
+        if self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE:
+            mgr = self.managers.get(tp)
+            if mgr is None:
+                mgr = self.managers[tp] = OffsetManager(offset)
+            if offset < mgr.committed or mgr.is_emitted(offset):
+                return False  # read again after a seek: already handled
+        msg_id: MessageId = (topic, partition, offset)
+        try:
+            raw_key, raw_value = m.key(), m.value()
+            key = None if raw_key is None else self.key_decoder(raw_key)
+            value = None if raw_value is None else self.value_decoder(raw_value)
+            headers = {k: v if isinstance(v, bytes) else (v or "").encode() for k, v in _headers(m)}
+            ts_type, ts = m.timestamp()
+            record = KafkaRecord(topic, partition, offset, key, value, headers, ts if ts_type else None)
+            values = self.translator(record)
+        except Exception as exc:  # noqa: BLE001 - the user's decoder or translator refused it
+            self._poison(m, msg_id, mgr, exc)
+            return False
+        if values is None and not self.cfg.emitNullTuples:
+            if mgr is not None:  # skipped for good: processed
+                mgr.add_emitted(offset)
+                mgr.add_acked(offset)
+            return False
+        values = list(values or ())
+        if not self.tracked:
+            self.collector.emit(values)
+            return True
+        if mgr is not None:
+            mgr.add_emitted(offset)
+        self.in_flight[msg_id] = values
+        if self.cfg.deadLetterTopic is not None:
+            self.raw[msg_id] = m
+        self.collector.emit(values, msg_id=msg_id)
+        return True
+
+    # -- acks ------------------------------------------------------------------------------
+    def ack(self, msg_id: Any) -> None:
+        key: MessageId = tuple(msg_id)
+        if self.in_flight.pop(key, None) is None:
+            return
+        self.raw.pop(key, None)
+        self.retries.remove(key)
+        mgr = self.managers.get((key[0], key[1]))
+        if mgr is not None:
+            mgr.add_acked(key[2])
+
+    def fail(self, msg_id: Any) -> None:
+        key: MessageId = tuple(msg_id)
+        if key not in self.in_flight:
+            return
+        if self.guarantee is not ProcessingGuarantee.AT_LEAST_ONCE:
+            self.in_flight.pop(key, None)
+            return
+        if self.retries.schedule(key, self.clock()):
+            return
+        # retries spent: to the dead-letter topic, or dropped (counted); the partition moves on
+        self.in_flight.pop(key, None)
+        m = self.raw.pop(key, None)
+        if self.cfg.deadLetterTopic is not None and m is not None:
+            self._dead_letter(m, key, f"failed {self.cfg.retry.maxRetries + 1} times")
+            return
+        self.dropped += 1
+        log.warning("%s: %s/%d/%d failed %d times: dropped (no deadLetterTopic)", self.name, key[0], key[1],
+                    key[2], self.cfg.retry.maxRetries + 1)
+        mgr = self.managers.get((key[0], key[1]))
+        if mgr is not None:
+            mgr.add_acked(key[2])
+
+    # -- poison records and the dead-letter topic ---------------------------------------------
+    def _poison(self, m: Message, msg_id: MessageId, mgr: OffsetManager | None, exc: Exception) -> None:
+        self.poison += 1
+        reason = f"{type(exc).__name__}: {exc}"
+        where = f"{msg_id[0]}/{msg_id[1]}/{msg_id[2]}"
+        log.warning("%s: poison record %s (topic/partition/offset): %s%s", self.name, where, reason,
+                    f"; sent to {self.cfg.deadLetterTopic}" if self.cfg.deadLetterTopic else "; skipped")
+        self._report(f"poison:{where}", f"{self.context.component_id}: poison record {where} "
+                                         f"(topic/partition/offset): {reason}")
+        if mgr is not None:
+            mgr.add_emitted(msg_id[2])
+        if self.cfg.deadLetterTopic is not None:
+            self._dead_letter(m, msg_id, f"poison: {reason}")
+        elif mgr is not None:
+            mgr.add_acked(msg_id[2])
+
+    def _dead_letter(self, m: Message, msg_id: MessageId, reason: str) -> None:
+        """Write the record as it came to the dead-letter topic; its offset counts as processed
+        once the broker confirmed the write (until then the commits wait for it)."""
+        assert self.cfg.deadLetterTopic is not None
+        if self.producer is None:
+            self.producer = Producer(client_config(
+                {**self.producer_props, "acks": "all", "enable.idempotence": True}, self.errors))
+        headers = _headers(m)
+        headers.append((DLQ_SOURCE_HEADER, f"{msg_id[0]}/{msg_id[1]}/{msg_id[2]}".encode()))
+        headers.append((DLQ_REASON_HEADER, reason.encode("utf-8", "replace")))
+
+        def delivered(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                self._report("dlq", f"{self.context.component_id}: writing {msg_id[0]}/{msg_id[1]}/{msg_id[2]} "
+                                    f"to {self.cfg.deadLetterTopic} failed: {err.str()}; trying again")
+                self._dead_letter(m, msg_id, reason)
+                return
+            self.dead_lettered += 1
+            mgr = self.managers.get((msg_id[0], msg_id[1]))
+            if mgr is not None:
+                mgr.add_acked(msg_id[2])
+
+        while True:
+            try:
+                self.producer.produce(self.cfg.deadLetterTopic, value=m.value(), key=m.key(), headers=headers,
+                                      on_delivery=delivered)
+                return
+            except BufferError:
+                self.producer.poll(0.05)
+
+    # -- commits -----------------------------------------------------------------------------
+    def _tp(self, tp: TopicPartitionKey, offset: int) -> TopicPartition:
+        return TopicPartition(tp[0], tp[1], offset, metadata=self.commit_metadata)
+
+    def _commit_offsets(self, only: set[TopicPartitionKey] | None = None) -> list[TopicPartition]:
+        out = []
+        if self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE:
+            for tp, mgr in self.managers.items():
+                if mgr is not None and (only is None or tp in only):
+                    nxt = mgr.next_commit_offset()
+                    if nxt is not None:
+                        out.append(self._tp(tp, nxt))
+        elif self.guarantee is ProcessingGuarantee.NO_GUARANTEE:
+            for tp, pos in self.positions.items():
+                if only is None or tp in only:
+                    out.append(self._tp(tp, pos))
+        return out
+
+    def _commit(self, only: set[TopicPartitionKey] | None = None, sync: bool = False) -> None:
+        offsets = self._commit_offsets(only)
+        if not offsets:
+            return
+        try:
+            if sync:
+                self._on_commit(None, self.consumer.commit(offsets=offsets, asynchronous=False))
+            else:
+                self.consumer.commit(offsets=offsets, asynchronous=True)
+        except KafkaException as exc:
+            self._report("commit", describe_error(exc, self.cfg.bootstrapServers, self.errors))
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        # served on this thread, by consume(): the bookkeeping moves only once Kafka has it
+        if err is not None:
+            log.warning("%s: committing offsets to %s failed: %s", self.name, self.cfg.bootstrapServers, err.str())
+            return
+        for tp in partitions:
+            if tp.error is not None or tp.offset < 0:
+                continue
+            mgr = self.managers.get((tp.topic, tp.partition))
+            if mgr is not None:
+                mgr.commit(tp.offset)
+
+    # -- assignment ----------------------------------------------------------------------------
+    def _take_metadata(self, now: float) -> None:
+        try:
+            snap = self.meta.out.get_nowait()
+        except queue.Empty:
+            return
+        if snap.error is not None:
+            self._report("metadata", snap.error, now)
+        elif self.problem is not None:
+            log.info("%s: Kafka at %s reachable again", self.name, self.cfg.bootstrapServers)
+            self.problem = None
+            self.reported.pop("metadata", None)
+        for topic in snap.missing:
+            self._report(f"missing:{topic}", f"{self.context.component_id}: topic {topic!r} does not exist at "
+                                             f"{self.cfg.bootstrapServers}; waiting for it", now)
+        if snap.partitions is not None and set(snap.partitions) != self.assigned:
+            self._reassign(set(snap.partitions), snap.starts)
+
+    def _reassign(self, wanted: set[TopicPartitionKey], starts: Mapping[TopicPartitionKey, int | str]) -> None:
+        revoked = self.assigned - wanted
+        added = sorted(wanted - self.assigned)
+        if revoked:
+            self._commit(revoked)  # what is done so far (a later ack of theirs is ignored)
+            try:
+                self.consumer.incremental_unassign([TopicPartition(t, p) for t, p in revoked])
+            except KafkaException as exc:
+                log.warning("%s: unassigning %s: %s", self.name, sorted(revoked), exc)
+            for tp in revoked:
+                self.managers.pop(tp, None)
+                self.positions.pop(tp, None)
+                self.paused.discard(tp)
+            for msg_id in [m for m in self.in_flight if (m[0], m[1]) in revoked]:
+                self.in_flight.pop(msg_id, None)
+                self.raw.pop(msg_id, None)
+            self.retries.retain_partitions(wanted)
+            self.buffer = collections.deque(m for m in self.buffer if (m.topic(), m.partition()) not in revoked)
+        if added:
+            tps = []
+            for tp in added:
+                start = starts.get(tp, BEGINNING)
+                if isinstance(start, int):
+                    offset = start
+                    self.managers[tp] = OffsetManager(start)
+                else:
+                    offset = OFFSET_BEGINNING if start == BEGINNING else OFFSET_END
+                    self.managers[tp] = None  # the committed point is the first record read
+                tps.append(TopicPartition(tp[0], tp[1], offset))
+            self.consumer.incremental_assign(tps)
+        self.assigned = set(wanted)
+        log.info("%s: reads %s (added %s, revoked %s)", self.name, sorted(wanted), added, sorted(revoked))
+
+    def _pause_full_partitions(self) -> None:
+        limit = self.cfg.maxUncommittedOffsets
+        full, free = [], []
+        for tp, mgr in self.managers.items():
+            n = mgr.num_uncommitted if mgr is not None else 0
+            if n >= limit and tp not in self.paused:
+                full.append(tp)
+            elif n < limit and tp in self.paused:
+                free.append(tp)
+        if full:
+            self.consumer.pause([TopicPartition(t, p) for t, p in full])
+            self.paused.update(full)
+        if free:
+            self.consumer.resume([TopicPartition(t, p) for t, p in free])
+            self.paused.difference_update(free)
+
+    # -- reporting -------------------------------------------------------------------------------
+    def _report(self, key: str, message: str, now: float | None = None) -> None:
+        """Log and report `message` (one line, no traceback), at most every REPORT_EVERY_S per key."""
+        now = self.clock() if now is None else now
+        last = self.reported.get(key)
+        if last is not None and now - last < REPORT_EVERY_S:
+            return
+        self.reported[key] = now
+        if key == "metadata":
+            self.problem = message
+        log.warning("%s: %s", self.name, message)
+        self.collector.report_error(KafkaUnavailable(message))  # not raised: no traceback
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def deactivate(self) -> None:
+        self._commit()
+
+    def close(self) -> None:
+        self.meta.stop_event.set()
+        try:
+            self._commit(sync=True)
+        except Exception as exc:  # noqa: BLE001 - closing: say it, go on
+            log.warning("%s: the last commit failed: %s", self.name, exc)
+        if self.producer is not None:
+            left = self.producer.flush(10)
+            if left:
+                log.warning("%s: %d dead-letter records not confirmed at close", self.name, left)
+        try:
+            self.consumer.close()
+        except Exception as exc:  # noqa: BLE001
+            log.warning("%s: closing the consumer: %s", self.name, exc)
+        self.meta.stop()
+        log.info("%s: closed (poison %d, dropped %d, dead-lettered %d)", self.name, self.poison, self.dropped,
+                 self.dead_lettered)
