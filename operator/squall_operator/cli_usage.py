@@ -154,7 +154,8 @@ class OneLineUsageGroup(TyperGroup):
                               windows_expand_args=windows_expand_args, **extra)
             code = rv if isinstance(rv, int) else 0
         except NoArgsIsHelpError as exc:  # `squall` alone: the help, as before
-            exc.show()
+            if exc.format_message().strip():  # else typer's rich help printed it already
+                exc.show()
             code = exc.exit_code
         except UsageError as exc:
             print_error(usage_line(exc, self._command_path(args, prog_name)))

@@ -31,6 +31,7 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_USAGE",
     "KubernetesTarget",
+    "MAX_WORKERS",
     "Target",
     "TopologyRow",
     "VerbError",
@@ -42,6 +43,10 @@ __all__ = [
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+# `rebalance -n` at most: a topology's numWorkers limit (Storm's nimbus.slots.perTopology). A
+# topology without numAckers runs an acker per worker, so an unbounded -n would have nimbus
+# plan a billion acker executors.
+MAX_WORKERS = 1_000
 DEFAULT_ROOT = "/squall"
 
 

@@ -15,6 +15,7 @@ import typer
 from squall_operator.cli_usage import MAX_SECONDS, OneLineUsageGroup, print_error
 from squall_operator.verbs import (
     EXIT_USAGE,
+    MAX_WORKERS,
     KubernetesTarget,
     Target,
     VerbError,
@@ -126,7 +127,8 @@ def add_verbs(app: typer.Typer, *, kubectl: bool = False) -> None:
     def rebalance(
         name: NameArg,
         num_workers: Annotated[int | None, typer.Option(
-            "--num-workers", "-n", min=1, metavar="WORKERS", help="new number of workers")] = None,
+            "--num-workers", "-n", min=1, max=MAX_WORKERS, metavar="WORKERS",
+            help="new number of workers")] = None,
         executor: Annotated[list[str] | None, typer.Option(
             "--executors", "-e", metavar="COMPONENT=PARALLELISM",
             help="new parallelism of a component (at most its numTasks); repeat for more")] = None,

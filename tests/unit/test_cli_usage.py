@@ -51,6 +51,7 @@ def test_rebalance_with_no_workers_is_one_line() -> None:
         (["kill", "wc", "-w", "1e12"], "squall kill: -w/--wait must be <= 2147483647 (got 1e12)"),
         (["rebalance", "wc", "-w", "nan"], "squall rebalance: -w/--wait must be a finite number (got nan)"),
         (["rebalance", "wc", "-n", "1.5"], "squall rebalance: -n/--num-workers must be a whole number (got 1.5)"),
+        (["rebalance", "wc", "-n", "1000000000"], "squall rebalance: -n/--num-workers must be <= 1000 (got 1000000000)"),
         (["rebalance", "wc", "-e"], "squall rebalance: option '-e' requires an argument"),
         (["list", "--bogus"], "squall list: no such option: --bogus"),
         (["list", "--timeout", "0"], "squall list: --timeout must be >= 0.1 (got 0)"),
