@@ -195,6 +195,22 @@ def test_a_large_or_deep_body_is_refused(served: Served) -> None:
     check_output(served, "large bodies")
 
 
+def test_a_rebalance_past_the_worker_limit_is_refused(served: Served) -> None:
+    """Found by the fuzz test below: `numWorkers: 1000000000000` was accepted (200), and nimbus
+    then failed every monitor round with a MemoryError traceback (an acker per worker). The UI
+    refuses what `squall rebalance -n` refuses (verbs.MAX_WORKERS)."""
+    from squall_operator.verbs import MAX_WORKERS
+
+    api = f"/api/v1/topology/{TOPOLOGY}/rebalance/0"
+    for workers in (MAX_WORKERS + 1, 10**12):
+        body = json.dumps({"rebalanceOptions": {"numWorkers": workers}}).encode()
+        got = served.request("POST", api, body, {"Content-Type": "application/json"})
+        assert got.status == 400 and "numWorkers" in json.loads(got.body)["error"], (got.status, got.text)
+        assert str(MAX_WORKERS) in json.loads(got.body)["error"], got.text
+    time.sleep(1.5)  # a monitor round of nimbus
+    check_output(served, "a rebalance past the worker limit")
+
+
 # -- every route, hypothesis ---------------------------------------------------------------------
 
 def _routes() -> list[tuple[str, list[str], frozenset[str]]]:
@@ -278,7 +294,8 @@ def requests(draw: st.DrawFn) -> tuple[str, str, bytes | None, dict[str, str]]:
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(req=requests())
-def test_every_route_survives_arbitrary_requests(served: Served, req: tuple[str, str, bytes | None, dict[str, str]]) -> None:
+def test_every_route_survives_arbitrary_requests(served: Served,
+                                                 req: tuple[str, str, bytes | None, dict[str, str]]) -> None:
     method, target, body, headers = req
     # the shared topology stays: a kill of it would end the module's run
     if urlsplit(target).path.startswith(f"/api/v1/topology/{TOPOLOGY}/kill") and method == "POST":

@@ -99,7 +99,8 @@ def test_no_html_built_by_f_strings() -> None:
     for path in UI.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.JoinedStr):
-                literal = "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+                literal = "".join(v.value for v in node.values
+                                  if isinstance(v, ast.Constant) and isinstance(v.value, str))
                 assert not re.search(r"<[a-zA-Z/!]", literal), f"{path.name}:{node.lineno}: HTML in an f-string"
 
 

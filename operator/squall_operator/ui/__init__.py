@@ -67,7 +67,7 @@ from squall.state import CONNECTION_ERRORS, ClusterState, StateError
 from squall_operator.nimbus import Nimbus, NimbusError
 from squall_operator.requests import perform
 from squall_operator.ui.data import WINDOWS, UiData, is_topology_id, latency_text
-from squall_operator.verbs import EXIT_USAGE, KubernetesTarget, VerbError, _check_executors
+from squall_operator.verbs import EXIT_USAGE, MAX_WORKERS, KubernetesTarget, VerbError, _check_executors
 
 __all__ = [
     "ActionRefused",
@@ -321,7 +321,11 @@ def _rebalance_options(body: Any) -> tuple[int | None, dict[str, int]]:
         raise ActionRefused(400, "rebalanceOptions takes numWorkers and executors only")
     workers = opts.get("numWorkers")
     if workers is not None and (type(workers) is not int or workers < 1):
-        raise ActionRefused(400, f"rebalanceOptions.numWorkers must be a whole number >= 1, got {_shown(repr(workers))}")
+        raise ActionRefused(400, "rebalanceOptions.numWorkers must be a whole number >= 1, "
+                                 f"got {_shown(repr(workers))}")
+    if workers is not None and workers > MAX_WORKERS:  # as `squall rebalance -n`: an acker per worker
+        raise ActionRefused(400, f"rebalanceOptions.numWorkers must be at most {MAX_WORKERS}, "
+                                 f"got {_shown(repr(workers))}")
     executors = opts.get("executors") or {}
     if not isinstance(executors, dict):
         raise ActionRefused(400, "rebalanceOptions.executors must map component -> parallelism")
