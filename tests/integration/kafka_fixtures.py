@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from squall.kafka.broker import EmbeddedKafka
+from squall.models.v1alpha1 import Topology
 from squall.zkserver import java_available
+from helpers import topology
 
 SASL_USER = "squall"
 SASL_PASSWORD = "squall-secret"
@@ -99,3 +101,56 @@ def committed(broker: EmbeddedKafka, group: str, topic: str) -> dict[int, int]:
         return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
     finally:
         c.close()
+
+
+def read_to_end(broker: EmbeddedKafka, topic: str, timeout: float = 30) -> list[Any]:
+    """Every record of `topic` up to its end as of now (the high watermarks read first)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": f"check-{uuid.uuid4().hex}",
+                  "enable.auto.commit": False})
+    try:
+        md = c.list_topics(topic, timeout=10).topics[topic]
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in md.partitions}
+        todo = {p for p, end in ends.items() if end > 0}
+        c.assign([TopicPartition(topic, p, -2) for p in todo])
+        out: list[Any] = []
+        deadline = time.monotonic() + timeout
+        while todo and time.monotonic() < deadline:
+            for m in c.consume(500, 0.2):
+                if m.error() is None:
+                    out.append(m)
+                    if m.offset() + 1 >= ends[m.partition()]:
+                        todo.discard(m.partition())
+        assert not todo, f"could not read {topic} to its end in {timeout}s"
+        return out
+    finally:
+        c.close()
+
+
+COMPONENTS = "kafka_components"
+
+
+def pipeline(name: str, broker: EmbeddedKafka, source: str, sink: str, *, spout: dict[str, Any] | None = None,
+             workers: int = 2, spout_tasks: int = 2, extra: dict[str, Any] | None = None,
+             timeout: int = 10) -> Topology:
+    """source topic -> KafkaSpout (x spout_tasks) -> Tag (x2) -> KafkaBolt (x2) -> sink topic."""
+    spout_cfg = {"bootstrapServers": broker.bootstrap_servers, "topics": [source], "groupId": f"g-{name}",
+                 "offsetCommitPeriodMs": 300, "firstPollOffsetStrategy": "EARLIEST", **(spout or {})}
+    spec = {
+        "numWorkers": workers,
+        "messageTimeoutSecs": timeout,
+        "maxSpoutPending": 200,
+        "spouts": [{"name": "kafka", "class": "squall.kafka:KafkaSpout", "parallelism": spout_tasks,
+                    "config": {"kafka.spout": spout_cfg},
+                    "outputs": [{"stream": "default", "fields": ["partition", "offset", "value", "timestamp"]}]}],
+        "bolts": [
+            {"name": "tag", "class": f"{COMPONENTS}:Tag", "parallelism": 2,
+             "inputs": [{"component": "kafka", "grouping": "shuffle"}]},
+            {"name": "out", "class": "squall.kafka:KafkaBolt", "parallelism": 2,
+             "config": {"kafka.bolt": {"bootstrapServers": broker.bootstrap_servers, "topic": sink},
+                        "topology.tick.tuple.freq.secs": 0.2},
+             "inputs": [{"component": "tag", "grouping": "shuffle"}]},
+        ],
+    }
+    return topology(name, spec, extra or {})

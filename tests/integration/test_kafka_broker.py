@@ -37,7 +37,7 @@ def test_sasl_plain_takes_the_right_password_and_refuses_a_wrong_one(kafka_broke
             "sasl.mechanism": "PLAIN", "sasl.username": SASL_USER}
     assert topic in create_topics_listing({**sasl, "sasl.password": SASL_PASSWORD})
     with pytest.raises(KafkaUnavailable, match=rf"Kafka at {kafka_broker.sasl_bootstrap_servers} refused the credentials"):
-        create_topics({**sasl, "sasl.password": "wrong"}, {"never": 1}, timeout=10)
+        create_topics({**sasl, "sasl.password": "wrong"}, {"never": 1}, timeout=3)
 
 
 def create_topics_listing(conf: dict[str, str]) -> set[str]:
@@ -58,21 +58,27 @@ def test_an_unreachable_broker_is_one_line_naming_it() -> None:
     assert time.monotonic() - t0 < 10
 
 
-def test_a_restarted_broker_keeps_its_topics_and_records() -> None:
+def test_a_restarted_broker_keeps_its_topics_and_records(kafka_broker: EmbeddedKafka) -> None:
+    """The session's broker, stopped and started again (the same ports and data)."""
+    topic = new_topic(kafka_broker)
+    produce(kafka_broker, topic, [b"a", b"b"])
+    port, sasl = kafka_broker.port, kafka_broker.sasl_bootstrap_servers
+    kafka_broker.stop(keep_data=True)
+    assert not kafka_broker.running
+    kafka_broker.start()
+    assert (kafka_broker.port, kafka_broker.sasl_bootstrap_servers) == (port, sasl)
+    assert [m.value() for m in consume_all(kafka_broker, topic, 2)] == [b"a", b"b"]
+
+
+def test_a_stopped_broker_leaves_nothing() -> None:
     broker = EmbeddedKafka(heap="256m")
     broker.start()
-    try:
-        topic = new_topic(broker)
-        produce(broker, topic, [b"a", b"b"])
-        port = broker.port
-        broker.stop(keep_data=True)
-        assert not broker.running
-        broker.start()
-        assert broker.port == port
-        assert [m.value() for m in consume_all(broker, topic, 2)] == [b"a", b"b"]
-    finally:
-        broker.stop()
-    assert broker.workdir is None
+    workdir, pid = broker.workdir, broker.pid
+    assert workdir is not None and pid is not None
+    broker.stop()
+    assert broker.workdir is None and not os.path.exists(workdir)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
 
 
 def test_squall_kafka_up_runs_a_broker_until_ctrl_c() -> None:

@@ -8,46 +8,16 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from squall.kafka.broker import EmbeddedKafka
-from squall.models.v1alpha1 import Topology
 from squall_operator.local import LocalCluster
-from helpers import assigned_slots, component_slots, logs_tail, stop_topology, topology, wait_for, wait_running
-from kafka_fixtures import committed, consume_all, new_topic, produce
+from helpers import component_slots, logs_tail, stop_topology, wait_for, wait_running
+from kafka_fixtures import committed, consume_all, new_topic, pipeline, produce, read_to_end
 
 pytestmark = pytest.mark.integration
-
-COMPONENTS = "kafka_components"
-
-
-def pipeline(name: str, broker: EmbeddedKafka, source: str, sink: str, *, spout: dict[str, Any] | None = None,
-             workers: int = 2, spout_tasks: int = 2, extra: dict[str, Any] | None = None,
-             timeout: int = 10) -> Topology:
-    """source topic -> KafkaSpout (x spout_tasks) -> Tag (x2) -> KafkaBolt (x2) -> sink topic."""
-    spout_cfg = {"bootstrapServers": broker.bootstrap_servers, "topics": [source], "groupId": f"g-{name}",
-                 "offsetCommitPeriodMs": 300, "firstPollOffsetStrategy": "EARLIEST", **(spout or {})}
-    spec = {
-        "numWorkers": workers,
-        "messageTimeoutSecs": timeout,
-        "maxSpoutPending": 200,
-        "spouts": [{"name": "kafka", "class": "squall.kafka:KafkaSpout", "parallelism": spout_tasks,
-                    "config": {"kafka.spout": spout_cfg},
-                    "outputs": [{"stream": "default", "fields": ["partition", "offset", "value", "timestamp"]}]}],
-        "bolts": [
-            {"name": "tag", "class": f"{COMPONENTS}:Tag", "parallelism": 2,
-             "inputs": [{"component": "kafka", "grouping": "shuffle"}]},
-            {"name": "out", "class": "squall.kafka:KafkaBolt", "parallelism": 2,
-             "config": {"kafka.bolt": {"bootstrapServers": broker.bootstrap_servers, "topic": sink},
-                        "topology.tick.tuple.freq.secs": 0.2},
-             "inputs": [{"component": "tag", "grouping": "shuffle"}]},
-        ],
-    }
-    return topology(name, spec, extra or {})
-
 
 def tags(broker: EmbeddedKafka, topic: str, expected: int, timeout: float = 90) -> list[str]:
     return [m.value().decode() for m in consume_all(broker, topic, expected, timeout)]
@@ -70,4 +40,53 @@ def test_every_record_arrives_at_least_once_and_commits_reach_the_end(
     ends = {p: c for p, c in committed(kafka_broker, "g-kafka-e2e", source).items()}
     wait_for(lambda: sum(committed(kafka_broker, "g-kafka-e2e", source).values()) == n, 30,
              f"the commits to reach the end of {source} (now {ends})", cluster, 0.5)
+    stop_topology(cluster, topo.name)
+
+
+def source_offsets(out: list[Any]) -> set[tuple[int, int]]:
+    """(partition, offset) of the source records whose output is in `out` (Tag's values)."""
+    got = set()
+    for m in out:
+        partition, offset, _ = m.value().decode().split(":", 2)
+        got.add((int(partition), int(offset)))
+    return got
+
+
+def check_commits_behind_outputs(broker: EmbeddedKafka, group: str, source: str, sink: str) -> int:
+    """Every source record below the group's committed offsets has its output in `sink`; returns
+    how many offsets are committed."""
+    commits = committed(broker, group, source)  # first: outputs only grow after it
+    done = source_offsets(read_to_end(broker, sink))
+    for partition, offset in commits.items():
+        missing = [o for o in range(offset) if (partition, o) not in done]
+        assert not missing, f"committed {source}[{partition}] up to {offset} but offsets {missing[:10]} have no output"
+    return sum(commits.values())
+
+
+def test_kill_9_of_a_worker_loses_nothing_and_commits_never_pass_unprocessed_records(
+        kafka_broker: EmbeddedKafka, make_cluster: Callable[..., LocalCluster]) -> None:
+    n = 4000
+    source, sink = new_topic(kafka_broker, 4), new_topic(kafka_broker, 2)
+    produce(kafka_broker, source, [f"r{i}".encode() for i in range(n)])
+    topo = pipeline("kafka-kill", kafka_broker, source, sink, extra={"test.sleep_ms": 2}, timeout=8)
+    group = "g-kafka-kill"
+    cluster = make_cluster(nodes=2, slots=1)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: check_commits_behind_outputs(kafka_broker, group, source, sink) >= 600, 60,
+             "a few commits", cluster, 0.3)
+    assert len(read_to_end(kafka_broker, sink)) < n - 1000, "the run ended before the kill; slow it down"
+    slots = component_slots(cluster, topo)
+    victim = sorted(slots["kafka"])[0]  # a worker reading Kafka (and committing)
+    pid = cluster.worker_pids(topo.name)[victim]
+    os.kill(pid, signal.SIGKILL)
+    checks = 0
+    while len(source_offsets(read_to_end(kafka_broker, sink))) < n:
+        check_commits_behind_outputs(kafka_broker, group, source, sink)
+        checks += 1
+        assert checks < 400, f"not every record arrived" + logs_tail(cluster)
+        time.sleep(0.3)
+    assert any("exited with -9" in c for c in cluster.crashes), cluster.crashes
+    wait_for(lambda: check_commits_behind_outputs(kafka_broker, group, source, sink) == n, 30,
+             "the commits to reach the end", cluster, 0.5)
     stop_topology(cluster, topo.name)

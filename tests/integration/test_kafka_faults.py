@@ -1,0 +1,108 @@
+"""Kafka faults on the session's real broker, real workers and ZooKeeper: a poison record and a
+record that always fails go to the dead-letter topic and their partition moves on; a broker that
+cannot be reached, a topic that does not exist and wrong SASL credentials are each reported as one
+line (no traceback) naming the bootstrap servers or the topic, and a topic created later is read."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from squall.kafka.broker import EmbeddedKafka
+from squall_operator.local import LocalCluster
+from squall.zkserver import _free_port
+from helpers import logs_tail, stop_topology, topology, wait_for, wait_running
+from kafka_fixtures import SASL_USER, committed, consume_all, new_topic, pipeline, produce
+
+pytestmark = pytest.mark.integration
+
+
+def test_poison_records_and_spent_retries_go_to_the_dead_letter_topic(
+        kafka_broker: EmbeddedKafka, make_cluster: Callable[..., LocalCluster]) -> None:
+    source, sink, dlq = new_topic(kafka_broker, 1), new_topic(kafka_broker, 1), new_topic(kafka_broker, 1)
+    records = [json.dumps({"n": i}).encode() for i in range(40)]
+    records[10] = b"not json {"  # poison: the decoder refuses it
+    records[20] = json.dumps({"n": 20, "bad": True}).encode()  # fails every time: retries spent
+    produce(kafka_broker, source, records)
+    topo = pipeline("kafka-dlq", kafka_broker, source, sink, spout_tasks=1, workers=1,
+                    spout={"valueDecoder": "json", "deadLetterTopic": dlq,
+                           "retry": {"initialDelayMs": 0, "delayPeriodMs": 10, "maxRetries": 2}},
+                    extra={"test.fail_key": "bad"})
+    cluster = make_cluster(nodes=1, slots=1)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    dead = consume_all(kafka_broker, dlq, 2, timeout=60)
+    by_source = {dict(m.headers())["squall.source"].decode(): m for m in dead}
+    assert set(by_source) == {f"{source}/0/10", f"{source}/0/20"}, logs_tail(cluster)
+    assert by_source[f"{source}/0/10"].value() == b"not json {"  # as it came
+    assert dict(by_source[f"{source}/0/10"].headers())["squall.reason"].decode().startswith("poison: JSONDecodeError")
+    assert dict(by_source[f"{source}/0/20"].headers())["squall.reason"] == b"failed 3 times"
+    out = {m.value().decode().split(":", 2)[1] for m in consume_all(kafka_broker, sink, 38)}
+    assert out == {str(i) for i in range(40)} - {"10", "20"}
+    # the partition moved on: the commit passes both
+    wait_for(lambda: committed(kafka_broker, "g-kafka-dlq", source).get(0) == 40, 30,
+             "the commit to pass the dead-lettered records", cluster, 0.3)
+    errors = [e.error for e in cluster.state.errors(topo.name, "kafka")]
+    assert any(f"poison record {source}/0/10 (topic/partition/offset): JSONDecodeError" in e for e in errors), errors
+    stop_topology(cluster, topo.name)
+
+
+def _errors(cluster: LocalCluster, topo: str, component: str) -> list[str]:
+    return [e.error for e in cluster.state.errors(topo, component)]
+
+
+def test_unreachable_broker_missing_topic_and_wrong_credentials_are_reported(
+        kafka_broker: EmbeddedKafka, make_cluster: Callable[..., LocalCluster]) -> None:
+    down = f"127.0.0.1:{_free_port()}"
+    later = f"later-{_free_port()}"
+    sink = new_topic(kafka_broker, 1)
+    fields = [{"stream": "default", "fields": ["key", "value"]}]
+
+    def spout(name: str, cfg: dict[str, Any]) -> dict[str, Any]:
+        return {"name": name, "class": "squall.kafka:KafkaSpout", "outputs": fields,
+                "config": {"kafka.spout": {"firstPollOffsetStrategy": "EARLIEST", "metadataTimeoutMs": 2000,
+                                           "partitionRefreshPeriodMs": 500, **cfg}}}
+
+    spec = {
+        "numWorkers": 1, "messageTimeoutSecs": 10,
+        "spouts": [
+            spout("down", {"bootstrapServers": down, "topics": ["x"]}),
+            spout("missing", {"bootstrapServers": kafka_broker.bootstrap_servers, "topics": [later]}),
+            spout("badauth", {"bootstrapServers": kafka_broker.sasl_bootstrap_servers, "topics": [sink],
+                              "props": {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                                        "sasl.username": SASL_USER, "sasl.password": "wrong"}}),
+        ],
+        "bolts": [{"name": "out", "class": "squall.kafka:KafkaBolt",
+                   "config": {"kafka.bolt": {"bootstrapServers": kafka_broker.bootstrap_servers, "topic": sink},
+                              "topology.tick.tuple.freq.secs": 0.2},
+                   "inputs": [{"component": c} for c in ("down", "missing", "badauth")]}],
+    }
+    topo = topology("kafka-faults", spec, {})
+    cluster = make_cluster(nodes=1, slots=1)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+
+    def reported(component: str, text: str) -> list[str]:
+        return [e for e in _errors(cluster, topo.name, component) if text in e]
+
+    got = wait_for(lambda: reported("down", f"no Kafka broker reachable at {down}"), 60,
+                   "the unreachable broker's report", cluster, 0.5)
+    assert "Traceback" not in got[0] and len(got[0].strip().splitlines()) == 1, got
+    got = wait_for(lambda: reported("missing", f"topic {later!r} does not exist at "
+                                               f"{kafka_broker.bootstrap_servers}; waiting for it"), 60,
+                   "the missing topic's report", cluster, 0.5)
+    assert "Traceback" not in got[0], got
+    got = wait_for(lambda: reported("badauth", f"Kafka at {kafka_broker.sasl_bootstrap_servers} refused the "
+                                               f"credentials"), 60, "the refused login's report", cluster, 0.5)
+    assert "Traceback" not in got[0], got
+    # the missing topic appears: the spout that waited for it reads it
+    from squall.kafka.admin import create_topics
+
+    create_topics(kafka_broker.bootstrap_servers, {later: 1})
+    produce(kafka_broker, later, [b"a", b"b", b"c"], keys=[b"1", b"2", b"3"])
+    out = consume_all(kafka_broker, sink, 3, timeout=60)
+    assert sorted(m.value() for m in out) == [b"a", b"b", b"c"], logs_tail(cluster)
+    stop_topology(cluster, topo.name)
