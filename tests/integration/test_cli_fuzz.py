@@ -34,6 +34,7 @@ from typer.testing import CliRunner
 from squall.state import ClusterState
 from squall.zkserver import EmbeddedZooKeeper
 from squall_operator.cli import app
+from squall_operator.verbs_cli import kubectl_app
 
 pytestmark = pytest.mark.integration
 
@@ -46,6 +47,10 @@ VERBS = {"list", "activate", "deactivate", "rebalance", "kill"}
 OPTIONS = {name: sorted(opt for p in cmd.params for opt in (*p.opts, *getattr(p, "secondary_opts", ()))
                         if opt.startswith("-"))
            for name, cmd in COMMANDS.items()}
+KUBECTL = get_command(kubectl_app).commands  # type: ignore[attr-defined]
+KUBECTL_OPTIONS = {name: sorted(opt for p in cmd.params for opt in (*p.opts, *getattr(p, "secondary_opts", ()))
+                                if opt.startswith("-"))
+                   for name, cmd in KUBECTL.items()}
 REPORT_END = re.compile(r"invalid topology: \d+ problems?")
 
 
@@ -80,15 +85,15 @@ numbers = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
     st.sampled_from(["0", "-0", "1", "-1", "0.0", "1e309", "-inf", "nan", "NaN", "0x10", "1_000", "", " "]),
 )
-texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=30)
+texts = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=30)
 hostile = st.sampled_from(["\x1b[2J\x1b]0;TITLE\x07", "a\nb", "\r", "\u2028", "\u202e", "zookeeper", ".", "..",
                            "%2e%2e", "x" * 300, "-", "--", "=", "a=b", "split=0", "split=1", "-e", "--help=1"])
 
 
 @st.composite
-def command_lines(draw: st.DrawFn) -> list[str]:
-    name = draw(st.sampled_from(sorted(COMMANDS)))
-    opts = OPTIONS[name]
+def command_lines(draw: st.DrawFn, options: dict[str, list[str]] = OPTIONS) -> list[str]:
+    name = draw(st.sampled_from(sorted(options)))
+    opts = options[name]
     token = st.one_of(st.sampled_from(opts) if opts else st.nothing(), numbers, texts, hostile,
                       st.builds(lambda o, v: f"{o}={v}", st.sampled_from(opts) if opts else st.just("--x"),
                                 st.one_of(numbers, texts)))
@@ -166,3 +171,16 @@ def test_arbitrary_arguments_as_a_subprocess(args: list[str], zk_where: str, wor
     proc = subprocess.run([sys.executable, "-m", "squall_operator", *args], capture_output=True, timeout=60,
                           stdin=subprocess.DEVNULL, env=env, cwd=workdir)
     _check(args, proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                    HealthCheck.too_slow])
+@given(args=command_lines(KUBECTL_OPTIONS))
+def test_arbitrary_arguments_to_the_kubectl_plugin(args: list[str], workdir: Path) -> None:
+    """`kubectl squall` (always Kubernetes): with no kubeconfig to load, every verb is refused in
+    one line, whatever the arguments; usage errors as `squall`'s."""
+    result = CliRunner(env={"KUBECONFIG": str(workdir / "no-kubeconfig"), "KUBERNETES_SERVICE_HOST": None}
+                       ).invoke(kubectl_app, args)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise AssertionError(f"kubectl squall {args!r} raised {result.exception!r}") from result.exception
+    _check(args, result.exit_code, result.stdout, result.stderr)
