@@ -2,6 +2,7 @@
 
     squall kafka up [--port 9092] [--topic clicks:3 ...] [--sasl-user alice:secret] [--data-dir DIR]
     squall kafka create-topic NAME [--partitions 3] [--bootstrap-servers HOST:PORT]
+    squall kafka check topology.yaml        its Kafka components' settings and brokers, now
 
 `up` runs the broker of `squall.kafka.broker` (Apache Kafka 4.x in KRaft mode, from the jars that
 scripts/setup fetched) in the foreground until Ctrl-C, so that a topology run with `squall run`
@@ -10,6 +11,7 @@ can read and write Kafka on a laptop with one more command.
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from typing import Annotated
@@ -25,6 +27,11 @@ kafka_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
 )
+
+
+def _quiet_client() -> None:
+    # the client's own lines (each refused connection) would bury the one-line answer
+    logging.getLogger("squall.kafka.client").setLevel(logging.CRITICAL)
 
 
 def _parse_topic(text: str) -> tuple[str, int]:
@@ -64,6 +71,7 @@ def up(
     """Run Apache Kafka (one KRaft node) on 127.0.0.1 until Ctrl-C."""
     from squall_operator.cli import CliError, user_errors
 
+    _quiet_client()
     with user_errors():
         from squall.kafka.broker import EmbeddedKafka, KafkaBrokerError
 
@@ -109,6 +117,7 @@ def create_topic(
     """Create a topic (nothing happens when it exists already)."""
     from squall_operator.cli import CliError, user_errors
 
+    _quiet_client()
     with user_errors():
         from squall.kafka.admin import KafkaUnavailable, create_topics
 
@@ -117,6 +126,27 @@ def create_topic(
         except KafkaUnavailable as exc:
             raise CliError(str(exc)) from None
         typer.echo(f"topic {name}: {'created' if created else 'exists already'}")
+
+
+@kafka_app.command("check")
+def check(
+    file: Annotated[str, typer.Argument(metavar="FILE", help="a topology file")],
+    timeout: Annotated[float, typer.Option(min=0.1, max=300, help="seconds to wait for each cluster")] = 5.0,
+) -> None:
+    """Check that a topology's Kafka spouts and bolts can reach their brokers (one line each)."""
+    from squall_operator.cli import user_errors
+
+    _quiet_client()
+    with user_errors():
+        from squall.errors import TopologyError
+        from squall.kafka.preflight import kafka_problems
+        from squall.validation import load_topology
+
+        topo = load_topology(file)
+        problems = kafka_problems(topo, timeout=timeout)
+        if problems:
+            raise TopologyError(problems, source=file)
+        typer.echo(f"{file}: Kafka components reach their brokers")
 
 
 def add_kafka(app: typer.Typer) -> None:

@@ -106,3 +106,33 @@ def test_unreachable_broker_missing_topic_and_wrong_credentials_are_reported(
     out = consume_all(kafka_broker, sink, 3, timeout=60)
     assert sorted(m.value() for m in out) == [b"a", b"b", b"c"], logs_tail(cluster)
     stop_topology(cluster, topo.name)
+
+
+def test_squall_kafka_check_says_which_component_cannot_reach_its_brokers(
+        kafka_broker: EmbeddedKafka, tmp_path: Any) -> None:
+    """Before anything starts: one line per component, naming the bootstrap servers; exit 2."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    down = f"127.0.0.1:{_free_port()}"
+    doc = {"apiVersion": "squall.io/v1alpha1", "kind": "Topology", "metadata": {"name": "check"},
+           "spec": {"spouts": [{"name": "in", "class": "squall.kafka:KafkaSpout",
+                                "config": {"kafka.spout": {"bootstrapServers": down, "topics": ["a"]}}}],
+                    "bolts": [{"name": "out", "class": "squall.kafka:KafkaBolt", "inputs": [{"component": "in"}],
+                               "config": {"kafka.bolt": {"bootstrapServers": kafka_broker.bootstrap_servers,
+                                                         "topic": "b"}}}]}}
+    path = tmp_path / "topology.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    cmd = [sys.executable, "-m", "squall_operator", "kafka", "check", str(path), "--timeout", "2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0].endswith(f"topology.yaml: spec.spouts[0].config['kafka.spout'] — no Kafka broker reachable "
+                             f"at {down} (Failed to get metadata: Local: Broker transport failure)"), proc.stderr
+    assert lines[1:] == ["invalid topology: 1 problem"], proc.stderr
+    doc["spec"]["spouts"][0]["config"]["kafka.spout"]["bootstrapServers"] = kafka_broker.bootstrap_servers
+    path.write_text(yaml.safe_dump(doc))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

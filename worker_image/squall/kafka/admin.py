@@ -26,7 +26,8 @@ __all__ = [
     "fetch_metadata",
 ]
 
-log = logging.getLogger("squall.kafka")
+# librdkafka's own log lines (a refused connection, each retry of it); the commands silence it
+client_log = logging.getLogger("squall.kafka.client")
 _AUTH_CODES = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
 
 
@@ -62,7 +63,7 @@ def client_config(props: Mapping[str, Any], errors: ClientErrors | None = None) 
     """``props`` with the client's log routed to Python logging (not raw stderr) and its errors
     to ``errors``."""
     conf = dict(props)
-    conf.setdefault("logger", log)
+    conf.setdefault("logger", client_log)
     if errors is not None:
         conf["error_cb"] = errors
     return conf
