@@ -40,7 +40,8 @@ pytestmark = [
 TOPOLOGY = "wordcount"
 PROBE = "<x-squall-probe>"
 INJECTION = "<img src=x onerror=alert(document.domain)>"
-CONTENT_TYPES = {"application/json", "text/html", "text/plain", "text/css", "text/javascript"}
+CONTENT_TYPES = {"application/json", "text/html", "text/plain", "text/css", "text/javascript",
+                 "application/javascript"}  # .js by the platform's mimetypes
 
 
 @dataclass
