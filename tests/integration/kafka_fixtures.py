@@ -33,21 +33,22 @@ def kafka_broker() -> Iterator[EmbeddedKafka]:
         broker.stop()
 
 
-def new_topic(broker: EmbeddedKafka, partitions: int = 1, prefix: str = "t") -> str:
+def new_topic(broker: EmbeddedKafka, partitions: int = 1, prefix: str = "t",
+              config: dict[str, str] | None = None) -> str:
     """A topic no other test uses, created with `partitions` partitions."""
     from squall.kafka.admin import create_topics
 
     name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-    create_topics(broker.bootstrap_servers, {name: partitions})
+    create_topics(broker.bootstrap_servers, {name: partitions}, topic_config=config)
     return name
 
 
 def produce(broker: EmbeddedKafka, topic: str, values: list[bytes], *, keys: list[bytes] | None = None,
-            partition: int | None = None) -> None:
+            partition: int | None = None, max_bytes: int | None = None) -> None:
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True,
-                  "linger.ms": 5})
+                  "linger.ms": 5, **({"message.max.bytes": max_bytes} if max_bytes else {})})
     for i, v in enumerate(values):
         kwargs: dict[str, Any] = {"value": v}
         if keys is not None:

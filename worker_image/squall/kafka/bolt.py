@@ -24,10 +24,10 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from squall.components import TICK_STREAM, Bolt, OutputCollector, TopologyContext, Tuple
-from squall.kafka.admin import ClientErrors, KafkaUnavailable, client_config
+from squall.kafka.admin import ClientErrors, KafkaUnavailable, client_config, describe_error
 from squall.kafka.config import BOLT_KEY, KafkaConfigError, client_props, parse_bolt_config
 from squall.kafka.records import import_function, make_encoder
 
@@ -79,8 +79,8 @@ class KafkaBolt(Bolt):
             topic, key, value = self._record(tup)
         except Exception as exc:  # noqa: BLE001 - a tuple that cannot be written: failed, said why
             self.failed += 1
-            self.collector.report_error(KafkaUnavailable(f"{self.context.component_id}: cannot write tuple "
-                                                         f"{tup.values!r:.200}: {type(exc).__name__}: {exc}"))
+            self._report(f"{self.context.component_id}: cannot write tuple {tup.values!r:.200}: "
+                         f"{type(exc).__name__}: {exc}")
             self.collector.fail(tup)
             return
         callback = functools.partial(self._delivered, tup)
@@ -90,6 +90,12 @@ class KafkaBolt(Bolt):
                 break
             except BufferError:
                 self.producer.poll(0.05)  # the queue is full: wait for the broker (backpressure)
+            except KafkaException as exc:  # refused at once: larger than message.max.bytes, ...
+                self.failed += 1
+                self._report(f"{self.context.component_id}: cannot write to {topic} at "
+                             f"{self.cfg.bootstrapServers}: {describe_error(exc, self.cfg.bootstrapServers)}")
+                self.collector.fail(tup)
+                break
         self.producer.poll(0)
 
     def _record(self, tup: Tuple) -> tuple[str, bytes | None, bytes | None]:
@@ -118,12 +124,14 @@ class KafkaBolt(Bolt):
             return
         self.failed += 1
         self.collector.fail(tup)  # the spout replays it
+        self._report(f"{self.context.component_id}: writing to {msg.topic()} at {self.cfg.bootstrapServers} "
+                     f"failed: {err.str()}")
 
+    def _report(self, message: str) -> None:
+        """Log and report (one line, no traceback), at most every REPORT_EVERY_S."""
         now = time.monotonic()
         if now - self.last_report >= REPORT_EVERY_S:
             self.last_report = now
-            message = (f"{self.context.component_id}: writing to {msg.topic()} at {self.cfg.bootstrapServers} "
-                       f"failed: {err.str()}")
             log.warning("%s: %s", self.name, message)
             self.collector.report_error(KafkaUnavailable(message))
 

@@ -429,6 +429,16 @@ class KafkaSpout(Spout):
                 return
             except BufferError:
                 self.producer.poll(0.05)
+            except KafkaException as exc:  # refused at once (larger than message.max.bytes): dropped
+                self.dropped += 1
+                where = f"{msg_id[0]}/{msg_id[1]}/{msg_id[2]}"
+                self._report(f"dlq:{where}", f"{self.context.component_id}: {where} cannot go to "
+                                             f"{self.cfg.deadLetterTopic} ({describe_error(exc, self.cfg.bootstrapServers)})"
+                                             f": dropped")
+                mgr = self.managers.get((msg_id[0], msg_id[1]))
+                if mgr is not None:
+                    mgr.add_acked(msg_id[2])
+                return
 
     # -- commits -----------------------------------------------------------------------------
     def _tp(self, tp: TopicPartitionKey, offset: int) -> TopicPartition:
