@@ -43,6 +43,7 @@ from squall.counters import _LUT, Counters, bucket_of
 from squall.windowing import WindowConfig, WindowedBoltExecutor
 from squall.acker import Ids, PendingTuples
 from squall.tuples import Tuple
+from squall.worker.errorlog import error_backoff
 from squall.worker.gcpolicy import POLICY as GC_POLICY
 from squall.worker.host import WorkerHost
 from squall.worker.load import PeerLoads
@@ -467,7 +468,13 @@ class Executor:
         """Whether `root` is a pending tree of this executor's spout `task`."""
         return False
 
-    def report_error(self, task: int, exc: BaseException) -> None:
+    def report_error(self, task: int, exc: BaseException, always: bool = False) -> None:
+        """Log the error with its traceback and report it to the cluster (ZooKeeper: `squall
+        list`, the UI), unless the component's errors are over their rate this interval: then
+        it is only counted, for one line per interval (errorlog.ErrorThrottle). `always`: our
+        own failure (the executor dies), never left out."""
+        if not self.worker.error_throttle.admit(self.component, exc, time.monotonic()) and not always:
+            return
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         log.error("%s task %d: %s", self.component, task, text.rstrip())
         self.worker.report_error(self.component, task, text)
@@ -494,7 +501,7 @@ class Executor:
             self.direct_data = self.worker.direct_sender()
             self.run()
         except Exception as exc:  # a bug of ours: report it, the worker restarts the executor
-            self.report_error(self.tasks[0], exc)
+            self.report_error(self.tasks[0], exc, always=True)
             self.worker.executor_died(self, exc)
         finally:
             direct, self.direct_data = self.direct_data, None
@@ -626,6 +633,11 @@ class SpoutExecutor(Executor):
         self.auto_anchor: Tuple | None = None
         self.active = False
         self.closing = False
+        # task -> consecutive calls of its next_tuple that raised, and when it may be called
+        # again (monotonic): a spout that only raises is called less and less often, up to once
+        # a second (errorlog.error_backoff)
+        self.error_streak: dict[int, int] = {}
+        self.resume_at: dict[int, float] = {}
 
     def on_routing(self) -> None:
         routing = self.routing
@@ -734,8 +746,13 @@ class SpoutExecutor(Executor):
                 emitted = self._emit_batch()
             flushed = self.flush(block=False)
             if not emitted or not flushed:
+                wait = idle_wait if flushed else 0.001
+                if self.resume_at and len(self.resume_at) == len(self.instances):
+                    # every task is waiting out its errors: sleep until the first may go on
+                    # (a completion still wakes it at once)
+                    wait = max(wait, min(min(self.resume_at.values()) - now, 0.1))
                 try:
-                    items = control.get(timeout=idle_wait if flushed else 0.001)
+                    items = control.get(timeout=wait)
                     self.on_done(items)
                 except queue.Empty:
                     pass
@@ -745,7 +762,14 @@ class SpoutExecutor(Executor):
         emitted = 0
         stats = self.stats
         limit = self.max_pending if self.max_pending is not None else 1 << 62
+        resume_at = self.resume_at
         for task, spout in self.instances.items():
+            if resume_at:
+                due = resume_at.get(task)
+                if due is not None:
+                    if self.now < due:
+                        continue
+                    del resume_at[task]
             c = self.collectors[task]
             rmap = c.pending.pending
             next_tuple = spout.next_tuple
@@ -758,6 +782,9 @@ class SpoutExecutor(Executor):
                     next_tuple()
                 except Exception as exc:
                     self.report_error(task, exc)
+                    streak = self.error_streak[task] = self.error_streak.get(task, 0) + 1
+                    resume_at[task] = self.now + error_backoff(streak)
+                    calls = -1
                     break
                 if c._ack_now:
                     # acking is off (or no msg id): Storm acks such messages at once
@@ -770,6 +797,8 @@ class SpoutExecutor(Executor):
                             self.report_error(task, exc)
                 elif stats.emitted == n0:
                     break  # nothing to emit right now
+            if calls > 0 and self.error_streak:
+                self.error_streak.pop(task, None)  # a call returned: the streak of errors ended
             emitted += stats.emitted - before
         return emitted
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from squall.models.cluster import WorkerSlot
 from squall.models.v1alpha1 import TopologySpec
+from squall.worker.errorlog import ErrorThrottle
 from squall.worker.routing import Routing
 from squall.worker.transport import DirectSender
 
@@ -49,6 +50,8 @@ class WorkerHost(Protocol):
     def active(self) -> bool: ...
 
     conf: dict[str, Any]
+    # the rate of its components' error logs and reports
+    error_throttle: ErrorThrottle
     # remote task -> until when it is backpressured (monotonic)
     remote_bp: dict[int, float]
 

@@ -44,6 +44,7 @@ from squall.plan import ACKER, CHECKPOINT_COMPONENT, build_plan
 from squall.state import ACCESS_ERRORS, CONNECTION_ERRORS, ZK_AUTH_ENV, ZK_AUTH_FILE_ENV, ClusterState, NotConnected, ZkCredentials
 from squall.worker import allocator, health, metrics
 from squall.worker.control import group_inits, route_done, sort_control
+from squall.worker.errorlog import ErrorThrottle, throttle_settings
 from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
 from squall.worker.gcpolicy import POLICY as GC_POLICY
 from squall.worker.handover import DRAIN_SECS, Leaving, should_leave
@@ -164,6 +165,8 @@ class Worker:
         self.startup: dict[str, float] = {}
         self.endpoints: dict[WorkerSlot, Endpoint] = {}
         self.errors: collections.deque[tuple[str, int, str]] = collections.deque(maxlen=100)
+        # the rate of the components' error logs and reports (set from the config by `_load`)
+        self.error_throttle = ErrorThrottle()
         self.bad_frames = 0
         self.max_frame = wire.MAX_FRAME_BYTES  # set from the config and environment by `_load`
         self.unsendable = 0
@@ -203,6 +206,10 @@ class Worker:
         # interval ends; every hop of a tuple pays it. 1 ms instead of CPython's 5 ms: +20-25%
         # throughput and lower latency in bench/run.py at the same window.
         sys.setswitchinterval(float(self.conf.get("worker.switch.interval.secs", 0.001)))
+        interval, per_interval, problems = throttle_settings(self.conf)
+        for problem in problems:
+            log.warning("worker %s: %s", self.slot.key(), problem)
+        self.error_throttle = ErrorThrottle(interval, per_interval)
         try:
             self.max_frame, source = max_frame_bytes(self.conf, os.environ)
         except ValueError as exc:
@@ -980,6 +987,8 @@ class Worker:
             beat_due = now >= next_hb
             if beat_due:
                 next_hb = now + hb_every
+                for line in self.error_throttle.summaries(now):
+                    log.error("%s", line)
                 with self.acker_lock:
                     for led in self.ledgers.values():
                         led.expire(now)
