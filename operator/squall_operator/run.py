@@ -33,6 +33,7 @@ from typing import IO, Any, TypeVar
 from rich import box
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from squall import stats
@@ -40,7 +41,7 @@ from squall.models.cluster import ExecutorStats, TopologyStatus, WorkerHeartbeat
 from squall.plan import ACKER
 from squall.state import CONNECTION_ERRORS, StateError, ZkCredentials
 from squall.validation import ResolvedTopology
-from squall_operator.cli_usage import print_error
+from squall_operator.cli_usage import one_line, print_error
 from squall_operator.local import LocalCluster
 from squall_operator.nimbus import NimbusError
 
@@ -203,8 +204,8 @@ def average_rates(summary: dict[str, ComponentSummary], seconds: float) -> dict[
 
 
 def _table(name: str, status: str, elapsed: float, summary: dict[str, ComponentSummary], rates: dict[str, float]) -> Table:
-    """The progress table. In a narrow terminal nothing is cut: figures keep their width, long
-    component names fold onto a second line and headers wrap."""
+    """The progress table: figures keep their width (no_wrap), long component names fold onto a
+    second line; `print_table` prints it wider than a narrow terminal rather than cut it."""
     rows = [
         [f"{comp} ({s.kind})", str(s.executors), f"{s.emitted:,}", f"{s.acked:,}", f"{s.failed:,}",
          f"{rates.get(comp, 0.0):,.0f}", f"{stats.percentile(s.hist, 0.5):.2f}", f"{stats.percentile(s.hist, 0.99):.2f}"]
@@ -536,6 +537,7 @@ def run_topology(
         if not wait_removed():
             code = 1
         stopped_at = time.monotonic()
+        last = summarize(resolved, totals)
         if cluster.crashes:
             for crash in cluster.crashes:
                 console.print(f"[red]{crash}[/]")
@@ -555,8 +557,8 @@ def run_topology(
     # the final table's rate is the average over the time the topology ran, not the last second
     ran = (stopped_at - running_since) if running_since is not None and stopped_at is not None else 0.0
     print_table(console, _table(name, "KILLED", time.monotonic() - started, last, average_rates(last, ran)))
-    for comp, text in errors.items():
-        console.print(f"[yellow]last error in {comp}:[/] {text}")
+    for comp, text in errors.items():  # a component's own text: no markup, nothing raw
+        console.print(f"[yellow]last error in {escape(comp)}:[/] {escape(one_line(text))}")
     if summary_json is not None:
         try:
             summary_json.write_text(json.dumps({
