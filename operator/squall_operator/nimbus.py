@@ -272,6 +272,8 @@ class Nimbus:
             supervisors = self.state.supervisors(watch=lambda *_: self.wake.set())
             requests: list[scheduler.SchedulingRequest] = []
             currents: dict[str, Assignment] = {}
+            # topologies whose assignment node could not be read: written again whatever the diff
+            unreadable: set[str] = set()
             held: set[WorkerSlot] = set()
             storm_ids = sorted(self.state.storm_ids())
             for topo in list(self.seen):
@@ -282,7 +284,12 @@ class Nimbus:
                 base = self.state.get_storm(topo)
                 if base is None:
                     continue
-                current = self.state.get_assignment(topo) or Assignment()
+                # an unreadable node (garbage from another client) reads as the last assignment
+                # this nimbus read or wrote (state.read_assignment says so in one line)
+                stored, readable = self.state.read_assignment(topo)
+                current = stored or Assignment()
+                if not readable:
+                    unreadable.add(topo)
                 if base.status is TopologyStatus.KILLED:
                     held.update(current.slots().values())
                     continue
@@ -321,7 +328,7 @@ class Nimbus:
             for req in requests:
                 new = result.get(req.topology_id, {})
                 diff = scheduler.diff_assignment(req.current, new)
-                if not diff.changed:
+                if not diff.changed and req.topology_id not in unreadable:
                     written[req.topology_id] = False
                     continue
                 old = currents[req.topology_id]

@@ -74,6 +74,9 @@ class FakeState:
     def get_assignment(self, topo: str, watch: Any = None) -> Assignment | None:
         return self.assignments.get(topo)
 
+    def read_assignment(self, topo: str, watch: Any = None) -> tuple[Assignment | None, bool]:
+        return self.assignments.get(topo), True
+
     def get_worker_heartbeats(self, topo: str) -> dict[WorkerSlot, WorkerHeartbeat]:
         return dict(self.beats.get(topo, {}))
 

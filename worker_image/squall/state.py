@@ -261,6 +261,19 @@ def _decode(model: type[M], data: bytes, path: str) -> M:
         raise StateError(f"{path}: invalid {model.__name__}: {exc}") from None
 
 
+# node path -> the unreadable payload last logged about it: one line per process for each
+# unreadable content (nimbus, the supervisors and the verbs in one process read it many times)
+_told_unreadable: dict[str, int] = {}
+
+
+def _tell_unreadable(path: str, data: bytes, why: str) -> None:
+    key = hash(data)
+    if _told_unreadable.get(path) != key:
+        _told_unreadable[path] = key
+        log.warning("%s; nimbus rewrites it from its own state (meanwhile the last assignment read here is used)",
+                    why.splitlines()[0])
+
+
 def _wrap(watch: Watch | None) -> Callable[[WatchedEvent], None] | None:
     if watch is None:
         return None
@@ -300,6 +313,9 @@ class ClusterState:
         self._stale = False
         # sessions this object has seen begin (1 at start)
         self.sessions = 1
+        # topology -> the last assignment this object read or wrote: what an unreadable node is
+        # read as (`read_assignment`)
+        self._assignments: dict[str, Assignment] = {}
         for sub in _SUBTREES:
             client.ensure_path(self._path(sub))
         if client.connected:
@@ -570,22 +586,52 @@ class ClusterState:
         read (unknown version, garbage) is overwritten: nimbus owns this node.
         """
         path = self._path(ASSIGNMENTS, _name("topology id", topo))
-        try:
-            if self._read(Assignment, path) == assignment:
-                return False
-        except StateError:
-            log.warning("overwriting unreadable assignment at %s", path)
+        data = self._get(path, None)
+        if data is not None:
+            try:
+                if _decode(Assignment, data, path) == assignment:
+                    self._assignments[topo] = assignment
+                    return False
+            except StateError as exc:
+                _tell_unreadable(path, data, str(exc))
         self._put(path, _encode(assignment))
+        self._assignments[topo] = assignment
+        _told_unreadable.pop(path, None)
         return True
 
+    def read_assignment(self, topo: str, watch: Watch | None = None) -> tuple[Assignment | None, bool]:
+        """The topology's assignment (None: there is none), and whether its node could be read.
+
+        A node that cannot be read (not JSON, not an assignment, a payload version this Squall
+        does not know: another client with the cluster's credentials wrote it) raises nothing:
+        it is logged once, one line naming the node, and read as the last assignment this object
+        read or wrote there (None if it has none). Nimbus owns the node and rewrites it from its
+        own state (`Nimbus.mk_assignments`); meanwhile supervisors keep their workers and
+        workers their routing, and the verbs show what they know."""
+        path = self._path(ASSIGNMENTS, _name("topology id", topo))
+        data = self._get(path, watch)
+        if data is None:
+            self._assignments.pop(topo, None)
+            return None, True
+        try:
+            assignment = _decode(Assignment, data, path)
+        except StateError as exc:
+            _tell_unreadable(path, data, str(exc))
+            return self._assignments.get(topo), False
+        self._assignments[topo] = assignment
+        _told_unreadable.pop(path, None)
+        return assignment, True
+
     def get_assignment(self, topo: str, watch: Watch | None = None) -> Assignment | None:
-        return self._read(Assignment, self._path(ASSIGNMENTS, _name("topology id", topo)), watch)
+        """The topology's assignment; one that cannot be read as `read_assignment` says."""
+        return self.read_assignment(topo, watch)[0]
 
     def assignment_ids(self, watch: Watch | None = None) -> list[str]:
         return self._children(self._path(ASSIGNMENTS), watch)
 
     def remove_assignment(self, topo: str) -> None:
         self._delete(self._path(ASSIGNMENTS, _name("topology id", topo)))
+        self._assignments.pop(topo, None)
 
     # --- worker heartbeats ----------------------------------------------------------------
 
