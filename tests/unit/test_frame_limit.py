@@ -40,3 +40,47 @@ def test_a_wrong_config_value_is_one_line_naming_it(value: Any) -> None:
 def test_a_wrong_environment_value_names_the_variable() -> None:
     with pytest.raises(ValueError, match=f"^{MAX_FRAME_ENV}='lots': expected a whole number of bytes"):
         max_frame_bytes({MAX_FRAME_CONFIG: 1 << 20}, {MAX_FRAME_ENV: "lots"})
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "curve"])
+def test_zmq_refuses_a_frame_over_the_maximum_and_takes_one_under_it(sealed: bool) -> None:
+    """What the worker's receiving sockets do with MAXMSGSIZE (real zmq on loopback): a frame a
+    sender keeps under the maximum (less FRAME_OVERHEAD) arrives, plain or sealed with CURVE; a
+    larger one is refused (its connection dropped: nothing of it is buffered), and the sender's
+    connection comes back by itself."""
+    import zmq
+
+    from squall.worker.transport import FRAME_OVERHEAD
+
+    limit = MIN_FRAME_BYTES
+    ctx = zmq.Context()
+    try:
+        pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+        pull.setsockopt(zmq.MAXMSGSIZE, limit)
+        pull.setsockopt(zmq.LINGER, 0)
+        push.setsockopt(zmq.LINGER, 0)
+        if sealed:
+            server_public, server_secret = zmq.curve_keypair()
+            client_public, client_secret = zmq.curve_keypair()
+            pull.curve_server = True
+            pull.curve_secretkey = server_secret
+            push.curve_serverkey = server_public
+            push.curve_publickey = client_public
+            push.curve_secretkey = client_secret
+        port = pull.bind_to_random_port("tcp://127.0.0.1")
+        push.connect(f"tcp://127.0.0.1:{port}")
+        fits = b"a" * (limit - FRAME_OVERHEAD)
+        push.send(fits)
+        assert pull.poll(5000) and pull.recv() == fits
+        push.send(b"b" * (limit + 1))
+        assert not pull.poll(500)  # refused
+        for _ in range(50):  # reconnected: the next frame arrives
+            if push.poll(0, zmq.POLLOUT):
+                push.send(b"c", zmq.NOBLOCK)
+            if pull.poll(200):
+                break
+        assert pull.recv() == b"c"
+        pull.close()
+        push.close()
+    finally:
+        ctx.term()

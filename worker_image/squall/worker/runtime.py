@@ -53,7 +53,14 @@ from squall.worker.load import ANNOUNCE_SECS, BusyMeter, PeerLoads, load_items
 from squall.worker.routing import Inbox, Routing, sort_data
 from squall.worker.security import CurveKeyError, CurveKeys, Sealer, keys_from_env, read_keys
 from squall.worker.threads import NamedThread
-from squall.worker.transport import SOCKET_HWM, DirectSender, PeerQueues, max_frame_bytes, run_transfer
+from squall.worker.transport import (
+    FRAME_OVERHEAD,
+    SOCKET_HWM,
+    DirectSender,
+    PeerQueues,
+    max_frame_bytes,
+    run_transfer,
+)
 
 log = logging.getLogger("squall.worker")
 T = TypeVar("T")
@@ -813,7 +820,8 @@ class Worker:
         return slot in self.routing.slots
 
     def _pack(self, items: list[Any]) -> bytes | None:
-        frame, bad = wire.pack_data(items, self.max_frame)
+        # under the receivers' maximum by what zmq adds to a frame (CURVE's box, its headers)
+        frame, bad = wire.pack_data(items, self.max_frame - FRAME_OVERHEAD)
         if bad:
             self._unsendable(bad)
         return frame

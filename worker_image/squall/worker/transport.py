@@ -36,6 +36,9 @@ log = logging.getLogger("squall.transport")
 MAX_FRAME_CONFIG = "worker.max.frame.bytes"
 MAX_FRAME_ENV = "SQUALL_WORKER_MAX_FRAME_BYTES"
 MIN_FRAME_BYTES = 64 << 10  # a frame holds at least one batch of small tuples
+# what zmq may add to a frame on the wire (CURVE's MESSAGE command: its name, nonce and box;
+# ZMTP's header): senders stay this far under the maximum
+FRAME_OVERHEAD = 1024
 LARGEST_FRAME_BYTES = 1 << 31  # zmq's limit is a signed 64-bit count; a frame is bytes in memory
 
 SOCKET_HWM = 32
