@@ -50,6 +50,7 @@ def test_per_task_counters_gauges_and_worker_counters() -> None:
         ],
         send_queue_batches={"node2-6700": 7},
         bad_frames=4, refused=6, dropped=2, unsendable=1, peer_reconnects=1, zk_reconnects=3, zk_sessions_expired=1,
+        errors_not_logged=9,
     )
     m = scrape(fig)
     s = (("component", "sentences"), ("task", "1"), ("topology", "wc"))
@@ -79,6 +80,7 @@ def test_per_task_counters_gauges_and_worker_counters() -> None:
     assert m["squall_peer_reconnects_total"] == {w: 1}
     assert m["squall_zookeeper_reconnects_total"] == {w: 3}
     assert m["squall_zookeeper_sessions_expired_total"] == {w: 1}
+    assert m["squall_errors_not_logged_total"] == {w: 9}
 
 
 def test_openmetrics_when_asked() -> None:

@@ -59,6 +59,8 @@ class WorkerFigures:
     peer_reconnects: int = 0
     zk_reconnects: int = 0
     zk_sessions_expired: int = 0
+    # errors of the components the error throttle left out of the log and of ZooKeeper
+    errors_not_logged: int = 0
 
 
 def task_label(tasks: tuple[int, int]) -> str:
@@ -150,6 +152,8 @@ def families(fig: WorkerFigures) -> list[Metric]:
         worker_counter("squall_zookeeper_reconnects", "Times the ZooKeeper connection came back.", fig.zk_reconnects),
         worker_counter("squall_zookeeper_sessions_expired",
                        "ZooKeeper sessions that expired (the endpoint was registered again).", fig.zk_sessions_expired),
+        worker_counter("squall_errors_not_logged", "Errors of the components counted but not logged or reported "
+                       "(over topology.max.error.report.per.interval in an interval).", fig.errors_not_logged),
     ]
 
 

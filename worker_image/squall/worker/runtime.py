@@ -922,7 +922,7 @@ class Worker:
             topology=self.topology_id, worker=self.slot.key(), executors=execs, send_queue_batches=send,
             bad_frames=self.bad_frames, refused=self._refused(), dropped=self.dropped, unsendable=self.unsendable,
             peer_reconnects=self.peer_reconnects, zk_reconnects=self.zk_reconnects,
-            zk_sessions_expired=self.zk_sessions_expired,
+            zk_sessions_expired=self.zk_sessions_expired, errors_not_logged=self.error_throttle.suppressed_total,
         )
 
     # -- heartbeats and errors -------------------------------------------------------------
