@@ -104,9 +104,12 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def squall_case(topology: Topology, search: Path, seconds: float, warmup: float) -> Result:
+def squall_case(topology: Topology, search: Path, seconds: float, warmup: float,
+                others: dict[str, int] | None = None) -> Result:
     """Runs one topology in a local cluster (one node, a slot per worker) and reads the workers'
-    heartbeats over the window: spout acks and latency histogram, the count bolt's executions."""
+    heartbeats over the window: spout acks and latency histogram, the count bolt's executions.
+    `others`: name -> pid of processes outside the engine (a Kafka broker) whose CPU seconds over
+    the window are reported apart, in "others_cpu_s"."""
     check_topology(topology, search_paths=[str(search)])
     name = topology.name
     spout = topology.spec.spouts[0].name
@@ -127,6 +130,7 @@ def squall_case(topology: Topology, search: Path, seconds: float, warmup: float)
         a = snapshot(cluster, name)
         per_a = per_worker(cluster, name)
         cpu0 = {p: cpu_secs(p) for p in pids}
+        others0 = {k: cpu_secs(p) for k, p in (others or {}).items()}
         rss: list[tuple[float, float]] = []  # (seconds into the window, MB of all workers)
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
@@ -136,6 +140,7 @@ def squall_case(topology: Topology, search: Path, seconds: float, warmup: float)
         b = snapshot(cluster, name)
         per_b = per_worker(cluster, name)
         cpu = sum(cpu_secs(p) - c for p, c in cpu0.items())
+        others_cpu = {k: cpu_secs((others or {})[k]) - c for k, c in others0.items()}
         scope_changes = [ln.split(" INFO ", 1)[-1] for text in cluster.worker_logs().values()
                          for ln in text.splitlines() if "load-aware shuffle of" in ln]
         cluster.kill(name, 0)
@@ -149,9 +154,12 @@ def squall_case(topology: Topology, search: Path, seconds: float, warmup: float)
         # heartbeats are about 1 s apart, CPU is read at the sleeps: scale CPU to the window
         "cpu_s": cpu * dt / seconds,
         "hist": hist,
+        "acked_total": b[spout]["acked"],
         # the workers' resident memory over the window: flat means bounded queues and books
         "rss_mb": {"start": rss[0][1], "end": rss[-1][1], "max": max(m for _, m in rss), "samples": rss},
     }
+    if others:
+        out["others_cpu_s"] = {k: v * dt / seconds for k, v in others_cpu.items()}
     if "count" in b:
         out["words_per_sec"] = (b["count"]["executed"] - a["count"]["executed"]) / dt
     # where the work ran: per worker, what each component executed (spouts: acked) in the window

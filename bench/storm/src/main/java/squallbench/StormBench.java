@@ -19,6 +19,7 @@ import java.util.concurrent.atomic.LongAdder;
 import org.apache.storm.Config;
 import org.apache.storm.LocalCluster;
 import org.apache.storm.generated.KillOptions;
+import org.apache.storm.generated.StormTopology;
 import org.apache.storm.spout.SpoutOutputCollector;
 import org.apache.storm.task.OutputCollector;
 import org.apache.storm.task.TopologyContext;
@@ -109,8 +110,13 @@ public final class StormBench {
     }
 
     static void completed(Msg msg) {
+        completedSince(msg.t0);
+    }
+
+    /** A tree emitted at {@code t0} (System.nanoTime) completed now. */
+    static void completedSince(long t0) {
         ACKED.increment();
-        HIST.incrementAndGet(bucketOf((System.nanoTime() - msg.t0) / 1e6));
+        HIST.incrementAndGet(bucketOf((System.nanoTime() - t0) / 1e6));
     }
 
     // -- no-op ----------------------------------------------------------------------------
@@ -385,21 +391,38 @@ public final class StormBench {
         conf.put(Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, true);
         conf.put(Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING, !loadAware);
 
+        Map<String, Object> head = new LinkedHashMap<>();
+        head.put("case", shape);
+        head.put("workers", workers);
+        head.put("ackers", ackers);
+        head.put("pending", pending);
+        head.put("loadaware", loadAware);
+        runAndReport("bench-" + shape, conf, b.createTopology(), workers, warmup, seconds, head);
+    }
+
+    /**
+     * Runs the topology in a LocalCluster (Netty between its workers), waits for the first
+     * completed tree, warms up, measures over the window and prints the one "RESULT {json}" line
+     * (the keys of {@code head} first), then halts the JVM. "MARK window-start" and
+     * "MARK window-end" lines on stdout tell a caller when the window starts and ends (bench/
+     * kafka_peers.py reads the broker's CPU over it).
+     */
+    static void runAndReport(String name, Config conf, StormTopology topology, int workers, double warmup,
+                             double seconds, Map<String, Object> head) {
         // Netty over loopback between the workers (the in-memory local transport crashes on an
         // unacked flood), message timeouts on (LocalCluster.Builder turns them off).
         Map<String, Object> daemon = new HashMap<>();
         daemon.put(Config.STORM_LOCAL_MODE_ZMQ, true);
         daemon.put(Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, true);
-        String name = "bench-" + shape;
-        LocalCluster cluster = new LocalCluster.Builder()
-                .withDaemonConf(daemon)
-                .withSupervisors(1)
-                .withPortsPerSupervisor(workers)
-                .withSupervisorSlotPortMin(freePortRange(workers))
-                .build();
         try {
+            LocalCluster cluster = new LocalCluster.Builder()
+                    .withDaemonConf(daemon)
+                    .withSupervisors(1)
+                    .withPortsPerSupervisor(workers)
+                    .withSupervisorSlotPortMin(freePortRange(workers))
+                    .build();
             long t0 = System.nanoTime();
-            cluster.submitTopology(name, conf, b.createTopology());
+            cluster.submitTopology(name, conf, topology);
             while (ACKED.sum() == 0) {
                 if (System.nanoTime() - t0 > 180e9) {
                     throw new IllegalStateException("no tree completed within 180 s of submitting");
@@ -408,23 +431,24 @@ public final class StormBench {
             }
             double startup = (System.nanoTime() - t0) / 1e9;
             Thread.sleep((long) (warmup * 1000));
+            System.out.println("MARK window-start");
+            System.out.flush();
             Snapshot a = new Snapshot();
             Thread.sleep((long) (seconds * 1000));
             Snapshot z = new Snapshot();
+            System.out.println("MARK window-end");
+            System.out.flush();
 
             double dt = (z.t - a.t) / 1e9;
             Map<String, Object> out = new LinkedHashMap<>();
             out.put("storm_version", org.apache.storm.utils.VersionInfo.getVersion());
-            out.put("case", shape);
-            out.put("workers", workers);
-            out.put("ackers", ackers);
-            out.put("pending", pending);
-            out.put("loadaware", loadAware);
+            out.putAll(head);
             out.put("startup_s", startup);
             out.put("window_s", dt);
             out.put("acked_per_sec", (z.acked - a.acked) / dt);
             out.put("words_per_sec", (z.words - a.words) / dt);
             out.put("failed", z.failed - a.failed);
+            out.put("acked_total", z.acked);
             out.put("cpu_s", (z.cpuNanos - a.cpuNanos) / 1e9);
             StringBuilder hist = new StringBuilder("{");
             for (int i = 0; i < z.hist.length; i++) {
