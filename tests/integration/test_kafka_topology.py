@@ -90,3 +90,31 @@ def test_kill_9_of_a_worker_loses_nothing_and_commits_never_pass_unprocessed_rec
     wait_for(lambda: check_commits_behind_outputs(kafka_broker, group, source, sink) == n, 30,
              "the commits to reach the end", cluster, 0.5)
     stop_topology(cluster, topo.name)
+
+
+def test_a_broker_restart_mid_run_loses_nothing(
+        kafka_broker: EmbeddedKafka, make_cluster: Callable[..., LocalCluster]) -> None:
+    """The session's broker is stopped mid-run and started again (same ports, same data): the
+    topology resumes by itself and every record arrives."""
+    n = 3000
+    source, sink = new_topic(kafka_broker, 2), new_topic(kafka_broker, 2)
+    produce(kafka_broker, source, [f"r{i}".encode() for i in range(n)])
+    topo = pipeline("kafka-restart", kafka_broker, source, sink, extra={"test.sleep_ms": 2}, timeout=8)
+    cluster = make_cluster(nodes=2, slots=1)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: len(read_to_end(kafka_broker, sink)) >= 500, 60, "the first outputs", cluster, 0.3)
+    kafka_broker.stop(keep_data=True)
+    time.sleep(2)
+    kafka_broker.start()
+    assert len(read_to_end(kafka_broker, sink)) < n, "the run ended before the restart; slow it down"
+    try:
+        wait_for(lambda: len(source_offsets(read_to_end(kafka_broker, sink))) == n, 120,
+                 "every record after the broker's restart", cluster, 0.5)
+    except pytest.fail.Exception as exc:  # what the Kafka components said, beyond the logs' tails
+        said = [line for text in cluster.worker_logs().values() for line in text.splitlines()
+                if "squall.kafka.spout" in line or "squall.kafka.bolt" in line]
+        pytest.fail(f"{exc}\n--- the Kafka components' lines ---\n" + "\n".join(said[-60:]))
+    wait_for(lambda: check_commits_behind_outputs(kafka_broker, "g-kafka-restart", source, sink) == n, 60,
+             "the commits to reach the end", cluster, 0.5)
+    stop_topology(cluster, topo.name)

@@ -64,7 +64,9 @@ class KafkaBolt(Bolt):
         props["acks"] = "all"
         props["enable.idempotence"] = True
         self.errors = ClientErrors()
+        self.props = props
         self.producer = Producer(client_config(props, self.errors))
+        self.fatal: KafkaError | None = None  # the producer is unusable: replaced at the next tuple
         self.written = self.failed = 0
         self.last_report = -REPORT_EVERY_S
         if not conf.get("topology.tick.tuple.freq.secs"):
@@ -72,6 +74,8 @@ class KafkaBolt(Bolt):
                      "(give the bolt topology.tick.tuple.freq.secs, e.g. 0.2)", self.name)
 
     def execute(self, tup: Tuple) -> None:
+        if self.fatal is not None:
+            self._renew_producer()
         if tup.stream == TICK_STREAM:
             self.producer.poll(0)
             return
@@ -91,6 +95,9 @@ class KafkaBolt(Bolt):
             except BufferError:
                 self.producer.poll(0.05)  # the queue is full: wait for the broker (backpressure)
             except KafkaException as exc:  # refused at once: larger than message.max.bytes, ...
+                err = exc.args[0] if exc.args else None
+                if isinstance(err, KafkaError) and err.fatal():
+                    self.fatal = err
                 self.failed += 1
                 self._report(f"{self.context.component_id}: cannot write to {topic} at "
                              f"{self.cfg.bootstrapServers}: {describe_error(exc, self.cfg.bootstrapServers)}")
@@ -124,8 +131,21 @@ class KafkaBolt(Bolt):
             return
         self.failed += 1
         self.collector.fail(tup)  # the spout replays it
+        if err.fatal():
+            self.fatal = err
         self._report(f"{self.context.component_id}: writing to {msg.topic()} at {self.cfg.bootstrapServers} "
                      f"failed: {err.str()}")
+
+    def _renew_producer(self) -> None:
+        """An idempotent producer's fatal error (a sequence it cannot recover) leaves it unusable:
+        its unconfirmed writes fail (their inputs are replayed) and a new producer takes over."""
+        old, self.producer = self.producer, Producer(client_config(self.props, self.errors))
+        log.warning("%s: the producer had a fatal error (%s): a new one takes over", self.name,
+                    self.fatal.str() if self.fatal else "?")
+        self.fatal = None
+        old.purge()
+        old.poll(0)  # their delivery reports: failed inputs
+        old.flush(0)
 
     def _report(self, message: str) -> None:
         """Log and report (one line, no traceback), at most every REPORT_EVERY_S."""
