@@ -12,14 +12,16 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import id_pipeline, logs_tail, stop_topology, totals, wait_for, wait_running
 
 from squall.models.cluster import Assignment
-from squall.state import ClusterState
+from squall.state import ClusterState, ZkCredentials
 from squall_operator.local import LocalCluster
 from squall_operator.nimbus import initial_storm_base
 
@@ -115,3 +117,63 @@ def test_nimbus_rewrites_a_garbage_assignment_and_restarts_a_killed_worker(
     assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records if r.exc_info]
     print(f"told once: {lines[0]}" + ("" if lines else logs_tail(cluster)))
     stop_topology(cluster, topo.name)
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def worker_children(parent: int) -> dict[int, list[str]]:
+    """pid -> argv of the worker processes `parent` started (read from /proc)."""
+    found: dict[int, list[str]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and "squall.worker" in argv:
+            found[int(entry)] = argv
+    return found
+
+
+def arg(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def test_squall_run_says_it_once_restarts_the_worker_and_exits_1(zookeeper: Any) -> None:
+    """The issue's run: `squall run` while another client writes garbage into the assignment and
+    a worker is killed. Before: 83 tracebacks, the worker never restarted, exit 0."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "squall_operator", "run", "examples/wordcount/topology.yaml", "--duration", "20",
+         "--kill-wait", "1", "--no-progress", "--zookeeper", zookeeper.connect_string],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (workers := worker_children(proc.pid)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert workers, "squall run started no worker"
+        pid, argv = sorted(workers.items())[0]
+        env = dict(line.split("=", 1) for line in
+                   Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if "=" in line)
+        auth = env.get("SQUALL_ZK_AUTH_FILE")
+        credentials = ZkCredentials.from_file(auth) if auth else None
+        name = arg(argv, "--topology")
+        with ClusterState.connect(zookeeper.connect_string, root=arg(argv, "--root"),
+                                  credentials=credentials) as other:
+            path = node(other, name)
+            wait_for(lambda: other.client.exists(path), 30, f"{path} to exist")
+            time.sleep(1)
+            other.client.set(path, GARBAGE)
+        os.kill(pid, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    text = out.decode(errors="replace")
+    assert "Traceback" not in text, text
+    told = [line for line in text.splitlines() if path in line]
+    assert len(told) == 1 and "not a JSON payload" in told[0], text
+    assert f"of {name} exited with -9" in text, text  # the crash line: the worker was seen dead, and restarted
+    assert proc.returncode == 1, text
