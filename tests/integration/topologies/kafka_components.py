@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from squall import BasicBolt, FailedException, Tuple
+from squall import BasicBolt, FailedException, StatefulBolt, Tuple
 
 
 class Tag(BasicBolt):
@@ -38,3 +38,20 @@ class Tag(BasicBolt):
             time.sleep(self.sleep)
         tag = f"{partition}:{offset}:{value}"
         self.collector.emit([tag, tag])
+
+
+class WordTotals(StatefulBolt):
+    """Counts its input's `value` in its checkpointed state (the exactly-once test's totals)."""
+
+    outputs: list[str] = []
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        super().prepare(conf, context, collector)
+        self.sleep = float(conf.get("test.sleep_ms", 0)) / 1000.0
+
+    def execute(self, tup: Tuple) -> None:
+        word = tup.get("value")
+        self.state.put(word, self.state.get(word, 0) + 1)
+        if self.sleep:
+            time.sleep(self.sleep)
+        self.collector.ack(tup)  # acked for real once the checkpoint holding the count commits

@@ -5,7 +5,8 @@ The pure parts (offset bookkeeping, retry schedule, partition spreading, config,
 modules that import no client, so they are unit-tested with plain values; `squall.kafka.broker`
 runs a real Apache Kafka broker for local runs and tests. See docs/connectors.md.
 
-In a topology file: `class: squall.kafka:KafkaSpout` and `class: squall.kafka:KafkaBolt`.
+In a topology file: `class: squall.kafka:KafkaSpout`, `squall.kafka:StatefulKafkaSpout` (exactly
+once with the positions in the checkpointed state) and `squall.kafka:KafkaBolt`.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from squall.kafka.bolt import KafkaBolt as KafkaBolt
     from squall.kafka.spout import KafkaSpout as KafkaSpout
+    from squall.kafka.stateful import StatefulKafkaSpout as StatefulKafkaSpout
 
-__all__ = ["KafkaBolt", "KafkaSpout"]
+__all__ = ["KafkaBolt", "KafkaSpout", "StatefulKafkaSpout"]
 
 
 def __getattr__(name: str) -> object:
@@ -25,6 +27,10 @@ def __getattr__(name: str) -> object:
         from squall.kafka.spout import KafkaSpout
 
         return KafkaSpout
+    if name == "StatefulKafkaSpout":
+        from squall.kafka.stateful import StatefulKafkaSpout
+
+        return StatefulKafkaSpout
     if name == "KafkaBolt":
         from squall.kafka.bolt import KafkaBolt
 

@@ -85,6 +85,12 @@ def _headers(m: Message) -> list[tuple[str, str | bytes | None]]:
     return list(got.items()) if isinstance(got, dict) else list(got)
 
 
+def _librdkafka_offset(start: int | str) -> int:
+    if isinstance(start, int):
+        return start
+    return OFFSET_BEGINNING if start == BEGINNING else OFFSET_END
+
+
 class _Snapshot:
     """What the metadata thread last learnt (handed over whole: nothing is lost by replacing)."""
 
@@ -103,8 +109,9 @@ class _MetadataThread:
     with a client of its own, off the spout's thread (those calls wait on the broker)."""
 
     def __init__(self, cfg: KafkaSpoutConfig, props: dict[str, Any], index: int, total: int,
-                 topology_id: str, name: str) -> None:
+                 topology_id: str, name: str, resolve: bool = False) -> None:
         self.cfg = cfg
+        self.resolve = resolve  # symbolic starts (beginning, end) as offsets: the stateful spout's
         self.index = index
         self.total = total
         self.topology_id = topology_id
@@ -166,8 +173,12 @@ class _MetadataThread:
                     ours = json.loads(tp.metadata).get("topologyId") == self.topology_id
                 except (ValueError, AttributeError):
                     ours = False
-            out[(tp.topic, tp.partition)] = first_poll_position(
-                self.cfg.firstPollOffsetStrategy.value, offset, ours)
+            start = first_poll_position(self.cfg.firstPollOffsetStrategy.value, offset, ours)
+            if self.resolve and not isinstance(start, int):
+                low, high = self.client.get_watermark_offsets(TopicPartition(tp.topic, tp.partition),
+                                                              timeout=timeout)
+                start = low if start == BEGINNING else high
+            out[(tp.topic, tp.partition)] = start
         return out
 
     def _post(self, mine: list[TopicPartitionKey] | None, error: str | None, missing: list[str]) -> None:
@@ -193,6 +204,8 @@ class KafkaSpout(Spout):
     outputs: ClassVar[list[str]] = ["topic", "partition", "offset", "key", "value"]
     # time for retries and commits (monotonic seconds); a test may set it before `open`
     clock: Callable[[], float]
+
+    resolve_starts: ClassVar[bool] = False
 
     # counters (read by tests and logged at close)
     poison: int
@@ -235,7 +248,9 @@ class KafkaSpout(Spout):
         self.producer: Producer | None = None  # the dead-letter topic's, made on first use
         index = task_index(context.task_id, context.this_component_tasks())
         self.meta = _MetadataThread(cfg, props, index, len(context.this_component_tasks()), context.topology_id,
-                                    f"kafka-metadata-{context.component_id}-{context.task_id}")
+                                    f"kafka-metadata-{context.component_id}-{context.task_id}",
+                                    resolve=self.resolve_starts)
+        self.starts: dict[TopicPartitionKey, int | str] = {}
         self.assigned: set[TopicPartitionKey] = set()
         self.known = False  # the first assignment has come
         self.managers: dict[TopicPartitionKey, OffsetManager | None] = {}  # None: starts at the first record
@@ -313,7 +328,7 @@ class KafkaSpout(Spout):
         tp = (topic, partition)
         if tp not in self.assigned:
             return False  # revoked since it was polled
-        if not self.tracked or self.guarantee is not ProcessingGuarantee.AT_LEAST_ONCE:
+        if self.guarantee is not ProcessingGuarantee.AT_LEAST_ONCE:
             self.positions[tp] = offset + 1
         mgr: OffsetManager | None = None
         if self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE:
@@ -323,23 +338,9 @@ class KafkaSpout(Spout):
             if offset < mgr.committed or mgr.is_emitted(offset):
                 return False  # read again after a seek: already handled
         msg_id: MessageId = (topic, partition, offset)
-        try:
-            raw_key, raw_value = m.key(), m.value()
-            key = None if raw_key is None else self.key_decoder(raw_key)
-            value = None if raw_value is None else self.value_decoder(raw_value)
-            headers = {k: v if isinstance(v, bytes) else (v or "").encode() for k, v in _headers(m)}
-            ts_type, ts = m.timestamp()
-            record = KafkaRecord(topic, partition, offset, key, value, headers, ts if ts_type else None)
-            values = self.translator(record)
-        except Exception as exc:  # noqa: BLE001 - the user's decoder or translator refused it
-            self._poison(m, msg_id, mgr, exc)
+        values = self._values(m, msg_id, mgr)
+        if values is None:
             return False
-        if values is None and not self.cfg.emitNullTuples:
-            if mgr is not None:  # skipped for good: processed
-                mgr.add_emitted(offset)
-                mgr.add_acked(offset)
-            return False
-        values = list(values or ())
         if not self.tracked:
             self.collector.emit(values)
             return True
@@ -350,6 +351,28 @@ class KafkaSpout(Spout):
             self.raw[msg_id] = m
         self.collector.emit(values, msg_id=msg_id)
         return True
+
+    def _values(self, m: Message, msg_id: MessageId, mgr: OffsetManager | None) -> list[Any] | None:
+        """The record's tuple values; None when it emits none: a poison record (handled here) or
+        one the translator skips (processed: `mgr` counts it acked)."""
+        topic, partition, offset = msg_id
+        try:
+            raw_key, raw_value = m.key(), m.value()
+            key = None if raw_key is None else self.key_decoder(raw_key)
+            value = None if raw_value is None else self.value_decoder(raw_value)
+            headers = {k: v if isinstance(v, bytes) else (v or "").encode() for k, v in _headers(m)}
+            ts_type, ts = m.timestamp()
+            record = KafkaRecord(topic, partition, offset, key, value, headers, ts if ts_type else None)
+            values = self.translator(record)
+        except Exception as exc:  # noqa: BLE001 - the user's decoder or translator refused it
+            self._poison(m, msg_id, mgr, exc)
+            return None
+        if values is None and not self.cfg.emitNullTuples:
+            if mgr is not None:  # skipped for good: processed
+                mgr.add_emitted(offset)
+                mgr.add_acked(offset)
+            return None
+        return list(values or ())
 
     # -- acks ------------------------------------------------------------------------------
     def ack(self, msg_id: Any) -> None:
@@ -518,20 +541,24 @@ class KafkaSpout(Spout):
                 self.raw.pop(msg_id, None)
             self.retries.retain_partitions(wanted)
             self.buffer = collections.deque(m for m in self.buffer if (m.topic(), m.partition()) not in revoked)
+        self.starts = dict(starts)
         if added:
             tps = []
             for tp in added:
-                start = starts.get(tp, BEGINNING)
-                if isinstance(start, int):
-                    offset = start
-                    self.managers[tp] = OffsetManager(start)
-                else:
-                    offset = OFFSET_BEGINNING if start == BEGINNING else OFFSET_END
-                    self.managers[tp] = None  # the committed point is the first record read
-                tps.append(TopicPartition(tp[0], tp[1], offset))
+                start = self._starting(tp, starts.get(tp, BEGINNING))
+                self._track_start(tp, start)
+                tps.append(TopicPartition(tp[0], tp[1], _librdkafka_offset(start)))
             self.consumer.incremental_assign(tps)
         self.assigned = set(wanted)
         log.info("%s: reads %s (added %s, revoked %s)", self.name, sorted(wanted), added, sorted(revoked))
+
+    def _starting(self, tp: TopicPartitionKey, start: int | str) -> int | str:
+        """Where a newly assigned partition is read from (the stateful spout: its state's)."""
+        return start
+
+    def _track_start(self, tp: TopicPartitionKey, start: int | str) -> None:
+        # a symbolic start: the committed point is the first record read
+        self.managers[tp] = OffsetManager(start) if isinstance(start, int) else None
 
     def _pause_full_partitions(self) -> None:
         limit = self.cfg.maxUncommittedOffsets
