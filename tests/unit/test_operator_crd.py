@@ -94,7 +94,10 @@ def test_spec_schema_carries_the_models_rules() -> None:
     props = spec["properties"]
     assert spec["required"] == ["spouts"]
     assert props["spouts"]["minItems"] == 1
-    assert props["numWorkers"] == {"default": 1, "minimum": 1, "type": "integer"}
+    # the limits of squall.limits travel with the fields: the API server refuses past them too
+    assert props["numWorkers"] == {"default": 1, "minimum": 1, "maximum": 1000, "type": "integer"}
+    assert props["spouts"]["maxItems"] == props["bolts"]["maxItems"] == 500
+    assert props["numAckers"]["maximum"] == 1000 and props["maxSpoutPending"]["maximum"] == 1_000_000
     assert props["numAckers"]["nullable"] is True and props["numAckers"]["minimum"] == 0
     assert props["messageTimeoutSecs"]["minimum"] == 0
     assert props["messageTimeoutSecs"]["exclusiveMinimum"] is True
@@ -106,7 +109,14 @@ def test_spec_schema_carries_the_models_rules() -> None:
     grouping = bolt["properties"]["inputs"]["items"]["properties"]["grouping"]
     assert grouping["type"] == "string" and "localOrShuffle" in grouping["enum"]
     assert grouping["default"] == "shuffle"
-    assert bolt["properties"]["numTasks"] == {"minimum": 1, "type": "integer", "nullable": True}
+    assert bolt["properties"]["numTasks"] == {"minimum": 1, "maximum": 10_000, "type": "integer",
+                                              "nullable": True}
+    assert bolt["properties"]["parallelism"]["maximum"] == 1000
+    assert bolt["properties"]["outputs"]["maxItems"] == 100
+    assert bolt["properties"]["outputs"]["items"]["properties"]["fields"]["maxItems"] == 1000
+    assert bolt["properties"]["inputs"]["items"]["properties"]["fields"]["maxItems"] == 1000
+    for timeout in ("messageTimeoutSecs", "tickTupleFreqSecs", "killWaitSecs", "rebalanceWaitSecs"):
+        assert props[timeout]["maximum"] == 86_400, timeout
     assert "default" not in bolt["properties"]["outputs"]
 
 

@@ -14,7 +14,7 @@ import reprlib
 from collections.abc import Iterable
 from typing import Any, Final
 
-__all__ = ["NO_VALUE", "Problem", "TopologyError", "format_value"]
+__all__ = ["NO_VALUE", "Problem", "TopologyError", "format_value", "printable"]
 
 
 class _NoValue(enum.Enum):
@@ -29,6 +29,28 @@ class _NoValue(enum.Enum):
 NO_VALUE: Final = _NoValue.NO_VALUE
 
 _MAX_VALUE_CHARS = 80
+# a name (a field, a component, a file) shown in a message: longer ones are cut
+MAX_NAME_CHARS: Final = 80
+
+
+def printable(text: object, limit: int | None = MAX_NAME_CHARS) -> str:
+    """`text` safe to print on a terminal: every character that is not printable (control
+    characters such as ESC and BEL, which would clear the screen or retitle the window, line
+    breaks, bidirectional overrides) written as its Python escape (`\\x1b`, `\\u202e`), and cut
+    to `limit` characters with "..." (None: not cut). Costs the same for a huge string as for
+    `limit` characters."""
+    text = str(text)
+    if limit is not None and len(text) > limit:
+        text = text[: max(limit - 3, 0)]
+        cut = True
+    else:
+        cut = False
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+        if limit is not None and len(text) > limit:
+            text = text[: max(limit - 3, 0)]
+            cut = True
+    return text + "..." if cut else text
 
 
 def _bounded_repr() -> reprlib.Repr:
@@ -80,11 +102,15 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        head = self.path
+        # names in the path and the message are escaped where they are built; printing them
+        # escaped here too keeps any message (an import error's text) from writing terminal
+        # escapes
+        head = printable(self.path, None)
         if self.value is not NO_VALUE:
-            shown = format_value(self.value)
+            shown = printable(format_value(self.value), None)
             head = f"{head}: {shown}" if head else shown
-        return f"{head} — {self.message}" if head else self.message
+        message = printable(self.message, None)
+        return f"{head} — {message}" if head else message
 
 
 class TopologyError(ValueError):
@@ -97,7 +123,7 @@ class TopologyError(ValueError):
 
     def lines(self) -> list[str]:
         """One line per problem, prefixed with the source file name when it is known."""
-        prefix = f"{self.source}: " if self.source else ""
+        prefix = f"{printable(self.source, None)}: " if self.source else ""
         return [f"{prefix}{problem}" for problem in self.problems]
 
     def with_source(self, source: str | None) -> TopologyError:

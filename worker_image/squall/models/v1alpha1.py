@@ -24,6 +24,8 @@ from pydantic import (
     model_validator,
 )
 
+from squall import limits
+
 API_VERSION: Final = "squall.io/v1alpha1"
 KIND: Final = "Topology"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -64,7 +66,7 @@ class StreamSpec(_Model):
     """An output stream a component declares."""
 
     stream: str = Field("default", pattern=STREAM_NAME)
-    fields: list[str] = Field(default_factory=list)
+    fields: list[str] = Field(default_factory=list, max_length=limits.MAX_FIELDS_PER_STREAM)
     direct: bool = False
 
 
@@ -74,17 +76,18 @@ class InputSpec(_Model):
     component: str
     stream: str = Field("default", pattern=STREAM_NAME)
     grouping: Grouping = Field(Grouping.SHUFFLE, strict=False)
-    fields: list[str] | None = None
+    fields: list[str] | None = Field(None, max_length=limits.MAX_FIELDS_PER_STREAM)
     custom_class: str | None = Field(None, alias="customClass", pattern=CLASS_PATH)
 
 
 class ComponentSpec(_Model):
     name: str = Field(pattern=DNS_LABEL, max_length=63)
     class_name: str = Field(alias="class", pattern=CLASS_PATH)
-    parallelism: int = Field(1, ge=1)
-    num_tasks: int | None = Field(None, alias="numTasks", ge=1)
+    # limits: squall.limits (docs/topology.md, "Limits")
+    parallelism: int = Field(1, ge=1, le=limits.MAX_EXECUTORS)
+    num_tasks: int | None = Field(None, alias="numTasks", ge=1, le=limits.MAX_TASKS_PER_COMPONENT)
     config: dict[str, Any] = Field(default_factory=dict)
-    outputs: list[StreamSpec] | None = None
+    outputs: list[StreamSpec] | None = Field(None, max_length=limits.MAX_STREAMS_PER_COMPONENT)
     # a StatefulBolt / StatefulSpout: the plan adds the checkpoint spout and its stream
     stateful: bool = False
 
@@ -222,7 +225,8 @@ class Toleration(_Model):
     operator: TolerationOperator | None = Field(None, strict=False)
     value: str | None = None
     effect: TaintEffect | None = Field(None, strict=False)
-    toleration_seconds: int | None = Field(None, alias="tolerationSeconds")
+    # Kubernetes' int64
+    toleration_seconds: int | None = Field(None, alias="tolerationSeconds", ge=-(1 << 63), le=(1 << 63) - 1)
 
 
 class SelectorOperator(str, enum.Enum):
@@ -387,15 +391,22 @@ class WorkerSpec(_Model):
 
 
 class TopologySpec(_Model):
-    spouts: list[SpoutSpec] = Field(min_length=1)
-    bolts: list[BoltSpec] = Field(default_factory=list)
-    num_workers: int = Field(1, alias="numWorkers", ge=1)
-    num_ackers: int | None = Field(None, alias="numAckers", ge=0)
-    message_timeout_secs: float = Field(30, alias="messageTimeoutSecs", gt=0)
-    max_spout_pending: int | None = Field(None, alias="maxSpoutPending", ge=1)
-    tick_tuple_freq_secs: float | None = Field(None, alias="tickTupleFreqSecs", gt=0)
-    kill_wait_secs: float | None = Field(None, alias="killWaitSecs", ge=0)
-    rebalance_wait_secs: float | None = Field(None, alias="rebalanceWaitSecs", ge=0)
+    # limits: squall.limits (docs/topology.md, "Limits"); the totals over the topology (all
+    # components, executors, tasks) are `limits.limit_problems`'. Durations are finite: the
+    # topology is stored as JSON, which has no infinity (it would come back as null).
+    spouts: list[SpoutSpec] = Field(min_length=1, max_length=limits.MAX_COMPONENTS)
+    bolts: list[BoltSpec] = Field(default_factory=list, max_length=limits.MAX_COMPONENTS)
+    num_workers: int = Field(1, alias="numWorkers", ge=1, le=limits.MAX_WORKERS)
+    num_ackers: int | None = Field(None, alias="numAckers", ge=0, le=limits.MAX_EXECUTORS)
+    message_timeout_secs: float = Field(30, alias="messageTimeoutSecs", gt=0, le=limits.MAX_SECONDS,
+                                        allow_inf_nan=False)
+    max_spout_pending: int | None = Field(None, alias="maxSpoutPending", ge=1, le=limits.MAX_SPOUT_PENDING)
+    tick_tuple_freq_secs: float | None = Field(None, alias="tickTupleFreqSecs", gt=0, le=limits.MAX_SECONDS,
+                                               allow_inf_nan=False)
+    kill_wait_secs: float | None = Field(None, alias="killWaitSecs", ge=0, le=limits.MAX_SECONDS,
+                                         allow_inf_nan=False)
+    rebalance_wait_secs: float | None = Field(None, alias="rebalanceWaitSecs", ge=0, le=limits.MAX_SECONDS,
+                                              allow_inf_nan=False)
     active: bool = True
     config: dict[str, Any] = Field(default_factory=dict)
     # the worker pods' image and pod settings (Kubernetes only; `squall run` ignores them)
