@@ -143,3 +143,45 @@ def test_squall_kafka_check_says_which_component_cannot_reach_its_brokers(
     path.write_text(yaml.safe_dump(doc))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_max_uncommitted_offsets_pauses_a_partition_stuck_behind_a_failing_record(
+        kafka_broker: EmbeddedKafka, make_cluster: Callable[..., LocalCluster]) -> None:
+    """Record 5 fails forever (unlimited retries): the commit stays at 5 and reading the partition
+    pauses once `maxUncommittedOffsets` offsets are emitted and uncommitted (memory stays bounded)."""
+    import time
+
+    source, sink = new_topic(kafka_broker, 1), new_topic(kafka_broker, 1)
+    records = [json.dumps({"n": i, "bad": i == 5}).encode() for i in range(300)]
+    produce(kafka_broker, source, records)
+    topo = pipeline("kafka-pause", kafka_broker, source, sink, spout_tasks=1, workers=1,
+                    spout={"valueDecoder": "json", "maxUncommittedOffsets": 30, "pollBatchSize": 10,
+                           "retry": {"maxRetries": -1, "delayPeriodMs": 50, "maxDelayMs": 200}},
+                    extra={"test.fail_key": "bad"})
+    cluster = make_cluster(nodes=1, slots=1)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: committed(kafka_broker, "g-kafka-pause", source).get(0) == 5, 30,
+             "the commit to reach the failing record", cluster, 0.3)
+    time.sleep(3)  # time enough to read all 300 were it not paused
+    out = consume_all(kafka_broker, sink, 1, timeout=10)
+    assert 25 <= len(out) <= 30 + 10, f"{len(out)} outputs" + logs_tail(cluster)
+    assert committed(kafka_broker, "g-kafka-pause", source).get(0) == 5
+    stop_topology(cluster, topo.name)
+
+
+def test_at_most_once_commits_before_emitting_and_never_retries(
+        kafka_broker: EmbeddedKafka, make_cluster: Callable[..., LocalCluster]) -> None:
+    """Even offsets fail the first time they are seen: at least once would retry and deliver them
+    (test_kafka_topology's first test); at most once delivers only the odd ones, and commits all."""
+    source, sink = new_topic(kafka_broker, 1), new_topic(kafka_broker, 1)
+    produce(kafka_broker, source, [f"r{i}".encode() for i in range(100)])
+    topo = pipeline("kafka-amo", kafka_broker, source, sink, spout_tasks=1, workers=1,
+                    spout={"processingGuarantee": "AT_MOST_ONCE"}, extra={"test.fail_mod": 2})
+    cluster = make_cluster(nodes=1, slots=1)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    out = consume_all(kafka_broker, sink, 50, timeout=60)
+    assert sorted(int(m.value().decode().split(":", 2)[1]) for m in out) == list(range(1, 100, 2))
+    assert committed(kafka_broker, "g-kafka-amo", source).get(0) == 100
+    stop_topology(cluster, topo.name)
