@@ -110,15 +110,23 @@ FIELD_LIMITS: Final[Mapping[str, str]] = {
 # --- config keys Squall reads -------------------------------------------------------------------
 
 
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _finite(value: object) -> float | None:
+    """`value` as a finite number, or None if it is not one (a bool, a string, inf, NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past float's range
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _seconds(value: object) -> str | None:
-    if not _number(value) or not math.isfinite(value) or value <= 0:  # type: ignore[arg-type]
+    number = _finite(value)
+    if number is None or number <= 0:
         return "must be a positive number of seconds (like 1 or 0.5, not a string)"
-    if value > MAX_SECONDS:  # type: ignore[operator]
-        return f"is over the limit of {MAX_SECONDS:g} seconds"
+    if number > MAX_SECONDS:
+        return f"is over the limit of {MAX_SECONDS} seconds"
     return None
 
 
@@ -131,9 +139,8 @@ def _boolean(value: object) -> str | None:
 
 
 def _ratio(value: object) -> str | None:
-    if not _number(value) or not math.isfinite(value) or value < 0:  # type: ignore[arg-type]
-        return "must be a number, at least 0"
-    return None
+    number = _finite(value)
+    return "must be a number, at least 0" if number is None or number < 0 else None
 
 
 def _count(limit: int, *, null: bool = False) -> Callable[[object], str | None]:
