@@ -1,7 +1,7 @@
 """Squall's KafkaSpout side by side with Apache Storm's storm-kafka-client KafkaSpout, one run.
 
-    bench/kafka-peers [--records 5000000] [--partitions 4] [--seconds 15] [--warmup 10]
-                      [--pending 1000] [--spouts 1] [--only CASE ...] [--json PATH]
+    bench/kafka-peers [--records 8000000] [--partitions 4] [--seconds 15] [--warmup 10]
+                      [--pending 1000] [--spouts 1] [--commit-ms 1000] [--only CASE ...] [--json PATH]
 
 (`bench/kafka-peers` runs bench/setup, which builds bench/storm with storm-kafka-client, then
 this file with the project's venv. The broker's jars come from scripts/setup.)
@@ -18,7 +18,10 @@ a consumer group of its own, one case after the other:
   counted per second beside it.
 
 Both engines: 2 workers, 2 ackers, --spouts spout tasks, maxSpoutPending --pending, message
-timeout 30 s, their spouts' other settings at their defaults. Storm 2.8.3 runs in a LocalCluster
+timeout 30 s, offsetCommitPeriodMs --commit-ms (1000 unless told: with both spouts' default of
+30000, Squall's pauses each partition at its maxUncommittedOffsets, 100,000, until the next
+commit, so it reads at most 100,000 x partitions / 30 s), their spouts' other settings at their
+defaults. Storm 2.8.3 runs in a LocalCluster
 (Netty between its workers) with kafka-clients 4.1.0; Squall runs its KafkaSpout
 (confluent-kafka, librdkafka) in a local cluster. Complete latency (emit to ack) goes into the
 same buckets on both sides (Storm: storm-kafka-client's KafkaTupleListener hook).
@@ -108,10 +111,14 @@ def fill_topic(bootstrap: str, topic: str, records: int, partitions: int, *, com
 
 
 # -- Squall -------------------------------------------------------------------------------------
-def squall_topology(shape: str, bootstrap: str, topic: str, group: str, pending: int, spouts: int = 1) -> Topology:
-    """The shape with Squall's KafkaSpout reading `topic` from its first offset on `group`."""
-    spout_cfg = {"bootstrapServers": bootstrap, "topics": [topic], "groupId": group,
-                 "firstPollOffsetStrategy": "EARLIEST", "processingGuarantee": "AT_LEAST_ONCE"}
+def squall_topology(shape: str, bootstrap: str, topic: str, group: str, pending: int, spouts: int = 1,
+                    commit_ms: int | None = None) -> Topology:
+    """The shape with Squall's KafkaSpout reading `topic` from its first offset on `group`;
+    `commit_ms`: offsetCommitPeriodMs (None: the spout's default)."""
+    spout_cfg: dict[str, Any] = {"bootstrapServers": bootstrap, "topics": [topic], "groupId": group,
+                                 "firstPollOffsetStrategy": "EARLIEST", "processingGuarantee": "AT_LEAST_ONCE"}
+    if commit_ms is not None:
+        spout_cfg["offsetCommitPeriodMs"] = commit_ms
     b = TopologyBuilder(f"bench-kafka-{shape}")
     b.set_spout("kafka", "squall.kafka:KafkaSpout", spouts, config={"kafka.spout": spout_cfg}, outputs=["value"])
     if shape == "noop":
@@ -130,7 +137,7 @@ def squall_topology(shape: str, bootstrap: str, topic: str, group: str, pending:
 def squall_kafka_case(shape: str, bootstrap: str, topic: str, group: str, args: argparse.Namespace,
                       broker_pid: int) -> Result:
     search = HERE / "topologies" if shape == "noop" else WORDCOUNT_DIR
-    topo = squall_topology(shape, bootstrap, topic, group, args.pending, args.spouts)
+    topo = squall_topology(shape, bootstrap, topic, group, args.pending, args.spouts, args.commit_ms)
     res = squall_case(topo, search, args.seconds, args.warmup, others={"broker": broker_pid})
     res["broker_cpu_s"] = res.pop("others_cpu_s", {}).get("broker")
     res["group"] = group
@@ -148,7 +155,8 @@ def storm_cmd(shape: str, bootstrap: str, topic: str, group: str, args: argparse
             "-cp", f"{jar}:{cp_file.read_text().strip()}", "squallbench.StormKafkaBench",
             "--case", shape, "--bootstrap", bootstrap, "--topic", topic, "--group", group,
             "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--pending", str(args.pending),
-            "--workers", "2", "--ackers", "2", "--spouts", str(args.spouts), "--timeout", str(TIMEOUT_S)]
+            "--workers", "2", "--ackers", "2", "--spouts", str(args.spouts), "--timeout", str(TIMEOUT_S),
+            "--commit-ms", str(args.commit_ms)]
 
 
 def run_marked(cmd: list[str], timeout: float, on_mark: Callable[[str], None]) -> Result:
@@ -272,7 +280,7 @@ def print_table(results: dict[str, Result], labels: dict[str, str], pairs: dict[
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--records", type=int, default=5_000_000, help="records pre-filled into the topic (default 5M)")
+    ap.add_argument("--records", type=int, default=8_000_000, help="records pre-filled into the topic (default 8M)")
     ap.add_argument("--partitions", type=int, default=4, help="partitions of the topic (default 4)")
     ap.add_argument("--compression", default="none", choices=["none", "lz4", "zstd", "snappy", "gzip"],
                     help="the producer's compression of the pre-filled topic (default none)")
@@ -280,12 +288,15 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=10.0, help="warm-up after the first acked record (default 10)")
     ap.add_argument("--pending", type=int, default=1000, help="maxSpoutPending on both engines (default 1000)")
     ap.add_argument("--spouts", type=int, default=1, help="Kafka spout tasks on both engines (default 1)")
+    ap.add_argument("--commit-ms", type=int, default=1000,
+                    help="offsetCommitPeriodMs on both engines (default 1000; both spouts' own default is 30000, "
+                         "with which Squall's stalls: see docs/performance-log.md)")
     ap.add_argument("--only", action="append", metavar="CASE", choices=CASES,
                     help=f"run only these cases: {', '.join(CASES)} (repeatable)")
     ap.add_argument("--json", type=Path, help="write the results here (default .squall/bench/kafka-peers-<time>.json)")
     args = ap.parse_args()
-    if args.records < 1 or args.partitions < 1 or args.spouts < 1 or args.pending < 1:
-        ap.error("--records, --partitions, --spouts and --pending must be at least 1")
+    if min(args.records, args.partitions, args.spouts, args.pending, args.commit_ms) < 1:
+        ap.error("--records, --partitions, --spouts, --pending and --commit-ms must be at least 1")
     logging.basicConfig(level=logging.WARNING)
     from squall.kafka.admin import create_topics
     from squall.kafka.broker import EmbeddedKafka
@@ -295,6 +306,7 @@ def main() -> None:
         "time": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "cpus": os.cpu_count(), "loadavg_before": os.getloadavg(),
         "records": args.records, "partitions": args.partitions, "compression": args.compression,
         "seconds": args.seconds, "warmup": args.warmup, "pending": args.pending, "spouts": args.spouts,
+        "commit_ms": args.commit_ms,
         "argv": sys.argv[1:], "hot_path": _native.reason,
     }
     print(f"hot path: {_native.reason}", flush=True)
@@ -325,6 +337,8 @@ def main() -> None:
             except Exception as exc:  # a case that fails is reported, the others still run
                 results[cid] = {"error": f"{type(exc).__name__}: {exc}"}
                 print(f"    failed: {results[cid]['error']}", file=sys.stderr, flush=True)
+            path.parent.mkdir(parents=True, exist_ok=True)  # what is done so far, in case the run is cut
+            path.write_text(json.dumps({"meta": meta, "cases": results}, indent=2, default=str))
     pairs = summarize(results, args.records)
     print_table(results, labels, pairs)
     for cid, r in results.items():

@@ -95,5 +95,8 @@ def test_squall_shapes_read_the_topic_from_its_start_with_acking_on(shape: str) 
     else:
         assert set(bolts) == {"split", "count", "report"}
         assert (bolts["count"].parallelism, bolts["count"].num_tasks) == (2, 4)
+    assert "offsetCommitPeriodMs" not in cfg  # the spout's own default unless told
+    told = kp.squall_topology(shape, "127.0.0.1:9092", "sentences", "g-1", pending=700, commit_ms=1000)
+    assert told.spec.spouts[0].config["kafka.spout"]["offsetCommitPeriodMs"] == 1000
     with pytest.raises(ValueError, match="shape"):
         kp.squall_topology("nope", "127.0.0.1:9092", "t", "g", 1)

@@ -28,13 +28,14 @@ import org.apache.storm.tuple.Values;
  * <pre>
  *   java -cp ... squallbench.StormKafkaBench --case noop|wordcount --bootstrap HOST:PORT --topic T
  *        --group G [--seconds 15] [--warmup 10] [--pending 1000] [--workers 2] [--ackers 2]
- *        [--spouts 1]
+ *        [--spouts 1] [--commit-ms 30000]
  * </pre>
  *
  * <p>Shapes: {@code noop}, the spout shuffle-grouped to one bolt that only acks; {@code wordcount},
  * the spout into StormBench's split (2), fields-grouped count (2 executors, 4 tasks) and global
  * reporter. The record translator emits the record's value alone (field "sentence"), as the
- * Squall side's spout emits only "value". Everything else is storm-kafka-client's defaults.
+ * Squall side's spout emits only "value"; {@code --commit-ms} sets offsetCommitPeriodMs (its
+ * default 30000). Everything else is storm-kafka-client's defaults.
  *
  * <p>Complete latency: a {@link KafkaTupleListener} (storm-kafka-client's own hook) notes when each
  * message id is emitted and, when it is acked, puts emit-to-ack into StormBench's buckets; a
@@ -113,11 +114,13 @@ public final class StormKafkaBench {
         int ackers = Integer.parseInt(StormBench.arg(args, "ackers", String.valueOf(workers)));
         int spouts = Integer.parseInt(StormBench.arg(args, "spouts", "1"));
         double timeoutSecs = Double.parseDouble(StormBench.arg(args, "timeout", "30"));
+        long commitMs = Long.parseLong(StormBench.arg(args, "commit-ms", "30000"));
 
         KafkaSpoutConfig<String, String> kafka = KafkaSpoutConfig.builder(bootstrap, topic)
                 .setProp("group.id", group)
                 .setFirstPollOffsetStrategy(FirstPollOffsetStrategy.EARLIEST)
                 .setProcessingGuarantee(ProcessingGuarantee.AT_LEAST_ONCE)
+                .setOffsetCommitPeriodMs(commitMs)
                 .setRecordTranslator((ConsumerRecord<String, String> r) -> new Values(r.value()), new Fields("sentence"))
                 .setTupleListener(new Timing())
                 .build();
@@ -147,6 +150,7 @@ public final class StormKafkaBench {
         head.put("topic", topic);
         head.put("group", group);
         head.put("spouts", spouts);
+        head.put("offset_commit_period_ms", commitMs);
         head.put("workers", workers);
         head.put("ackers", ackers);
         head.put("pending", pending);
