@@ -158,7 +158,13 @@ class _MetadataThread:
         if mine != self._last[0]:
             new = [tp for tp in mine if tp not in self._starts]
             if new:
-                self._starts.update(self._committed(new, timeout))
+                try:
+                    self._starts.update(self._committed(new, timeout))
+                except KafkaException as exc:
+                    self.client.poll(0)
+                    self._post(self._last[0], describe_error(exc, self.cfg.bootstrapServers, self.errors),
+                               self._last[2])
+                    return
             self._starts = {tp: self._starts[tp] for tp in mine}
         self._post(mine, None, missing)
 
