@@ -28,6 +28,7 @@ from typing import IO, TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
+from squall import limits
 from squall.builder import TopologyBuilder, topology_to_yaml
 from squall.classcheck import DEFAULT_IMPORT_TIMEOUT, check_topology_isolated
 from squall.errors import NO_VALUE, Problem, TopologyError
@@ -435,7 +436,7 @@ def run(
     zookeeper: Annotated[str | None, typer.Option(help="HOST:PORT of an existing ZooKeeper (default: start an embedded one)")] = None,
     zk_auth_file: Annotated[Path | None, typer.Option(envvar="SQUALL_ZK_AUTH_FILE", help="file holding 'user:password': Squall's ZooKeeper nodes get a digest ACL for that user alone (default: generated for the embedded ZooKeeper; none for an existing one)")] = None,
     duration: Annotated[float | None, typer.Option(help="stop after the topology has run this many seconds, counted from when all its workers are up (default: run until Ctrl-C)", min=0, max=MAX_SECONDS)] = None,
-    kill_wait: Annotated[float | None, typer.Option(help="seconds to let in-flight tuples finish on stop (default: killWaitSecs)", min=0, max=MAX_SECONDS)] = None,
+    kill_wait: Annotated[float | None, typer.Option(help="seconds to let in-flight tuples finish on stop (default: killWaitSecs)", min=0, max=limits.MAX_SECONDS)] = None,
     summary_json: Annotated[Path | None, typer.Option(help="write per-component counts and latency percentiles here")] = None,
     progress: Annotated[bool, typer.Option(help="show live progress")] = True,
     log_level: Annotated[str, typer.Option(help="log level of the local cluster")] = "WARNING",

@@ -25,12 +25,15 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
+
+from squall import limits
 
 __all__ = [
     "EXIT_FAILED",
     "EXIT_USAGE",
     "KubernetesTarget",
+    "MAX_WAIT_SECS",
     "MAX_WORKERS",
     "Target",
     "TopologyRow",
@@ -46,7 +49,9 @@ EXIT_USAGE = 2
 # `rebalance -n` at most: a topology's numWorkers limit (Storm's nimbus.slots.perTopology). A
 # topology without numAckers runs an acker per worker, so an unbounded -n would have nimbus
 # plan a billion acker executors.
-MAX_WORKERS = 1_000
+MAX_WORKERS: Final = limits.MAX_WORKERS
+# `kill -w` and `rebalance -w` at most: as a topology's killWaitSecs and rebalanceWaitSecs
+MAX_WAIT_SECS: Final = limits.MAX_SECONDS
 DEFAULT_ROOT = "/squall"
 
 

@@ -15,6 +15,7 @@ import typer
 from squall_operator.cli_usage import MAX_SECONDS, OneLineUsageGroup, print_error
 from squall_operator.verbs import (
     EXIT_USAGE,
+    MAX_WAIT_SECS,
     MAX_WORKERS,
     KubernetesTarget,
     Target,
@@ -45,7 +46,7 @@ TimeoutOpt = Annotated[float, typer.Option(
     "--timeout", min=0.1, max=MAX_SECONDS, help="seconds to wait for nimbus (local) or the API server to answer")]
 NameArg = Annotated[str, typer.Argument(metavar="NAME", help="the topology")]
 WaitOpt = Annotated[float | None, typer.Option(
-    "--wait", "-w", min=0, max=MAX_SECONDS, metavar="SECONDS",
+    "--wait", "-w", min=0, max=MAX_WAIT_SECS, metavar="SECONDS",
     help="seconds before it happens (default: the topology's killWaitSecs / rebalanceWaitSecs)")]
 
 
