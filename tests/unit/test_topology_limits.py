@@ -333,6 +333,12 @@ def test_every_part_of_a_problem_prints_escaped(where: str) -> None:
         assert "\\x1b" in line, line
 
 
+def test_a_long_key_is_cut_in_the_path() -> None:
+    """A 100,000-character config key (or one aliased in many places) costs a path of 80."""
+    problem = only(refused(doc(config={"k" * 100_000: math.nan})))
+    assert str(problem).startswith("spec.config['" + "k" * 80 + "'...]: nan — must be a finite")
+
+
 def test_printable_is_bounded_and_leaves_printable_text_alone() -> None:
     assert printable("wordcount — é") == "wordcount — é"
     assert printable("\u202eevil") == "\\u202eevil"

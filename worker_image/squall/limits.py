@@ -38,6 +38,7 @@ __all__ = [
     "MAX_DOCUMENT_BYTES",
     "MAX_EXECUTORS",
     "MAX_FIELDS_PER_STREAM",
+    "MAX_KEY_CHARS",
     "MAX_NODES",
     "MAX_SECONDS",
     "MAX_SPOUT_PENDING",
@@ -47,6 +48,7 @@ __all__ = [
     "MAX_TOPOLOGY_BYTES",
     "MAX_WORKERS",
     "config_value_problem",
+    "key_repr",
     "limit_problems",
     "string_json_bytes",
 ]
@@ -193,8 +195,20 @@ def config_value_problem(key: str, value: object) -> str | None:
 # --- totals -----------------------------------------------------------------------------------
 
 
+# a mapping key shown in a field path: longer ones are cut
+MAX_KEY_CHARS: Final = 80
+
+
+def key_repr(key: str) -> str:
+    """A mapping key as a path shows it (`'topology.tick.tuple.freq.secs'`): quoted, escaped,
+    and cut after `MAX_KEY_CHARS` characters, whatever its length."""
+    if len(key) > MAX_KEY_CHARS:
+        return printable(repr(key[:MAX_KEY_CHARS]), None) + "..."
+    return printable(repr(key), None)
+
+
 def _config_path(base: str, key: str) -> str:
-    return f"{base}.config[{printable(repr(key))}]"
+    return f"{base}.config[{key_repr(key)}]"
 
 
 def limit_problems(topology: Topology) -> list[Problem]:

@@ -35,12 +35,13 @@ from squall import serialization, windowing
 from squall.components import WindowedBolt
 from squall.errors import NO_VALUE, Problem, TopologyError, printable
 from squall.limits import (
+    FIELD_LIMITS,
     MAX_DEPTH,
     MAX_DOCUMENT_BYTES,
-    MAX_FIELDS_PER_STREAM,
+    MAX_KEY_CHARS,
     MAX_NODES,
     MAX_TOPOLOGY_BYTES,
-    FIELD_LIMITS,
+    key_repr,
     limit_problems,
     string_json_bytes,
 )
@@ -442,10 +443,10 @@ def _format_loc(loc: Sequence[int | str]) -> str:
     for item in loc:
         if isinstance(item, int):
             out += f"[{item}]"
-        elif _IDENTIFIER.match(item):
+        elif len(item) <= MAX_KEY_CHARS and _IDENTIFIER.match(item):
             out += f".{item}" if out else item
         else:
-            out += f"[{item!r}]"
+            out += f"[{key_repr(item)}]"
     return out
 
 
