@@ -9,7 +9,11 @@ Two steps, both reporting every problem at once as a `TopologyError`:
   groupings, and (optionally) the component classes themselves. Its result, `ResolvedTopology`,
   carries the imported classes and every component's declared output streams.
 
-Pure: imports only the standard library, pydantic, yaml and squall's models, errors,
+Both apply `squall.limits` (what a topology may ask for: the same for `squall validate`, `squall
+run`, the operator and the workers), and build every message with names made printable
+(`squall.errors.printable`) and listings cut short, so checking stays linear in the file.
+
+Pure: imports only the standard library, pydantic, yaml and squall's models, errors, limits,
 serialization (msgpack, for `topology.serializers`) and windowing.
 """
 
