@@ -118,3 +118,46 @@ def test_a_broker_restart_mid_run_loses_nothing(
     wait_for(lambda: check_commits_behind_outputs(kafka_broker, "g-kafka-restart", source, sink) == n, 60,
              "the commits to reach the end", cluster, 0.5)
     stop_topology(cluster, topo.name)
+
+
+def test_partitions_added_mid_run_are_re_spread_and_nothing_is_lost(
+        kafka_broker: EmbeddedKafka, make_cluster: Callable[..., LocalCluster]) -> None:
+    """Two topics, two spout tasks: [a0, b0, b1] is spread t0 = {a0, b1}, t1 = {b0}. Topic a gains a
+    partition: [a0, a1, b0, b1] gives t0 = {a0, b0}, t1 = {a1, b1}, so b0 and b1 change readers
+    mid-run (each task revokes one and is given one). Every record of both topics arrives and the
+    commits never pass a record without output."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    a, b, sink = new_topic(kafka_broker, 1, prefix="a"), new_topic(kafka_broker, 2, prefix="b"), new_topic(kafka_broker, 2)
+    n = 1500
+    produce(kafka_broker, a, [f"a{i}".encode() for i in range(n)])
+    produce(kafka_broker, b, [f"b{i}".encode() for i in range(n)])
+    topo = pipeline("kafka-respread", kafka_broker, a, sink, extra={"test.sleep_ms": 2}, timeout=8,
+                    spout={"topics": [a, b], "partitionRefreshPeriodMs": 500})
+    cluster = make_cluster(nodes=2, slots=1)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: len(read_to_end(kafka_broker, sink)) >= 400, 60, "the first outputs", cluster, 0.3)
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap_servers})  # kept: its futures need it
+    futures = admin.create_partitions([NewPartitions(a, 2)])
+    for f in futures.values():
+        f.result(30)
+    produce(kafka_broker, a, [f"a-late{i}".encode() for i in range(200)], partition=1)
+    assert len(read_to_end(kafka_broker, sink)) < 2 * n, "the run ended before the re-spread; slow it down"
+
+    def values() -> set[str]:
+        return {m.value().decode().split(":", 2)[2] for m in read_to_end(kafka_broker, sink)}
+
+    expected = {f"a{i}" for i in range(n)} | {f"b{i}" for i in range(n)} | {f"a-late{i}" for i in range(200)}
+    wait_for(lambda: values() >= expected, 120, "every record of both topics", cluster, 0.5)
+    log = "\n".join(cluster.worker_logs().values())
+    assert "revoked [(" in log, "no task gave a partition up" + logs_tail(cluster)
+    group = "g-kafka-respread"
+    for topic in (a, b):
+        commits = committed(kafka_broker, group, topic)
+        done = {(int(p), int(o)) for p, o, value in (m.value().decode().split(":", 2)
+                                                     for m in read_to_end(kafka_broker, sink))
+                if value.startswith(topic[0])}
+        for partition, offset in commits.items():
+            assert all((partition, o) in done for o in range(offset)), (topic, partition, offset)
+    stop_topology(cluster, topo.name)
