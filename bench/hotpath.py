@@ -39,7 +39,7 @@ from squall.models.cluster import WorkerSlot
 from squall.models.v1alpha1 import Grouping
 from squall.worker import executor as exm
 from squall.worker import runtime as rtm
-from squall.worker.gcpolicy import POLICY as GC_POLICY
+from squall.gcpolicy import POLICY as GC_POLICY
 from squall.worker.routing import Inbox
 from squall.worker.transport import PeerQueues
 

@@ -37,13 +37,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from squall import stats
-from squall.models.cluster import ExecutorStats, TopologyStatus, WorkerHeartbeat, WorkerSlot
+from squall.models.cluster import TopologyStatus, WorkerHeartbeat, WorkerSlot
 from squall.plan import ACKER
 from squall.state import CONNECTION_ERRORS, StateError, ZkCredentials
 from squall.validation import ResolvedTopology
 from squall_operator.cli_usage import one_line, print_error
 from squall_operator.local import LocalCluster
 from squall_operator.nimbus import NimbusError
+from squall_operator.totals import Totals
 
 log = logging.getLogger("squall.run")
 
@@ -81,46 +82,6 @@ class ComponentSummary:
                 "samples": self.lat_n,
             },
         }
-
-
-_COUNTERS = ("emitted", "transferred", "executed", "acked", "failed", "dropped", "latency_samples")
-
-
-class Totals:
-    """Per-executor counters summed over every worker incarnation that ran the executor.
-
-    A heartbeat holds the counters of one worker process since it started. When a worker is
-    replaced (same slot, counters start again) or an executor moves (its old slot stops
-    reporting it), the last counts seen of the old incarnation are kept, so totals never go
-    back. A new incarnation shows as a counter or the uptime going down.
-    """
-
-    def __init__(self) -> None:
-        # (slot, executor) -> (worker uptime, latest stats) of the incarnation running now
-        self.latest: dict[tuple[WorkerSlot, str], tuple[float, ExecutorStats]] = {}
-        # final stats of incarnations that ended
-        self.ended: list[ExecutorStats] = []
-        self.current: set[tuple[WorkerSlot, str]] = set()
-
-    def update(self, beats: dict[WorkerSlot, WorkerHeartbeat]) -> None:
-        self.current = set()
-        for slot, beat in beats.items():
-            for key, ex in beat.executors.items():
-                k = (slot, key)
-                self.current.add(k)
-                prev = self.latest.get(k)
-                if prev is not None and (
-                    beat.uptime_secs < prev[0]
-                    or any(getattr(ex, c) < getattr(prev[1], c) for c in _COUNTERS)
-                ):
-                    self.ended.append(prev[1])
-                self.latest[k] = (beat.uptime_secs, ex)
-
-    def executor_stats(self) -> list[tuple[ExecutorStats, bool]]:
-        """Every incarnation's stats, with whether it is running now (pending counts only then)."""
-        out = [(ex, False) for ex in self.ended]
-        out += [(ex, k in self.current) for k, (_, ex) in self.latest.items()]
-        return out
 
 
 def summarize(resolved: ResolvedTopology, beats: dict[WorkerSlot, WorkerHeartbeat] | Totals) -> dict[str, ComponentSummary]:

@@ -197,9 +197,9 @@ def test_squall_run_rides_out_a_zookeeper_outage(tmp_path: Path) -> None:
 def test_squall_run_totals_survive_a_replaced_worker(make_cluster: Callable[..., LocalCluster],
                                                      tmp_path: Path) -> None:
     """A worker killed with SIGKILL is started again on its slot with fresh counters: the
-    runner's totals (run.Totals) keep the dead process's counts; the plain sum of the latest
+    runner's totals (totals.Totals) keep the dead process's counts; the plain sum of the latest
     heartbeats (what `squall run` showed before) falls."""
-    from squall_operator.run import Totals
+    from squall_operator.totals import Totals
 
     cluster = make_cluster(nodes=2, slots=1)
     topo = id_pipeline("replaced", tmp_path / "out", 0, workers=2, rate=300, timeout=5)

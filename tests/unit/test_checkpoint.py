@@ -506,10 +506,10 @@ def test_a_basic_bolt_inside_the_harness_anchors_and_acks_its_input() -> None:
 def test_a_stateful_windowed_bolt_tells_the_collector_policy_what_its_windows_hold() -> None:
     """The harness fires time windows on ticks; after each it reports what its windows hold to
     the worker's GC policy (a fresh one here, its setter recorded), as the executor does for a
-    plain windowed bolt, and 0 at cleanup (squall/worker/gcpolicy.py)."""
+    plain windowed bolt, and 0 at cleanup (squall/gcpolicy.py)."""
     from fixtures_stateful import Sums
 
-    from squall.worker.gcpolicy import YOUNG, GcPolicy, young_threshold
+    from squall.gcpolicy import YOUNG, GcPolicy, young_threshold
 
     thresholds: list[int] = []
     cls = type("W", (BoltHarness,), {"inner": Sums})

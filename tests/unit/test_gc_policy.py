@@ -1,9 +1,9 @@
-"""The worker's collector policy (squall.worker.gcpolicy): the young generation sized to what the
+"""The worker's collector policy (squall.gcpolicy): the young generation sized to what the
 windows hold, with the collector's setter injected (the process's collector is not touched)."""
 
 from __future__ import annotations
 
-from squall.worker.gcpolicy import MIDDLE, OLD, PER_HELD, YOUNG, YOUNG_EVERY_SECS, GcPolicy, young_threshold
+from squall.gcpolicy import MIDDLE, OLD, PER_HELD, YOUNG, YOUNG_EVERY_SECS, GcPolicy, young_threshold
 
 
 def _policy() -> tuple[GcPolicy, list[tuple[int, int, int]]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from squall.models.cluster import ExecutorStats, WorkerHeartbeat, WorkerSlot
-from squall_operator.run import Totals
+from squall_operator.totals import Totals
 
 pytestmark = pytest.mark.unit
 

@@ -49,9 +49,9 @@ from squall.components import (
     Tuple,
     WindowedBolt,
 )
+from squall.gcpolicy import POLICY as GC_POLICY
+from squall.gcpolicy import GcPolicy
 from squall.plan import CHECKPOINT_COMPONENT, CHECKPOINT_STREAM, TopologyPlan
-from squall.worker.gcpolicy import POLICY as GC_POLICY
-from squall.worker.gcpolicy import GcPolicy
 from squall.statebackend import (
     KeyValueState,
     StateBackendError,
@@ -309,7 +309,7 @@ class BoltHarness(Bolt):
         self.prepared_acks: list[Tuple] = []
         self.state: KeyValueState | None = None
         # the worker's collector thresholds, told what the windows hold after they fire on a
-        # tick (as the executor does for a plain windowed bolt: squall/worker/gcpolicy.py)
+        # tick (as the executor does for a plain windowed bolt: squall/gcpolicy.py)
         self.gc_policy: GcPolicy = GC_POLICY
 
     def prepare(self, conf: Mapping[str, Any], context: Any, collector: OutputCollector,

@@ -151,7 +151,7 @@ def _unpack_slowly(frame: bytes) -> Any:
     No exception caught here is kept, only its text: a kept exception holds its traceback,
     whose frames hold this call's locals (the frame, the decoder and its buffer) and the kept
     exception itself, a reference cycle that only the cyclic collector frees, and a worker's
-    collector runs rarely (squall.worker.gcpolicy); a stream of garbage frames then held its
+    collector runs rarely (squall.gcpolicy); a stream of garbage frames then held its
     memory (issue 31)."""
     global _lost_frames
     try:

@@ -1,6 +1,6 @@
 """What the web UI shows, read from ZooKeeper and shaped after Storm UI's REST API.
 
-`UiData` keeps, per topology, the executor totals over every worker incarnation (`run.Totals`:
+`UiData` keeps, per topology, the executor totals over every worker incarnation (`totals.Totals`:
 a replaced worker does not take its counts with it) and a bounded history of per-component
 samples, from which the 10 min and 3 h windows are differences (Storm UI's windows; a window
 longer than the UI has been watching covers what it saw). A sampler thread (`start`) takes a
@@ -37,7 +37,7 @@ from squall.models.cluster import (
 )
 from squall.plan import ACKER
 from squall.state import CONNECTION_ERRORS, ClusterState, StateError
-from squall_operator.run import Totals
+from squall_operator.totals import Totals
 
 __all__ = ["WINDOWS", "UiData", "executor_of", "is_topology_id", "latency_text", "pretty_secs"]
 

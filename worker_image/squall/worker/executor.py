@@ -44,7 +44,7 @@ from squall.windowing import WindowConfig, WindowedBoltExecutor
 from squall.acker import Ids, PendingTuples
 from squall.tuples import Tuple
 from squall.worker.errorlog import error_backoff
-from squall.worker.gcpolicy import POLICY as GC_POLICY
+from squall.gcpolicy import POLICY as GC_POLICY
 from squall.worker.host import WorkerHost
 from squall.worker.load import PeerLoads
 from squall.worker.routing import Inbox, Routing

@@ -46,7 +46,7 @@ from squall.worker import allocator, health, metrics
 from squall.worker.control import group_inits, route_done, sort_control
 from squall.worker.errorlog import ErrorThrottle, throttle_settings
 from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
-from squall.worker.gcpolicy import POLICY as GC_POLICY
+from squall.gcpolicy import POLICY as GC_POLICY
 from squall.worker.handover import DRAIN_SECS, Leaving, should_leave
 from squall.worker.host import HostedExecutor
 from squall.worker.load import ANNOUNCE_SECS, BusyMeter, PeerLoads, load_items

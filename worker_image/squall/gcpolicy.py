@@ -35,6 +35,9 @@ collection and is still alive, each object once before it moves to the middle ge
 Pure sizing (`young_threshold`) and a small stateful shell (`GcPolicy`) with the collector's
 setter, its collection and its clock injected, so tests run without touching the process's
 collector and without sleeping.
+
+It sits beside the worker package, not inside it: the checkpoint harness (squall/checkpoint.py)
+reports to the same policy, and nothing outside squall.worker imports the worker.
 """
 
 from __future__ import annotations
