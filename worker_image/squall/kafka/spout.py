@@ -32,8 +32,16 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Message, Producer
-from confluent_kafka import TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from squall.components import SpoutOutputCollector, Spout, TopologyContext
 from squall.kafka.admin import ClientErrors, KafkaUnavailable, client_config, describe_error
@@ -258,7 +266,6 @@ class KafkaSpout(Spout):
                                     resolve=self.resolve_starts)
         self.starts: dict[TopicPartitionKey, int | str] = {}
         self.assigned: set[TopicPartitionKey] = set()
-        self.known = False  # the first assignment has come
         self.managers: dict[TopicPartitionKey, OffsetManager | None] = {}  # None: starts at the first record
         self.positions: dict[TopicPartitionKey, int] = {}  # AT_MOST_ONCE / NO_GUARANTEE: next to read
         self.paused: set[TopicPartitionKey] = set()
