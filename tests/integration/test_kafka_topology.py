@@ -8,6 +8,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -161,3 +162,26 @@ def test_partitions_added_mid_run_are_re_spread_and_nothing_is_lost(
         for partition, offset in commits.items():
             assert all((partition, o) in done for o in range(offset)), (topic, partition, offset)
     stop_topology(cluster, topo.name)
+
+
+def test_squall_run_reads_and_writes_kafka(kafka_broker: EmbeddedKafka, tmp_path: Path) -> None:
+    """The user's way: a topology file with a KafkaSpout and a KafkaBolt, `squall run` on it
+    against the broker (`squall kafka up` in real life, the session's broker here)."""
+    import shutil
+    import subprocess
+    import sys
+
+    import yaml
+
+    source, sink = new_topic(kafka_broker, 2), new_topic(kafka_broker, 1)
+    produce(kafka_broker, source, [f"r{i}".encode() for i in range(200)])
+    topo = pipeline("kafka-run", kafka_broker, source, sink)
+    shutil.copy(Path(__file__).resolve().parent / "topologies" / "kafka_components.py", tmp_path)
+    (tmp_path / "topology.yaml").write_text(yaml.safe_dump(topo.model_dump(mode="json", by_alias=True, exclude_none=True)))
+    proc = subprocess.run([sys.executable, "-m", "squall_operator", "run", "topology.yaml", "--duration", "6",
+                           "--kill-wait", "3", "--no-progress"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    got = {m.value().decode().split(":", 2)[2] for m in consume_all(kafka_broker, sink, 200, timeout=30)}
+    assert got == {f"r{i}" for i in range(200)}
+    assert sum(committed(kafka_broker, "g-kafka-run", source).values()) == 200
