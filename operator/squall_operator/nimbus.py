@@ -22,6 +22,7 @@ from squall.models.cluster import (
     WorkerSlot,
     executor_key,
 )
+from squall import limits
 from squall.models.v1alpha1 import Topology
 from squall.plan import ACKER, build_plan
 from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected
@@ -161,13 +162,17 @@ class Nimbus:
         wait_secs: float | None = None,
     ) -> None:
         base = self._base(topo)
-        spec = Topology.model_validate(base.topology).spec
+        topology = Topology.model_validate(base.topology)
+        spec = topology.spec
         for comp, n in (executors or {}).items():
             tasks = next((c.tasks for c in spec.components if c.name == comp), None)
             if tasks is None:
                 raise NimbusError(f"rebalance: topology {topo!r} has no component {comp!r}")
             if n > tasks:
                 raise NimbusError(f"rebalance: {comp} has {tasks} tasks, cannot run {n} executors")
+        over = limits.rebalance_problem(topology, num_workers, executors)
+        if over is not None:
+            raise NimbusError(f"rebalance: topology {topo!r}: {over}")
         if wait_secs is None:
             wait_secs = spec.rebalance_wait
         self.act(topo, lifecycle.Action.rebalance(wait_secs, num_workers, executors))

@@ -236,8 +236,11 @@ class ZooKeeperTarget:
                   wait_secs: float | None) -> str:
         from squall.models import Topology
 
-        spec = Topology.model_validate(self._base(name).topology).spec
-        _check_executors(name, {c.name: c.tasks for c in spec.components}, executors)
+        topology = Topology.model_validate(self._base(name).topology)
+        _check_executors(name, {c.name: c.tasks for c in topology.spec.components}, executors)
+        over = limits.rebalance_problem(topology, num_workers, executors)
+        if over is not None:
+            raise VerbError(f"rebalance: topology {name!r}: {over}")
         return self._ask(name, "rebalance", num_workers=num_workers,
                          executors=dict(executors) or None, wait_secs=wait_secs)
 
@@ -248,9 +251,9 @@ class ZooKeeperTarget:
 # --- Kubernetes -----------------------------------------------------------------------------
 
 GROUP, VERSION, PLURAL = "squall.io", "v1alpha1", "topologies"
-# read by the operator's kill (squall_operator.kube_nimbus.KILL_WAIT_ANNOTATION)
+# read by the operator's kill (squall_operator.resources.KILL_WAIT_ANNOTATION)
 KILL_WAIT_ANNOTATION = "squall.io/kill-wait-secs"
-# read by the operator's rebalance (kube_nimbus.REBALANCE_WAIT_ANNOTATION): the wait, and the
+# read by the operator's rebalance (resources.REBALANCE_WAIT_ANNOTATION): the wait, and the
 # generation of the spec it applies to
 REBALANCE_WAIT_ANNOTATION = "squall.io/rebalance-wait-secs"
 REBALANCE_WAIT_GENERATION_ANNOTATION = "squall.io/rebalance-wait-generation"

@@ -26,6 +26,7 @@ from helpers import (  # the integration tests' helpers (same directory)
 
 from squall.models.cluster import TopologyStatus
 from squall_operator.local import LocalCluster
+from squall_operator.nimbus import NimbusError
 
 pytestmark = pytest.mark.integration
 
@@ -78,6 +79,11 @@ def test_verbs_steer_a_local_cluster(make_cluster: Callable[..., LocalCluster], 
     one_line_error(squall("rebalance", "steered", "-e", "pass=3", *zk), 1, "pass has 2 tasks")
     one_line_error(squall("rebalance", "steered", "-e", "nosuch=1", *zk), 1, "no component 'nosuch'")
     one_line_error(squall("rebalance", "steered", "-e", "pass:2", *zk), 2, "malformed -e 'pass:2'")
+    # 1000 workers bring 1000 ackers beside the components: past the executors a file may ask for,
+    # refused by the verb and by nimbus itself (a request written to ZooKeeper by hand)
+    one_line_error(squall("rebalance", "steered", "-n", "1000", *zk), 1, "over the limit of 1000")
+    with pytest.raises(NimbusError, match="over the limit of 1000"):
+        cluster.nimbus.rebalance(topo.name, 1000)
     one_line_error(squall("list", "--zookeeper", "127.0.0.1:1/x"), 1, "cannot reach ZooKeeper at 127.0.0.1:1")
     assert cluster.nimbus.status(topo.name) is TopologyStatus.INACTIVE
     base = cluster.state.get_storm(topo.name)

@@ -50,6 +50,7 @@ __all__ = [
     "config_value_problem",
     "key_repr",
     "limit_problems",
+    "rebalance_problem",
     "string_json_bytes",
 ]
 
@@ -256,3 +257,24 @@ def string_json_bytes(value: str) -> int:
     extra = sum(value.count(c) for c in '"\\')
     extra += sum(5 for c in value if c < " ")
     return len(value.encode("utf-8", "surrogatepass")) + extra + 2
+
+
+def rebalance_problem(topology: Topology, num_workers: int | None,
+                      executors: Mapping[str, int] | None) -> str | None:
+    """Why a rebalance of `topology` to `num_workers` workers and `executors` per component
+    would take it past the limits a submitted topology keeps, or None. Ackers follow the worker
+    count unless `numAckers` fixes them, so a rebalance can grow the executors without naming
+    one. Every place that accepts a rebalance (the CLI verbs, the UI, nimbus's requests) asks
+    this, so no path plans what a file could not ask for."""
+    spec = topology.spec
+    if num_workers is not None and not 1 <= num_workers <= MAX_WORKERS:
+        return f"{num_workers} workers is outside 1..{MAX_WORKERS}"
+    workers = num_workers if num_workers is not None else spec.num_workers
+    total = spec.num_ackers if spec.num_ackers is not None else workers
+    wanted = dict(executors or {})
+    for component in spec.components:
+        total += wanted.get(component.name, component.parallelism)
+    if total > MAX_EXECUTORS:
+        return (f"it would run {total} executors (ackers included), over the limit of "
+                f"{MAX_EXECUTORS} per topology")
+    return None
