@@ -185,3 +185,20 @@ def test_at_most_once_commits_before_emitting_and_never_retries(
     assert sorted(int(m.value().decode().split(":", 2)[1]) for m in out) == list(range(1, 100, 2))
     assert committed(kafka_broker, "g-kafka-amo", source).get(0) == 100
     stop_topology(cluster, topo.name)
+
+
+def test_a_partition_at_max_uncommitted_offsets_commits_at_once_instead_of_stalling(
+        kafka_broker: EmbeddedKafka, make_cluster: Callable[..., LocalCluster]) -> None:
+    """maxUncommittedOffsets 200 with a commit period of a minute: the partition fills up within
+    a second, and waiting for the period would stall it (about 200 records in 40 s); it commits what
+    is done at once and reads on, so all 2000 records arrive well within the period."""
+    source, sink = new_topic(kafka_broker, 1), new_topic(kafka_broker, 1)
+    produce(kafka_broker, source, [f"r{i}".encode() for i in range(2000)])
+    topo = pipeline("kafka-full", kafka_broker, source, sink, spout_tasks=1, workers=1,
+                    spout={"maxUncommittedOffsets": 200, "pollBatchSize": 10, "offsetCommitPeriodMs": 60_000})
+    cluster = make_cluster(nodes=1, slots=1)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    out = consume_all(kafka_broker, sink, 2000, timeout=40)
+    assert len({m.value() for m in out}) == 2000, f"{len(out)} of 2000 within 40 s" + logs_tail(cluster)
+    stop_topology(cluster, topo.name)

@@ -76,6 +76,7 @@ log = logging.getLogger("squall.kafka.spout")
 
 MessageId = tuple[str, int, int]  # (topic, partition, offset)
 REPORT_EVERY_S = 60.0  # an unreachable broker or a missing topic is reported again this often
+EARLY_COMMIT_S = 0.05  # a partition paused at maxUncommittedOffsets commits at most this often
 DLQ_SOURCE_HEADER = "squall.source"  # "topic/partition/offset" of a dead-lettered record
 DLQ_REASON_HEADER = "squall.reason"
 
@@ -279,6 +280,7 @@ class KafkaSpout(Spout):
         self.poison = self.dropped = self.dead_lettered = 0
         self.commit_period = cfg.offsetCommitPeriodMs / 1000.0
         self.next_commit = self.clock() + self.commit_period
+        self.next_early_commit = 0.0
         self.problem: str | None = None
         self.reported: dict[str, float] = {}
         self.meta.start()
@@ -585,6 +587,13 @@ class KafkaSpout(Spout):
         if full:
             self.consumer.pause([TopicPartition(t, p) for t, p in full])
             self.paused.update(full)
+        if self.paused and self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE:
+            # a full partition commits what is done at once rather than idle until the period
+            # ends; it resumes when Kafka confirms (the callback comes with the next consume)
+            now = self.clock()
+            if now >= self.next_early_commit:
+                self.next_early_commit = now + EARLY_COMMIT_S
+                self._commit(set(self.paused))
         if free:
             self.consumer.resume([TopicPartition(t, p) for t, p in free])
             self.paused.difference_update(free)
