@@ -21,19 +21,14 @@ from typing import Any
 import kopf
 
 from squall_operator.crd import GROUP, PLURAL, VERSION
-from squall_operator.kube_nimbus import (
-    Health,
-    KubeApi,
-    KubeClusterState,
-    KubeNimbus,
-    KubernetesApi,
-    LeaseElector,
-    OperatorConfig,
-    kill_wait_from_annotations,
-    rebalance_wait_from_annotations,
-)
+from squall_operator.health import Health
+from squall_operator.kube_api import KubeApi, KubernetesApi
+from squall_operator.kube_nimbus import KubeNimbus, OperatorConfig
+from squall_operator.kube_state import KubeClusterState
+from squall_operator.lease import LeaseElector
 from squall_operator.metrics import NimbusMetrics
 from squall_operator.pods import LABEL_COMPONENT, LABEL_MANAGED_BY
+from squall_operator.resources import kill_wait_from_annotations, rebalance_wait_from_annotations
 
 log = logging.getLogger("squall.operator")
 

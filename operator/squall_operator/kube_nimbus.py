@@ -4,101 +4,60 @@ Topology resource.
 `KubeNimbus` is `squall_operator.nimbus.Nimbus` (same lifecycle table, scheduler and monitor,
 same ZooKeeper layout) with three things added:
 
-* supervisors come from the Nodes the API server lists (`KubeClusterState.supervisors`), not
+* supervisors come from the Nodes the API server lists (`kube_state.KubeClusterState`), not
   from ephemeral ZooKeeper nodes: a NotReady or cordoned node offers no slots, so the scheduler
   moves its executors;
 * a reconcile round (every `monitor_freq_secs`, and at once when a handler wakes it) that turns
   each Topology resource's spec into nimbus actions (submit, activate, deactivate, rebalance,
   kill), runs nimbus's monitor round, makes the worker pods match the assignment, and writes the
-  resource's status;
+  resource's status. What the spec asks is decided by `reconcile.decide` (pure); this module
+  reads the snapshot it decides on and carries out its intents (`carry_out`);
 * Events on the resource for everything a user would ask "why?" about.
 
 Everything that must survive an operator restart is in ZooKeeper (lifecycle state, pending
 delayed actions, assignments) or on the resource (spec, status, finalizer): the in-memory
-registry of resources is rebuilt by kopf's resume handlers, and `startup()` resumes pending kills
-and rebalances from ZooKeeper.
-
-Only one operator acts at a time: `LeaseElector` holds a coordination.k8s.io Lease, and the
-process exits if it cannot renew it in time (the kubelet restarts it as a standby).
+registry of resources (`resources.Resource`) is rebuilt by kopf's resume handlers, and
+`startup()` resumes pending kills and rebalances from ZooKeeper. The API calls are
+`kube_api.KubeApi`'s, the leader Lease is `lease.LeaseElector`'s, readiness is `health.Health`'s.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import logging
-import math
 import os
 import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from squall.errors import TopologyError
 from squall.models.cluster import (
     LOAD_ERROR_COMPONENT,
     Assignment,
     StormBase,
-    SupervisorInfo,
     TopologyStatus,
     WorkerSlot,
 )
-from squall.models.v1alpha1 import API_VERSION, KIND, Topology, WorkerSpec
-from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected, StateError, Watch, ZkCredentials
+from squall.models.v1alpha1 import Topology, WorkerSpec
+from squall.state import CONNECTION_ERRORS, NotConnected, StateError, ZkCredentials
 from squall.validation import check_topology, parse_topology
 from squall.worker.security import CurveKeys
 from squall_operator import monitor, pods, scheduler
 from squall_operator import placement as placements
+from squall_operator import reconcile
 from squall_operator import roll as rolls
+from squall_operator.health import Health
+from squall_operator.kube_api import ApiConflict, ApiNotFound, ApiRejected, KubeApi, parse_time
+from squall_operator.kube_state import KubeClusterState
 from squall_operator.metrics import NimbusMetrics
 from squall_operator.nimbus import Nimbus, NimbusError, needed_executors
+from squall_operator.resources import Resource, owns, topology_resource
 
 log = logging.getLogger("squall.operator")
 
-__all__ = [
-    "Health",
-    "KubeApi",
-    "KubeClusterState",
-    "KubeNimbus",
-    "KubernetesApi",
-    "LeaseElector",
-    "OperatorConfig",
-    "Resource",
-]
-
-
-class ApiConflict(Exception):
-    """The object already exists, or changed since it was read (HTTP 409)."""
-
-
-class ApiNotFound(Exception):
-    """HTTP 404."""
-
-
-class ApiRejected(Exception):
-    """The API server refused the object as invalid or forbidden (HTTP 400, 403, 422): its
-    message names the field."""
-
-
-class KubeApi(Protocol):
-    """The few API calls the operator makes; tests pass a fake."""
-
-    def list_nodes(self) -> list[dict[str, Any]]: ...
-    def list_pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict[str, Any]]: ...
-    def create_pod(self, namespace: str, body: dict[str, Any]) -> None: ...
-    def create_secret(self, namespace: str, body: dict[str, Any]) -> None: ...
-    def create_network_policy(self, namespace: str, body: dict[str, Any]) -> None: ...
-    def delete_pod(self, namespace: str, name: str, grace_secs: int | None = None) -> None: ...
-    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None: ...
-    def list_topologies(self, namespace: str | None) -> list[dict[str, Any]]: ...
-    def post_event(self, namespace: str, name: str, uid: str, type_: str, reason: str,
-                   message: str) -> None: ...
-    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None: ...
-    def create_lease(self, namespace: str, body: dict[str, Any]) -> None: ...
-    def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> None: ...
-    def apply_secret(self, namespace: str, body: dict[str, Any]) -> None: ...
+__all__ = ["KubeNimbus", "OperatorConfig"]
 
 
 @dataclass(frozen=True)
@@ -124,449 +83,6 @@ class OperatorConfig:
     # digest credentials of Squall's ZooKeeper nodes (None: open nodes); handed to each
     # topology's workers in a Secret of its own (pods.zk_auth_secret)
     zk_credentials: ZkCredentials | None = None
-
-
-# --- the Kubernetes API, through the official client ----------------------------------------
-
-
-def _now_micro() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _parse_time(text: str | None) -> float | None:
-    if not text:
-        return None
-    text = text.replace("Z", "+00:00")
-    try:
-        return dt.datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
-
-
-def _api_message(exc: Any) -> str:
-    try:
-        return str(json.loads(exc.body).get("message") or exc.reason)
-    except (TypeError, ValueError, AttributeError):
-        return str(exc.reason)
-
-
-class KubernetesApi:
-    """`KubeApi` over the `kubernetes` package (in-cluster credentials, else $KUBECONFIG)."""
-
-    def __init__(self, timeout: tuple[float, float] = (5.0, 30.0)) -> None:
-        from kubernetes import client, config
-
-        # (connect, read) seconds for every call: a hung call must not stall the loop
-        self.timeout = timeout
-        try:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-        except config.ConfigException:
-            config.load_kube_config()  # type: ignore[no-untyped-call]
-        self._client = client
-        self.core = client.CoreV1Api()
-        self.custom = client.CustomObjectsApi()
-        self.coordination = client.CoordinationV1Api()
-
-    def _call(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            resp = fn(*args, _preload_content=False, _request_timeout=self.timeout, **kw)
-        except ApiException as exc:
-            if exc.status == 409:
-                raise ApiConflict(str(exc.reason)) from None
-            if exc.status == 404:
-                raise ApiNotFound(str(exc.reason)) from None
-            if exc.status in (400, 403, 422):
-                raise ApiRejected(_api_message(exc)) from None
-            raise
-        data = resp.data
-        return json.loads(data) if data else None
-
-    def list_nodes(self) -> list[dict[str, Any]]:
-        return list(self._call(self.core.list_node)["items"])
-
-    def list_pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict[str, Any]]:
-        sel = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
-        return list(self._call(self.core.list_namespaced_pod, namespace, label_selector=sel)["items"])
-
-    def create_pod(self, namespace: str, body: dict[str, Any]) -> None:
-        self._call(self.core.create_namespaced_pod, namespace, body)
-
-    def create_secret(self, namespace: str, body: dict[str, Any]) -> None:
-        self._call(self.core.create_namespaced_secret, namespace, body)
-
-    def create_network_policy(self, namespace: str, body: dict[str, Any]) -> None:
-        self._call(self._client.NetworkingV1Api().create_namespaced_network_policy, namespace, body)
-
-    def delete_pod(self, namespace: str, name: str, grace_secs: int | None = None) -> None:
-        kw: dict[str, Any] = {}
-        if grace_secs is not None:
-            kw["grace_period_seconds"] = grace_secs
-        try:
-            self._call(self.core.delete_namespaced_pod, name, namespace, **kw)
-        except ApiNotFound:
-            pass
-
-    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        # a JSON patch replacing the whole status: a merge patch would keep map keys that are
-        # gone (a slot the topology left stays under status.slots)
-        self._call(
-            self.custom.patch_namespaced_custom_object_status,
-            pods.GROUP, "v1alpha1", namespace, "topologies", name,
-            [{"op": "add", "path": "/status", "value": status}],
-            _content_type="application/json-patch+json",
-        )
-
-    def list_topologies(self, namespace: str | None) -> list[dict[str, Any]]:
-        if namespace is None:
-            out = self._call(self.custom.list_cluster_custom_object, pods.GROUP, "v1alpha1", "topologies")
-        else:
-            out = self._call(self.custom.list_namespaced_custom_object, pods.GROUP, "v1alpha1",
-                             namespace, "topologies")
-        return list(out["items"])
-
-    def post_event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
-        now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{name}.", "namespace": namespace},
-            "involvedObject": {"apiVersion": API_VERSION, "kind": KIND, "name": name,
-                               "namespace": namespace, "uid": uid},
-            "type": type_,
-            "reason": reason,
-            "message": message[:1024],
-            "source": {"component": "squall-operator"},
-            "reportingComponent": "squall-operator",
-            "reportingInstance": os.environ.get("HOSTNAME", "squall-operator"),
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        self._call(self.core.create_namespaced_event, namespace, body)
-
-    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            out: dict[str, Any] = self._call(self.coordination.read_namespaced_lease, name, namespace)
-            return out
-        except ApiNotFound:
-            return None
-
-    def create_lease(self, namespace: str, body: dict[str, Any]) -> None:
-        self._call(self.coordination.create_namespaced_lease, namespace, body)
-
-    def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> None:
-        self._call(self.coordination.replace_namespaced_lease, name, namespace, body)
-
-    def apply_secret(self, namespace: str, body: dict[str, Any]) -> None:
-        """Create the Secret, or replace its data when it exists."""
-        try:
-            self._call(self.core.create_namespaced_secret, namespace, body)
-        except ApiConflict:
-            self._call(self.core.replace_namespaced_secret, body["metadata"]["name"], namespace, body)
-
-
-# --- readiness ------------------------------------------------------------------------------------
-
-
-def readiness(now: float, api_ok_at: float | None, api_window: float, zk_connected: bool | None,
-              zk_what: str = "ZooKeeper") -> tuple[bool, str]:
-    """Whether the operator is Ready: it reached the API server within `api_window` seconds and
-    it is connected to ZooKeeper (`zk_connected`; None: not known yet, which is not ready)."""
-    problems = []
-    if api_ok_at is None:
-        problems.append("the API server has not answered yet")
-    elif now - api_ok_at > api_window:
-        problems.append(f"no answer from the API server for {now - api_ok_at:.0f}s")
-    if not zk_connected:
-        problems.append(f"{zk_what} is not reachable" if zk_connected is False else f"not connected to {zk_what} yet")
-    return (not problems, "; ".join(problems) or "ok")
-
-
-class Health:
-    """What the operator's /readyz reports: the API server answered recently (the Lease, the
-    Node list) and ZooKeeper is connected (the leader's session; a standby, which has none,
-    probes a TCP connection to the ensemble)."""
-
-    def __init__(self, zookeeper: str, api_window: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.zookeeper = zookeeper
-        self.api_window = api_window
-        self.clock = clock
-        self.api_ok_at: float | None = None
-        # the leader's kazoo client (has `.connected`), once it has one
-        self.zk_client: Any = None
-        self._probe: tuple[float, bool] | None = None
-
-    def api_ok(self) -> None:
-        self.api_ok_at = self.clock()
-
-    def zk_connected(self) -> bool:
-        if self.zk_client is not None:
-            return bool(self.zk_client.connected)
-        now = self.clock()
-        if self._probe is None or now - self._probe[0] > 5:
-            self._probe = (now, _tcp_reachable(self.zookeeper))
-        return self._probe[1]
-
-    def ready(self) -> tuple[bool, str]:
-        return readiness(self.clock(), self.api_ok_at, self.api_window, self.zk_connected(),
-                         f"ZooKeeper ({self.zookeeper})")
-
-
-def _tcp_reachable(connect: str, timeout: float = 1.0) -> bool:
-    import socket
-
-    for hostport in connect.split("/", 1)[0].split(","):
-        host, _, port = hostport.strip().rpartition(":")
-        try:
-            with socket.create_connection((host or "localhost", int(port or 2181)), timeout):
-                return True
-        except (OSError, ValueError):
-            continue
-    return False
-
-
-# --- leader election ---------------------------------------------------------------------------
-
-
-class LeaseElector:
-    """A coordination.k8s.io/v1 Lease as a leader lock (client-go's leader election, simplified).
-
-    The holder renews `spec.renewTime` every `duration / 5` seconds; another instance takes the
-    Lease over only when it has not been renewed for `duration` seconds. Writes carry the Lease's
-    resourceVersion, so two candidates cannot both win one round. A holder that fails to renew
-    for `duration * 2 / 3` calls `on_lost` (the operator exits): it must stop acting before a
-    standby may take over.
-    """
-
-    def __init__(self, api: KubeApi, namespace: str, name: str, identity: str,
-                 duration: float = 15.0, clock: Callable[[], float] = time.time,
-                 health: Health | None = None) -> None:
-        self.api = api
-        self.health = health
-        self.namespace = namespace
-        self.name = name
-        self.identity = identity
-        self.duration = duration
-        self.clock = clock
-        self.last_renew = 0.0
-
-    def _body(self, resource_version: str | None, acquire_time: str, transitions: int) -> dict[str, Any]:
-        meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
-        if resource_version:
-            meta["resourceVersion"] = resource_version
-        return {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": meta,
-            "spec": {
-                "holderIdentity": self.identity,
-                "leaseDurationSeconds": max(1, int(self.duration)),
-                "acquireTime": acquire_time,
-                "renewTime": _now_micro(),
-                "leaseTransitions": transitions,
-            },
-        }
-
-    def try_acquire(self) -> bool:
-        """One attempt to take or renew the Lease; True when this instance holds it."""
-        lease = self.api.get_lease(self.namespace, self.name)
-        if self.health is not None:
-            self.health.api_ok()
-        now = self.clock()
-        try:
-            if lease is None:
-                self.api.create_lease(self.namespace, self._body(None, _now_micro(), 0))
-                self.last_renew = now
-                return True
-            spec = lease.get("spec") or {}
-            holder = spec.get("holderIdentity")
-            renewed = _parse_time(spec.get("renewTime")) or 0.0
-            duration = float(spec.get("leaseDurationSeconds") or self.duration)
-            transitions = int(spec.get("leaseTransitions") or 0)
-            rv = lease["metadata"].get("resourceVersion")
-            if holder == self.identity:
-                body = self._body(rv, spec.get("acquireTime") or _now_micro(), transitions)
-            elif not holder or renewed + duration < now:
-                body = self._body(rv, _now_micro(), transitions + 1)
-            else:
-                return False
-            self.api.replace_lease(self.namespace, self.name, body)
-            self.last_renew = now
-            return True
-        except ApiConflict:
-            return False
-
-    def acquire(self, stop: threading.Event, poll_secs: float = 2.0) -> bool:
-        """Block until the Lease is held (True) or `stop` is set (False)."""
-        while not stop.is_set():
-            try:
-                if self.try_acquire():
-                    log.info("leader election: %s holds lease %s/%s", self.identity, self.namespace, self.name)
-                    return True
-            except Exception:
-                log.exception("leader election: cannot read or write lease %s/%s", self.namespace, self.name)
-            stop.wait(poll_secs)
-        return False
-
-    def keep(self, stop: threading.Event, on_lost: Callable[[], None]) -> None:
-        """Renew until `stop`; call `on_lost` when renewal has failed for too long."""
-        interval = max(0.5, self.duration / 5)
-        deadline = self.duration * 2 / 3
-        while not stop.wait(interval):
-            try:
-                if self.try_acquire():
-                    continue
-                log.error("leader election: lease %s taken by another instance", self.name)
-                on_lost()
-                return
-            except Exception:
-                log.exception("leader election: renewal failed")
-            if self.clock() - self.last_renew > deadline:
-                log.error("leader election: could not renew lease for %.0fs", deadline)
-                on_lost()
-                return
-
-
-# --- supervisors from Nodes ----------------------------------------------------------------------
-
-
-class KubeClusterState(ClusterState):
-    """ClusterState whose supervisors are the Nodes that offer slots (set by `set_nodes`).
-
-    Until the first node list arrives, reading supervisors raises `StateError`, so nimbus never
-    schedules against an empty cluster by mistake (which would unassign every worker)."""
-
-    _nodes: pods.NodeSlots | None = None
-
-    def set_nodes(self, nodes: pods.NodeSlots) -> None:
-        self._nodes = nodes
-
-    @property
-    def nodes(self) -> pods.NodeSlots | None:
-        return self._nodes
-
-    def supervisors(self, watch: Watch | None = None) -> dict[str, SupervisorInfo]:
-        nodes = self._nodes
-        if nodes is None:
-            raise StateError("the Nodes have not been listed yet; not scheduling")
-        return {
-            name: SupervisorInfo(host=host, ports=list(ports), time_secs=0.0)
-            for name, (host, ports) in nodes.slots.items()
-        }
-
-
-# --- the resources nimbus serves -----------------------------------------------------------------
-
-
-@dataclass
-class Resource:
-    """One Topology resource, as the handlers last saw it."""
-
-    namespace: str
-    name: str
-    uid: str
-    generation: int
-    spec: dict[str, Any]
-    labels: dict[str, str] = field(default_factory=dict)
-    deleting: bool = False
-    status: dict[str, Any] = field(default_factory=dict)
-    # outcome of validating `validated_generation`
-    validated_generation: int | None = None
-    topology: Topology | None = None
-    problem: str | None = None
-    observed_generation: int | None = None
-    # generation whose rebalance was rejected / whose ignored changes were reported
-    rejected_generation: int | None = None
-    ignored_generation: int | None = None
-    removed: bool = False
-    last_status_write: float = 0.0
-    # whether the topology stored in ZooKeeper under this name was submitted for this resource
-    owned: bool = False
-    # why this resource cannot run now although its spec is valid (a name taken elsewhere)
-    conflict: str | None = None
-    # the API server refused the worker pod the operator made (an invalid volume, a missing
-    # service account): its message
-    pod_problem: str | None = None
-    # a roll of the worker pods to new settings; mirrored in status.roll so that a restarted
-    # operator resumes it
-    roll: rolls.Roll | None = None
-    # message of a roll that just completed (shown once in the Rolling condition)
-    rolled: str | None = None
-    # slots whose pod the kubelet refused (OutOfcpu, NodeAffinity, ...) -> until when nimbus
-    # keeps the topology off them
-    rejected: dict[WorkerSlot, float] = field(default_factory=dict)
-    # slots the topology's pods may use at the last scheduling, and why other nodes offer none
-    allowed_count: int | None = None
-    refused_nodes: dict[str, str] = field(default_factory=dict)
-    # the Topology's CURVE Secret and NetworkPolicy exist (created before its first pod)
-    sealed: bool = False
-    # the kill's wait asked for with the resource's deletion (`kubectl squall kill -w`), else
-    # the running topology's killWaitSecs
-    kill_wait: float | None = None
-    # (generation, seconds): the wait of the rebalance that generation asks for
-    # (`kubectl squall rebalance -w`), else the running topology's rebalanceWaitSecs
-    rebalance_wait: tuple[int, float] | None = None
-
-
-# `kubectl squall kill NAME -w SECONDS` sets it on the Topology before deleting it
-KILL_WAIT_ANNOTATION = "squall.io/kill-wait-secs"
-# `kubectl squall rebalance NAME -w SECONDS` sets both in the patch that changes the spec: the
-# wait holds for the generation that patch makes only, so a later edit of numWorkers or a
-# parallelism without -w waits rebalanceWaitSecs again
-REBALANCE_WAIT_ANNOTATION = "squall.io/rebalance-wait-secs"
-REBALANCE_WAIT_GENERATION_ANNOTATION = "squall.io/rebalance-wait-generation"
-
-
-def kill_wait_from_annotations(annotations: Mapping[str, str] | None) -> float | None:
-    """The kill wait a deleted resource asks for (`KILL_WAIT_ANNOTATION`); None when absent or
-    not a number of seconds >= 0."""
-    return _secs((annotations or {}).get(KILL_WAIT_ANNOTATION))
-
-
-def _secs(text: str | None) -> float | None:
-    """`text` as a number of seconds >= 0, else None."""
-    try:
-        value = float(text) if text is not None else None
-    except ValueError:
-        return None
-    if value is None or not math.isfinite(value) or value < 0:
-        return None
-    return value
-
-
-def rebalance_wait_from_annotations(annotations: Mapping[str, str] | None) -> tuple[int, float] | None:
-    """(generation, seconds) of the rebalance wait a resource asks for
-    (`REBALANCE_WAIT_ANNOTATION` for `REBALANCE_WAIT_GENERATION_ANNOTATION`); None when either
-    is absent or malformed."""
-    wait = _secs((annotations or {}).get(REBALANCE_WAIT_ANNOTATION))
-    generation = (annotations or {}).get(REBALANCE_WAIT_GENERATION_ANNOTATION) or ""
-    if wait is None or not generation.isdigit():
-        return None
-    return int(generation), wait
-
-
-def topology_resource(res: Resource) -> dict[str, Any]:
-    """The Topology as nimbus stores it: only name, namespace and labels of the metadata."""
-    meta: dict[str, Any] = {"name": res.name, "namespace": res.namespace, "uid": res.uid}
-    if res.labels:
-        meta["labels"] = dict(res.labels)
-    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": meta, "spec": res.spec}
-
-
-def _comparable_spec(topology: Topology) -> dict[str, Any]:
-    """The spec without what a running topology may change (workers, parallelism, active)."""
-    data = topology.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
-    data.pop("numWorkers", None)
-    data.pop("active", None)
-    # worker pod settings roll the workers (`KubeNimbus.reconcile_roll`)
-    data.pop("worker", None)
-    for kind in ("spouts", "bolts"):
-        for comp in data.get(kind, []):
-            comp.pop("parallelism", None)
-    return data
 
 
 class KubeNimbus(Nimbus):
@@ -626,16 +142,6 @@ class KubeNimbus(Nimbus):
             log.warning("cannot post event %s on %s/%s: %s", reason, res.namespace, res.name, message,
                         exc_info=True)
 
-    @staticmethod
-    def owns(res: Resource, base: StormBase | None) -> bool:
-        """Whether `base` (the stored topology of res's name) was submitted for `res`."""
-        if base is None:
-            return False
-        meta = base.topology.get("metadata") or {}
-        if meta.get("uid") is not None:
-            return bool(meta["uid"] == res.uid)
-        return meta.get("namespace") in (None, res.namespace)
-
     # -- what the kopf handlers call ---------------------------------------------------------------
     def register(self, namespace: str, name: str, uid: str, generation: int,
                  spec: Mapping[str, Any], labels: Mapping[str, str] | None = None,
@@ -659,7 +165,7 @@ class KubeNimbus(Nimbus):
             saved = res.status.get("roll")
             if res.roll is None and isinstance(saved, Mapping) and saved.get("step"):
                 # a roll this resource was in when the operator stopped: resume it
-                res.roll = rolls.Roll(str(saved["step"]), _parse_time(saved.get("due")) or 0.0,
+                res.roll = rolls.Roll(str(saved["step"]), parse_time(saved.get("due")) or 0.0,
                                       str(saved.get("image", "")), tuple(saved.get("from") or ()))
         self.loop_wake.set()
         return res
@@ -914,99 +420,49 @@ class KubeNimbus(Nimbus):
         res.problem = problem
         res.topology = topology
 
+    def snapshot(self, res: Resource) -> reconcile.Snapshot:
+        """What `reconcile.decide` decides on: the stored topology of res's name, and for a
+        deleted resource whose topology is gone, whether its worker pods are."""
+        base = self.state.get_storm(res.name)
+        return reconcile.Snapshot(base, reconcile.needs_pods(res, base) and bool(self._pods_of(res)))
+
     def reconcile_spec(self, res: Resource) -> None:
-        topo = res.name
-        res.conflict = None
-        if res.deleting:
-            self._reconcile_kill(res)
-            return
-        self.validate(res)
-        base = self.state.get_storm(topo)
-        res.owned = self.owns(res, base)
-        if res.problem is not None or res.topology is None:
-            res.observed_generation = res.generation
-            return
-        topology = res.topology
-        if base is None:
-            self.submit(topology)
-            res.owned = True
-            res.observed_generation = res.generation
-            self.post(res, "Normal", "Submitted",
-                      f"submitted: {len(topology.spec.components)} components, "
-                      f"{topology.spec.num_workers} workers"
-                      + ("" if topology.spec.active else ", spouts inactive"))
-            return
-        if not res.owned:
-            owner = (base.topology.get("metadata") or {}).get("namespace")
-            if base.status is TopologyStatus.KILLED:
-                res.conflict = (f"waiting for the previous topology named {topo!r} to be removed "
-                                "(it is being killed)")
-            else:
-                res.conflict = (f"a topology named {topo!r} already runs in namespace {owner!r}; "
-                                "topology names are unique per operator")
-            return
-        if base.status in (TopologyStatus.KILLED, TopologyStatus.REBALANCING):
-            return
-        spec = topology.spec
-        running = Topology.model_validate(base.topology)
-        if _comparable_spec(running) != _comparable_spec(topology):
-            if res.ignored_generation != res.generation:
-                res.ignored_generation = res.generation
-                self.post(res, "Warning", "SpecChangeIgnored",
-                          "a running topology can change numWorkers, parallelism and active only; "
-                          "delete it and apply it again to change anything else")
-        executors = {c.name: c.parallelism for c in spec.components}
-        changed = {c: n for c, n in executors.items() if base.component_executors.get(c) != n}
-        workers = spec.num_workers if spec.num_workers != base.num_workers else None
-        if changed or workers is not None:
-            if res.rejected_generation == res.generation:
-                return
-            asked = res.rebalance_wait[1] if res.rebalance_wait and res.rebalance_wait[0] == res.generation else None
-            wait = running.spec.rebalance_wait if asked is None else asked
-            try:
-                self.rebalance(topo, workers, changed or None, wait)
-            except NimbusError as exc:
-                res.rejected_generation = res.generation
-                res.observed_generation = res.generation
-                self.post(res, "Warning", "RebalanceRejected", str(exc))
-                return
-            parts = [f"numWorkers {base.num_workers} -> {workers}"] if workers is not None else []
-            parts += [f"{c} parallelism {base.component_executors.get(c)} -> {n}"
-                      for c, n in sorted(changed.items())]
-            self.post(res, "Normal", "RebalanceRequested",
-                      f"rebalance ({', '.join(parts)}): spouts deactivated, reassigning in "
-                      f"{wait:g}s ({'rebalanceWaitSecs' if asked is None else REBALANCE_WAIT_ANNOTATION})")
-            res.observed_generation = res.generation
-            return
-        if spec.active and base.status is TopologyStatus.INACTIVE and res.roll is None:
-            self.activate(topo)
-            self.post(res, "Normal", "Activated", "spouts activated")
-        elif not spec.active and base.status is TopologyStatus.ACTIVE:
-            self.deactivate(topo)
-            self.post(res, "Normal", "Deactivated", "spouts deactivated; workers stay up")
-        res.observed_generation = res.generation
+        """Spec -> nimbus actions: validate, read, decide, carry out."""
+        if not res.deleting:
+            self.validate(res)
+        self.carry_out(res, reconcile.decide(res, self.snapshot(res)))
 
     def _reconcile_kill(self, res: Resource) -> None:
-        base = self.state.get_storm(res.name)
-        res.owned = self.owns(res, base)
-        if base is not None and res.owned:
-            if base.status is not TopologyStatus.KILLED:
-                asked = res.kill_wait
-                wait = Topology.model_validate(base.topology).spec.kill_wait if asked is None else asked
-                self.kill(res.name, wait)
-                self.post(res, "Normal", "Killing",
-                          f"spouts deactivated; removing the workers in {wait:g}s "
-                          f"({'killWaitSecs' if asked is None else KILL_WAIT_ANNOTATION})")
-            return
-        # nothing of ours in ZooKeeper: done once the worker pods are gone too
-        if not self._pods_of(res):
-            if base is None and not res.removed:
-                # a worker that was still stopping may have written a last heartbeat or error
-                # after the topology was torn down; no pod is left to write more
-                self.state.teardown_topology(res.name)
-            if not res.removed:
-                self.post(res, "Normal", "Killed", "worker pods and ZooKeeper state removed")
-            res.removed = True
+        self.carry_out(res, reconcile.decide_kill(res, self.snapshot(res)))
+
+    def carry_out(self, res: Resource, intents: list[reconcile.Intent]) -> None:
+        """Do what `reconcile.decide` asked, in order; a rebalance nimbus rejects ends it (the
+        generation is recorded as rejected and observed, with a Warning saying why)."""
+        topo = res.name
+        for intent in intents:
+            if isinstance(intent, reconcile.Record):
+                for name, value in intent.fields.items():
+                    setattr(res, name, value)
+            elif isinstance(intent, reconcile.Event):
+                self.post(res, intent.type, intent.reason, intent.message)
+            elif isinstance(intent, reconcile.Submit):
+                self.submit(intent.topology)
+            elif isinstance(intent, reconcile.Rebalance):
+                try:
+                    self.rebalance(topo, intent.workers, intent.executors, intent.wait)
+                except NimbusError as exc:
+                    res.rejected_generation = res.generation
+                    res.observed_generation = res.generation
+                    self.post(res, "Warning", "RebalanceRejected", str(exc))
+                    return
+            elif isinstance(intent, reconcile.Activate):
+                self.activate(topo)
+            elif isinstance(intent, reconcile.Deactivate):
+                self.deactivate(topo)
+            elif isinstance(intent, reconcile.Kill):
+                self.kill(topo, intent.wait)
+            elif isinstance(intent, reconcile.Teardown):
+                self.state.teardown_topology(topo)
 
     def _pods_of(self, res: Resource) -> list[dict[str, Any]]:
         """The worker pods this resource owns."""
@@ -1049,7 +505,7 @@ class KubeNimbus(Nimbus):
     def reconcile_pods(self, res: Resource) -> None:
         """Make the worker pods match the assignment: create, replace, delete."""
         base = self.state.get_storm(res.name)
-        mine = self.owns(res, base)
+        mine = owns(res, base)
         assignment = self.state.get_assignment(res.name) if mine else None
         wanted = set(assignment.slots().values()) if assignment is not None else set()
         existing = [pods.pod_view(p) for p in self._pods_of(res)]
@@ -1197,7 +653,7 @@ class KubeNimbus(Nimbus):
         if res.removed:
             return
         base = self.state.get_storm(res.name)
-        if not self.owns(res, base):
+        if not owns(res, base):
             base = None
         assignment = self.state.get_assignment(res.name) if base is not None else None
         beats = self.state.get_worker_heartbeats(res.name) if base is not None else {}
@@ -1284,4 +740,3 @@ class KubeNimbus(Nimbus):
                 self.post(res, "Warning", str(after["reason"]), str(after.get("message", "")))
         elif after.get("status") == "True" and before.get("status") == "False":
             self.post(res, "Normal", "WorkersHealthy", "no worker reports a problem any more")
-

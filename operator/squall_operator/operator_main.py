@@ -15,7 +15,8 @@ from typing import Any
 
 from squall.state import ZkCredentials
 from squall_operator import pods
-from squall_operator.kube_nimbus import Health, OperatorConfig
+from squall_operator.health import Health
+from squall_operator.kube_nimbus import OperatorConfig
 from squall_operator.metrics import NimbusMetrics, exposition
 
 __all__ = ["config_from_args", "main", "parser"]

@@ -19,8 +19,11 @@ from squall.models.cluster import (
 )
 from squall.state import StateError
 from squall.worker.security import CurveKeys
-from squall_operator import kube_nimbus, pods
-from squall_operator.kube_nimbus import ApiConflict, KubeNimbus, LeaseElector, OperatorConfig
+from squall_operator import health, kube_api, pods, resources
+from squall_operator.health import Health
+from squall_operator.kube_api import ApiConflict
+from squall_operator.kube_nimbus import KubeNimbus, OperatorConfig
+from squall_operator.lease import LeaseElector
 
 pytestmark = pytest.mark.unit
 
@@ -503,8 +506,8 @@ def test_lease_conflict_loses_the_round() -> None:
 
 
 def test_time_parsing() -> None:
-    assert kube_nimbus._parse_time("1970-01-01T00:00:10.500000Z") == 10.5
-    assert kube_nimbus._parse_time(None) is None and kube_nimbus._parse_time("junk") is None
+    assert kube_api.parse_time("1970-01-01T00:00:10.500000Z") == 10.5
+    assert kube_api.parse_time(None) is None and kube_api.parse_time("junk") is None
 
 
 # --- per-topology pod settings, rolls and health ----------------------------------------------
@@ -652,7 +655,7 @@ def test_a_refused_secret_stops_the_pods_and_says_why() -> None:
     api = FakeApi()
 
     def refuse(namespace: str, body: dict[str, Any]) -> None:
-        raise kube_nimbus.ApiRejected('secrets is forbidden: User "system:serviceaccount:squall:op" cannot create')
+        raise kube_api.ApiRejected('secrets is forbidden: User "system:serviceaccount:squall:op" cannot create')
 
     api.create_secret = refuse  # type: ignore[method-assign]
     nimbus, state, api, clock = _make(api=api)
@@ -669,7 +672,7 @@ def test_refused_pod_shows_invalid_pod_template() -> None:
     api = FakeApi()
 
     def refuse(namespace: str, body: dict[str, Any]) -> None:
-        raise kube_nimbus.ApiRejected('Pod "wc-n1-6700" is invalid: spec.volumes[1].configMap.name: Required value')
+        raise kube_api.ApiRejected('Pod "wc-n1-6700" is invalid: spec.volumes[1].configMap.name: Required value')
 
     api.create_pod = refuse  # type: ignore[method-assign]
     nimbus, state, api, clock = _make(api=api)
@@ -731,14 +734,14 @@ def test_worker_load_error_shows_until_a_worker_heartbeats() -> None:
 
 
 def test_readiness_needs_the_api_server_and_zookeeper() -> None:
-    assert kube_nimbus.readiness(100.0, 90.0, 30.0, True) == (True, "ok")
-    ok, why = kube_nimbus.readiness(100.0, None, 30.0, True)
+    assert health.readiness(100.0, 90.0, 30.0, True) == (True, "ok")
+    ok, why = health.readiness(100.0, None, 30.0, True)
     assert not ok and "API server has not answered" in why
-    ok, why = kube_nimbus.readiness(100.0, 60.0, 30.0, True)
+    ok, why = health.readiness(100.0, 60.0, 30.0, True)
     assert not ok and "no answer from the API server for 40s" in why
-    ok, why = kube_nimbus.readiness(100.0, 99.0, 30.0, False, "ZooKeeper (zk:2181)")
+    ok, why = health.readiness(100.0, 99.0, 30.0, False, "ZooKeeper (zk:2181)")
     assert not ok and "ZooKeeper (zk:2181) is not reachable" in why
-    ok, why = kube_nimbus.readiness(100.0, 99.0, 30.0, None)
+    ok, why = health.readiness(100.0, 99.0, 30.0, None)
     assert not ok and "not connected" in why
 
 
@@ -748,7 +751,7 @@ class _Client:
 
 def test_health_follows_the_leaders_zookeeper_session_and_api_calls() -> None:
     clock = Clock()
-    health = kube_nimbus.Health("127.0.0.1:1", api_window=30, clock=clock)
+    health = Health("127.0.0.1:1", api_window=30, clock=clock)
     client = _Client()
     health.zk_client = client
     assert not health.ready()[0]  # the API server has not answered yet
@@ -762,7 +765,7 @@ def test_health_follows_the_leaders_zookeeper_session_and_api_calls() -> None:
     clock.now += 31
     assert "no answer from the API server" in health.ready()[1]
     # a standby has no session: it probes the ensemble (nothing listens on port 1)
-    standby = kube_nimbus.Health("127.0.0.1:1", clock=clock)
+    standby = Health("127.0.0.1:1", clock=clock)
     standby.api_ok()
     assert not standby.zk_connected()
 
@@ -773,7 +776,7 @@ def test_readyz_endpoint_answers_503_with_the_reason() -> None:
 
     from squall_operator.operator_main import serve_health
 
-    health = kube_nimbus.Health("127.0.0.1:1")
+    health = Health("127.0.0.1:1")
     health.zk_client = _Client()
     server = serve_health("127.0.0.1:0", health)
     try:
@@ -871,10 +874,10 @@ def test_slot_refused_by_the_kubelet_is_moved() -> None:
 def test_kill_honours_the_wait_asked_by_kubectl_squall_kill_w() -> None:
     """`kubectl squall kill wc -w 1` annotates the resource with squall.io/kill-wait-secs before
     deleting it: the kill waits 1 s instead of killWaitSecs (7); a malformed value is ignored."""
-    assert kube_nimbus.kill_wait_from_annotations({"squall.io/kill-wait-secs": "1.5"}) == 1.5
+    assert resources.kill_wait_from_annotations({"squall.io/kill-wait-secs": "1.5"}) == 1.5
     for bad in ({}, None, {"squall.io/kill-wait-secs": "soon"}, {"squall.io/kill-wait-secs": "-1"},
                 {"squall.io/kill-wait-secs": "nan"}):
-        assert kube_nimbus.kill_wait_from_annotations(bad) is None
+        assert resources.kill_wait_from_annotations(bad) is None
     nimbus, state, api, clock = _make()
     nimbus.register("ns", "wc", "uid-1", 1, SPEC)
     nimbus.round()
@@ -894,18 +897,18 @@ def test_rebalance_honours_the_wait_asked_by_kubectl_squall_rebalance_w() -> Non
     reassignment comes after 1 s instead of rebalanceWaitSecs (5). The wait holds for that
     generation only: a later edit without -w waits rebalanceWaitSecs again."""
     ann = {"squall.io/rebalance-wait-secs": "1.5", "squall.io/rebalance-wait-generation": "2"}
-    assert kube_nimbus.rebalance_wait_from_annotations(ann) == (2, 1.5)
+    assert resources.rebalance_wait_from_annotations(ann) == (2, 1.5)
     for bad in ({}, None, {"squall.io/rebalance-wait-secs": "1"},
                 {**ann, "squall.io/rebalance-wait-secs": "soon"}, {**ann, "squall.io/rebalance-wait-secs": "-1"},
                 {**ann, "squall.io/rebalance-wait-generation": "two"}):
-        assert kube_nimbus.rebalance_wait_from_annotations(bad) is None
+        assert resources.rebalance_wait_from_annotations(bad) is None
     nimbus, state, api, clock = _make()
     nimbus.register("ns", "wc", "uid-1", 1, SPEC)
     nimbus.round()
     api.ready_all()
     _beat_all(state, clock, "wc")
     nimbus.round()
-    asked = kube_nimbus.rebalance_wait_from_annotations({**ann, "squall.io/rebalance-wait-secs": "1"})
+    asked = resources.rebalance_wait_from_annotations({**ann, "squall.io/rebalance-wait-secs": "1"})
     nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "numWorkers": 3}, rebalance_wait=asked)
     nimbus.round()
     assert state.storms["wc"].status is TopologyStatus.REBALANCING

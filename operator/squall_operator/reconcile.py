@@ -1,0 +1,208 @@
+"""What a Topology resource's spec asks nimbus to do, decided without doing it.
+
+`decide(resource, snapshot)` is purely computational, as kopf's `causes`: it reads the resource
+(as the handlers last saw it, its spec validated) and a `Snapshot` of what the cluster holds for
+its name, and returns intents, plain frozen dataclasses, in the order they are to be carried
+out. `KubeNimbus.carry_out` does the I/O (nimbus's transitions, Events, the resource's record)
+and stops at the first intent that fails; a rebalance nimbus rejects is recorded there, since
+only carrying it out can tell.
+
+    submit     the spec is valid and nothing of that name is stored
+    conflict   the name is stored for another resource (or still being killed)
+    rebalance  numWorkers or a parallelism changed (waiting the asked or the topology's wait)
+    activate / deactivate   spec.active changed (activation waits for a roll to finish)
+    kill       the resource is being deleted: Storm's kill, then, once nimbus removed it and no
+               worker pod is left, the resource's finalizer may go (`removed`)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from squall.models.cluster import StormBase, TopologyStatus
+from squall.models.v1alpha1 import Topology
+from squall_operator.resources import KILL_WAIT_ANNOTATION, REBALANCE_WAIT_ANNOTATION, Resource, owns
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What one round read of the cluster for a resource's name: the stored topology (None:
+    nothing stored) and, for a resource being deleted whose topology is gone, whether any of its
+    worker pods is left (`needs_pods` says when that is read)."""
+
+    base: StormBase | None
+    pods_left: bool = False
+
+
+@dataclass(frozen=True)
+class Record:
+    """Fields of the resource's record in the registry to set (`Resource` attribute -> value)."""
+
+    fields: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Submit:
+    topology: Topology
+
+
+@dataclass(frozen=True)
+class Rebalance:
+    """Storm's rebalance; `workers` None: unchanged; `executors`: only the components changed."""
+
+    workers: int | None
+    executors: dict[str, int] | None
+    wait: float
+
+
+@dataclass(frozen=True)
+class Activate:
+    pass
+
+
+@dataclass(frozen=True)
+class Deactivate:
+    pass
+
+
+@dataclass(frozen=True)
+class Kill:
+    wait: float
+
+
+@dataclass(frozen=True)
+class Teardown:
+    """Remove what workers still wrote under the name after nimbus removed the topology."""
+
+
+Intent = Record | Event | Submit | Rebalance | Activate | Deactivate | Kill | Teardown
+
+
+@dataclass(frozen=True)
+class Decision:
+    intents: tuple[Intent, ...] = field(default_factory=tuple)
+
+
+def needs_pods(res: Resource, base: StormBase | None) -> bool:
+    """Whether `decide` reads `Snapshot.pods_left`: a deleted resource whose topology is gone."""
+    return res.deleting and not (base is not None and owns(res, base))
+
+
+def comparable_spec(topology: Topology) -> dict[str, Any]:
+    """The spec without what a running topology may change (workers, parallelism, active)."""
+    data = topology.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data.pop("numWorkers", None)
+    data.pop("active", None)
+    # worker pod settings roll the workers (`KubeNimbus.reconcile_roll`)
+    data.pop("worker", None)
+    for kind in ("spouts", "bolts"):
+        for comp in data.get(kind, []):
+            comp.pop("parallelism", None)
+    return data
+
+
+def decide(res: Resource, snap: Snapshot) -> list[Intent]:
+    """The intents that bring the stored topology to what `res` asks (see the module doc)."""
+    if res.deleting:
+        return [Record({"conflict": None}), *decide_kill(res, snap)]
+    base = snap.base
+    mine = owns(res, base)
+    observed = Record({"observed_generation": res.generation})
+    first = Record({"conflict": None, "owned": mine})
+    if res.problem is not None or res.topology is None:
+        return [first, observed]
+    topology = res.topology
+    spec = topology.spec
+    topo = res.name
+    if base is None:
+        return [first, Submit(topology), Record({"owned": True, "observed_generation": res.generation}),
+                Event("Normal", "Submitted",
+                      f"submitted: {len(spec.components)} components, {spec.num_workers} workers"
+                      + ("" if spec.active else ", spouts inactive"))]
+    if not mine:
+        owner = (base.topology.get("metadata") or {}).get("namespace")
+        if base.status is TopologyStatus.KILLED:
+            conflict = f"waiting for the previous topology named {topo!r} to be removed (it is being killed)"
+        else:
+            conflict = (f"a topology named {topo!r} already runs in namespace {owner!r}; "
+                        "topology names are unique per operator")
+        return [Record({"conflict": conflict, "owned": False})]
+    if base.status in (TopologyStatus.KILLED, TopologyStatus.REBALANCING):
+        return [first]
+    out: list[Intent] = [first]
+    running = Topology.model_validate(base.topology)
+    if comparable_spec(running) != comparable_spec(topology) and res.ignored_generation != res.generation:
+        out += [Record({"ignored_generation": res.generation}),
+                Event("Warning", "SpecChangeIgnored",
+                      "a running topology can change numWorkers, parallelism and active only; "
+                      "delete it and apply it again to change anything else")]
+    executors = {c.name: c.parallelism for c in spec.components}
+    changed = {c: n for c, n in executors.items() if base.component_executors.get(c) != n}
+    workers = spec.num_workers if spec.num_workers != base.num_workers else None
+    if changed or workers is not None:
+        if res.rejected_generation == res.generation:
+            return out
+        asked = res.rebalance_wait[1] if res.rebalance_wait and res.rebalance_wait[0] == res.generation else None
+        wait = running.spec.rebalance_wait if asked is None else asked
+        parts = [f"numWorkers {base.num_workers} -> {workers}"] if workers is not None else []
+        parts += [f"{c} parallelism {base.component_executors.get(c)} -> {n}" for c, n in sorted(changed.items())]
+        return [*out, Rebalance(workers, changed or None, wait),
+                Event("Normal", "RebalanceRequested",
+                      f"rebalance ({', '.join(parts)}): spouts deactivated, reassigning in "
+                      f"{wait:g}s ({'rebalanceWaitSecs' if asked is None else REBALANCE_WAIT_ANNOTATION})"),
+                observed]
+    if spec.active and base.status is TopologyStatus.INACTIVE and res.roll is None:
+        out += [Activate(), Event("Normal", "Activated", "spouts activated")]
+    elif not spec.active and base.status is TopologyStatus.ACTIVE:
+        out += [Deactivate(), Event("Normal", "Deactivated", "spouts deactivated; workers stay up")]
+    return [*out, observed]
+
+
+def decide_kill(res: Resource, snap: Snapshot) -> list[Intent]:
+    """A resource being deleted: Storm's kill of its topology, then its removal once nimbus
+    removed the topology and no worker pod is left."""
+    base = snap.base
+    mine = owns(res, base)
+    out: list[Intent] = [Record({"owned": mine})]
+    if base is not None and mine:
+        if base.status is not TopologyStatus.KILLED:
+            asked = res.kill_wait
+            wait = Topology.model_validate(base.topology).spec.kill_wait if asked is None else asked
+            out += [Kill(wait), Event("Normal", "Killing",
+                                      f"spouts deactivated; removing the workers in {wait:g}s "
+                                      f"({'killWaitSecs' if asked is None else KILL_WAIT_ANNOTATION})")]
+        return out
+    # nothing of ours in ZooKeeper: done once the worker pods are gone too
+    if snap.pods_left or res.removed:
+        return out
+    if base is None:
+        # a worker that was still stopping may have written a last heartbeat or error after the
+        # topology was torn down; no pod is left to write more
+        out.append(Teardown())
+    return [*out, Event("Normal", "Killed", "worker pods and ZooKeeper state removed"), Record({"removed": True})]
+
+
+__all__ = [
+    "Activate",
+    "Deactivate",
+    "Event",
+    "Intent",
+    "Kill",
+    "Rebalance",
+    "Record",
+    "Snapshot",
+    "Submit",
+    "Teardown",
+    "comparable_spec",
+    "decide",
+    "decide_kill",
+    "needs_pods",
+]
