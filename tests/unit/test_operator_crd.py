@@ -103,7 +103,11 @@ def test_spec_schema_carries_the_models_rules() -> None:
     assert props["messageTimeoutSecs"]["exclusiveMinimum"] is True
     assert props["config"] == {"x-kubernetes-preserve-unknown-fields": True, "type": "object"}
     bolt = props["bolts"]["items"]
-    assert bolt["required"] == ["name", "class"]
+    # a component names its class, or a shell command (squall.multilang) and the model fills
+    # in the class: the API server requires one of the two
+    assert bolt["required"] == ["name"]
+    assert bolt["x-kubernetes-validations"][0]["rule"] == "has(self.class) || has(self.shell)"
+    assert bolt["properties"]["shell"]["properties"]["command"]["minItems"] == 1
     assert bolt["properties"]["name"]["pattern"].startswith("^[a-z0-9]")
     assert bolt["properties"]["name"]["maxLength"] == 63
     grouping = bolt["properties"]["inputs"]["items"]["properties"]["grouping"]

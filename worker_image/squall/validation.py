@@ -844,6 +844,7 @@ class _Checker:
             self.check_inputs(f"spec.bolts[{i}]", bolt)
         serializers = self.check_serializers()
         self.check_stateful(located)
+        self.check_shell(located)
         for base, component, _role in located:
             if serialization.CONFIG_KEY in component.config:
                 self.add(
@@ -906,6 +907,41 @@ class _Checker:
             top = key if key in config else next((k for k in config if key.startswith(k + ".")), key)
             rest = key[len(top) + 1:].split(".") if key != top else []
             self.add(_format_loc(["spec", "config", top, *rest]), config.get(top, NO_VALUE), message)
+
+    def check_shell(self, located: list[tuple[str, ComponentSpec, str]]) -> None:
+        """Shell components (squall.multilang): the multilang settings, and with `resolve` a
+        class that is a ShellBolt / ShellSpout and files the workers will find."""
+        from squall.multilang import serializers as ml_serializers
+        from squall.multilang.shell import TIMEOUT_CONFIG, ShellBolt, ShellSpout, find_file
+
+        def settings(config: Mapping[str, Any], prefix: str) -> None:
+            if ml_serializers.CONFIG_KEY in config:
+                try:
+                    ml_serializers.serializer_for(config[ml_serializers.CONFIG_KEY])
+                except ValueError as exc:
+                    self.add(prefix + _format_loc([ml_serializers.CONFIG_KEY]), config[ml_serializers.CONFIG_KEY],
+                             str(exc).split(": ", 1)[1])
+            raw = config.get(TIMEOUT_CONFIG)
+            if raw is not None and (isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw > 0
+                                    or raw == float("inf")):
+                self.add(prefix + _format_loc([TIMEOUT_CONFIG]), raw, "expected a positive number of seconds")
+
+        settings(self.topo.spec.config, "spec.config")
+        for base, component, role in located:
+            if component.shell is None:
+                continue
+            settings(component.config, f"{base}.config")
+            cls = self.classes.get(component.name)
+            want: type = ShellSpout if role == "spout" else ShellBolt
+            if cls is not None and not issubclass(cls, want):
+                self.add(f"{base}.class", component.class_name,
+                         f"a component with `shell` runs squall.multilang:{want.__name__} or a subclass of it")
+            if not self.resolve:
+                continue
+            for k, name in enumerate(component.shell.files):
+                if find_file(name) is None:
+                    self.add(f"{base}.shell.files[{k}]", name,
+                             "not found in the topology's directory or the code directories (sys.path)")
 
     # -- components ---------------------------------------------------------------------------
 

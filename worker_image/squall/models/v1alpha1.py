@@ -80,9 +80,66 @@ class InputSpec(_Model):
     custom_class: str | None = Field(None, alias="customClass", pattern=CLASS_PATH)
 
 
+# --- components in other languages (squall.multilang; docs/topology.md) --------------------------
+
+# where a shell component's class and its block go (the model fills them in)
+SHELL_BOLT: Final = "squall.multilang:ShellBolt"
+SHELL_SPOUT: Final = "squall.multilang:ShellSpout"
+SHELL_CONFIG: Final = "squall.multilang.shell"
+# a relative path (no leading '/'; '..' is refused by `_inside`): a file of the code directory
+RELATIVE_PATH = r"^[^/]"
+
+
+def _inside(value: str) -> str:
+    if ".." in value.split("/"):
+        raise ValueError(f"{value!r} leaves the code directory ('..'); name a file inside it")
+    return value
+
+
+class ShellSpec(_Model):
+    """A component in another language, run with Storm's multilang protocol: the command (run
+    in a directory holding `files` and Storm's adapters storm.js, storm.py, storm.rb) and the
+    files it needs, looked up where component modules are (the worker's sys.path)."""
+
+    command: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1, max_length=256)
+    files: list[Annotated[str, Field(pattern=RELATIVE_PATH, max_length=1024), AfterValidator(_inside)]] = Field(
+        default_factory=list, max_length=256)
+
+
+def _shell_to_class(data: Any, shell_class: str) -> Any:
+    """A component with a `shell` block and no `class` runs `shell_class`, which finds the
+    block in its config (`squall.multilang.shell`): the worker needs nothing of its own."""
+    if isinstance(data, dict) and isinstance(data.get("shell"), dict):
+        data = dict(data)
+        if "class" not in data and "class_name" not in data:
+            data["class"] = shell_class
+        config = data.get("config", {})
+        try:
+            shell = ShellSpec.model_validate(data["shell"]).model_dump()
+        except ValueError:
+            return data  # the `shell` field reports it, with its path
+        if isinstance(config, dict):
+            data["config"] = {**config, SHELL_CONFIG: shell}
+    return data
+
+
+def _class_not_required(schema: dict[str, Any]) -> None:
+    # a shell component has no class (the model fills it in): the CRD requires one of the two
+    schema["required"] = [r for r in schema.get("required", []) if r != "class"]
+    schema["x-kubernetes-validations"] = [{
+        "rule": "has(self.class) || has(self.shell)",
+        "message": "a component needs class (a Python class, module:Class) or shell (a command in "
+                   "another language)",
+    }]
+
+
 class ComponentSpec(_Model):
+    model_config = ConfigDict(json_schema_extra=_class_not_required)
+
     name: str = Field(pattern=DNS_LABEL, max_length=63)
     class_name: str = Field(alias="class", pattern=CLASS_PATH)
+    # Storm's ShellBolt / ShellSpout: a command in another language (squall.multilang)
+    shell: ShellSpec | None = None
     # limits: squall.limits (docs/topology.md, "Limits")
     parallelism: int = Field(1, ge=1, le=limits.MAX_EXECUTORS)
     num_tasks: int | None = Field(None, alias="numTasks", ge=1, le=limits.MAX_TASKS_PER_COMPONENT)
@@ -97,7 +154,10 @@ class ComponentSpec(_Model):
 
 
 class SpoutSpec(ComponentSpec):
-    pass
+    @model_validator(mode="before")
+    @classmethod
+    def _shell(cls, data: Any) -> Any:
+        return _shell_to_class(data, SHELL_SPOUT)
 
 
 # --- windowed bolts (squall.windowing) ---------------------------------------------------------
@@ -141,6 +201,11 @@ class BoltSpec(ComponentSpec):
     inputs: list[InputSpec] = Field(default_factory=list)
     # a WindowedBolt's windows (squall.windowing)
     window: WindowSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shell(cls, data: Any) -> Any:
+        return _shell_to_class(data, SHELL_BOLT)
 
 
 # --- per-topology worker pod settings (what the operator puts in each worker pod) -------------
