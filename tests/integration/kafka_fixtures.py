@@ -104,6 +104,21 @@ def committed(broker: EmbeddedKafka, group: str, topic: str) -> dict[int, int]:
         c.close()
 
 
+def _ends(c: Any, topic: str, timeout: float) -> dict[int, int]:
+    """Each partition's end offset; retried while a broker just (re)started has no leader yet."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            md = c.list_topics(topic, timeout=10).topics[topic]
+            return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in md.partitions}
+        except KafkaException:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
 def read_to_end(broker: EmbeddedKafka, topic: str, timeout: float = 30) -> list[Any]:
     """Every record of `topic` up to its end as of now (the high watermarks read first)."""
     from confluent_kafka import Consumer, TopicPartition
@@ -111,8 +126,7 @@ def read_to_end(broker: EmbeddedKafka, topic: str, timeout: float = 30) -> list[
     c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": f"check-{uuid.uuid4().hex}",
                   "enable.auto.commit": False})
     try:
-        md = c.list_topics(topic, timeout=10).topics[topic]
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in md.partitions}
+        ends = _ends(c, topic, timeout)
         todo = {p for p, end in ends.items() if end > 0}
         c.assign([TopicPartition(topic, p, -2) for p in todo])
         out: list[Any] = []
