@@ -96,10 +96,19 @@ def committed(broker: EmbeddedKafka, group: str, topic: str) -> dict[int, int]:
 
     c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
                   "enable.auto.commit": False})
+    from confluent_kafka import KafkaException
+
     try:
-        md = c.list_topics(topic, timeout=10).topics[topic]
-        got = c.committed([TopicPartition(topic, p) for p in md.partitions], timeout=10)
-        return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                md = c.list_topics(topic, timeout=10).topics[topic]
+                got = c.committed([TopicPartition(topic, p) for p in md.partitions], timeout=10)
+                return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
+            except KafkaException:  # a just restarted broker: its coordinator still loading
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)
     finally:
         c.close()
 
