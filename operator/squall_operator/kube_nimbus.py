@@ -46,7 +46,7 @@ from squall.validation import check_topology, parse_topology
 from squall.worker.security import CurveKeys
 from squall_operator import monitor, pods, scheduler
 from squall_operator import placement as placements
-from squall_operator import reconcile
+from squall_operator import reconcile, stored
 from squall_operator import roll as rolls
 from squall_operator.health import Health
 from squall_operator.kube_api import ApiConflict, ApiNotFound, ApiRejected, KubeApi, parse_time
@@ -200,7 +200,7 @@ class KubeNimbus(Nimbus):
             return None
         res = self._owner(topo)
         worker = (self.worker_spec(res, base) if res is not None
-                  else Topology.model_validate(base.topology).spec.worker)
+                  else stored.topology(base).spec.worker)
         allowed, refused = pods.allowed_slots(raw, nodes, worker, pods.worker_requests(self.config.worker, worker))
         if res is not None:
             now = self.clock()
@@ -592,7 +592,7 @@ class KubeNimbus(Nimbus):
         if res.topology is not None:
             return res.topology.spec.worker
         if base is not None:
-            return Topology.model_validate(base.topology).spec.worker
+            return stored.topology(base).spec.worker
         return None
 
     # -- rolling the workers to new pod settings -----------------------------------------------------
@@ -609,7 +609,7 @@ class KubeNimbus(Nimbus):
         assignment = self.state.get_assignment(res.name) or Assignment()
         ready = {v.slot for v in live if v.ready and v.template == want}
         assigned = set(assignment.slots().values())
-        running = Topology.model_validate(base.topology)
+        running = stored.topology(base)
         inp = rolls.RollInput(
             now=now, storm=base.status,
             outdated=[(v.name, v.slot, v.image) for v in live if v.template != want],

@@ -24,9 +24,9 @@ from squall.models.cluster import (
 )
 from squall import limits
 from squall.models.v1alpha1 import Topology
-from squall.plan import ACKER, build_plan
+from squall.plan import ACKER
 from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected
-from squall_operator import lifecycle, monitor, scheduler
+from squall_operator import lifecycle, monitor, scheduler, stored
 from squall_operator.metrics import NimbusMetrics
 
 log = logging.getLogger("squall.nimbus")
@@ -57,14 +57,13 @@ def _ackers_for(base: StormBase, effect: lifecycle.Reassign) -> int | None:
     (`build_plan` adds the acker tasks this needs after every other task). None: unchanged."""
     if effect.num_workers is None or ACKER in (effect.executors or {}) or ACKER not in base.component_executors:
         return None
-    if Topology.model_validate(base.topology).spec.num_ackers is not None:
+    if stored.topology(base).spec.num_ackers is not None:
         return None
     return effect.num_workers
 
 
 def needed_executors(base: StormBase) -> tuple[ExecutorId, ...]:
-    topology = Topology.model_validate(base.topology)
-    return build_plan(topology, {}, base.component_executors).executors
+    return stored.plan(base).executors
 
 
 def schedulable_cluster(
@@ -151,7 +150,7 @@ class Nimbus:
     def kill(self, topo: str, wait_secs: float | None = None) -> None:
         base = self._base(topo)
         if wait_secs is None:
-            wait_secs = Topology.model_validate(base.topology).spec.kill_wait
+            wait_secs = stored.topology(base).spec.kill_wait
         self.act(topo, lifecycle.Action.kill(wait_secs))
 
     def rebalance(
@@ -162,7 +161,7 @@ class Nimbus:
         wait_secs: float | None = None,
     ) -> None:
         base = self._base(topo)
-        topology = Topology.model_validate(base.topology)
+        topology = stored.topology(base)
         spec = topology.spec
         for comp, n in (executors or {}).items():
             tasks = next((c.tasks for c in spec.components if c.name == comp), None)

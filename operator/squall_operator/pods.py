@@ -27,8 +27,8 @@ from squall.models.cluster import (
     WorkerHeartbeat,
     WorkerSlot,
 )
-from squall.models.v1alpha1 import API_VERSION, Topology, WorkerSpec
-from squall.plan import build_plan
+from squall.models.v1alpha1 import API_VERSION, WorkerSpec
+from squall_operator import stored
 
 __all__ = [
     "LABEL_COMPONENT",
@@ -1017,8 +1017,7 @@ def build_status(
             "conditions": merge_conditions(prev_conditions, conditions),
         }
 
-    topology = Topology.model_validate(base.topology)
-    plan = build_plan(topology, {}, base.component_executors)
+    plan = stored.plan(base)
     executors = plan.executors
     assignment = assignment or Assignment()
     slots = assignment.slots()

@@ -22,6 +22,7 @@ from typing import Any
 
 from squall.models.cluster import StormBase, TopologyStatus
 from squall.models.v1alpha1 import Topology
+from squall_operator import stored
 from squall_operator.resources import KILL_WAIT_ANNOTATION, REBALANCE_WAIT_ANNOTATION, Resource, owns
 
 
@@ -138,7 +139,7 @@ def decide(res: Resource, snap: Snapshot) -> list[Intent]:
     if base.status in (TopologyStatus.KILLED, TopologyStatus.REBALANCING):
         return [first]
     out: list[Intent] = [first]
-    running = Topology.model_validate(base.topology)
+    running = stored.topology(base)
     if comparable_spec(running) != comparable_spec(topology) and res.ignored_generation != res.generation:
         out += [Record({"ignored_generation": res.generation}),
                 Event("Warning", "SpecChangeIgnored",
@@ -175,7 +176,7 @@ def decide_kill(res: Resource, snap: Snapshot) -> list[Intent]:
     if base is not None and mine:
         if base.status is not TopologyStatus.KILLED:
             asked = res.kill_wait
-            wait = Topology.model_validate(base.topology).spec.kill_wait if asked is None else asked
+            wait = stored.topology(base).spec.kill_wait if asked is None else asked
             out += [Kill(wait), Event("Normal", "Killing",
                                       f"spouts deactivated; removing the workers in {wait:g}s "
                                       f"({'killWaitSecs' if asked is None else KILL_WAIT_ANNOTATION})")]
