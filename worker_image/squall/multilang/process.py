@@ -41,6 +41,7 @@ READ_QUEUE: Final = 1024  # decoded messages from the child, waiting for the exe
 WRITE_QUEUE: Final = 1024  # encoded messages for the child, waiting for the pipe
 STDERR_LINES: Final = 20  # kept for the error that reports the child's death
 _PR_SET_PDEATHSIG: Final = 1
+EARLY_COMMANDS: Final = frozenset({"log", "error", "metrics"})
 
 
 class SubprocessError(Exception):
@@ -81,6 +82,7 @@ class ShellProcess:
         self.outbox: queue.Queue[bytes | None] = queue.Queue(WRITE_QUEUE)
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self.threads: list[threading.Thread] = []
+        self.early: list[dict[str, Any]] = []  # log/error/metrics sent before the pid
 
     # -- start ----------------------------------------------------------------------------------
     def launch(self, conf: Mapping[str, Any], context: Mapping[str, Any], pid_dir: str | Path,
@@ -101,7 +103,13 @@ class ShellProcess:
             t.start()
             self.threads.append(t)
         self.send({"pidDir": str(pid_dir), "conf": dict(conf), "context": dict(context)}, timeout)
-        msg = self.receive(timeout)
+        while True:
+            msg = self.receive(timeout)
+            if isinstance(msg, dict) and msg.get("command") in EARLY_COMMANDS and len(self.early) < READ_QUEUE:
+                # storm.js lets `initialize` log before it sends the pid: kept for the component
+                self.early.append(msg)
+                continue
+            break
         if not isinstance(msg, dict) or not isinstance(msg.get("pid"), int):
             raise SubprocessError(f"the handshake's answer should be {{\"pid\": N}}, got {msg!r}")
         self.pid = msg["pid"]

@@ -88,6 +88,9 @@ class _Shell:
     context: TopologyContext
     kind = "component"
 
+    def _report(self, exc: BaseException) -> None:
+        raise NotImplementedError
+
     def _shell_setup(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
         spec = conf.get(SHELL_CONFIG)
         if not isinstance(spec, Mapping) or not spec.get("command"):
@@ -154,6 +157,8 @@ class _Shell:
             raise
         self.proc = proc
         log.info("%s: started %s (pid %d) in %s", self.name, " ".join(self.command), pid, self.workdir)
+        for msg in proc.early:
+            self._common(msg["command"], msg, self._report)
 
     def _restart(self, exc: BaseException, report: Any) -> None:
         """The child died, hung or broke the protocol: report it, stop it, start it again
@@ -207,6 +212,9 @@ class ShellBolt(_Shell, Bolt):
     """Storm's ShellBolt: a bolt whose `execute` runs in a subprocess."""
 
     kind = "bolt"
+
+    def _report(self, exc: BaseException) -> None:
+        self.collector.report_error(exc)
 
     def prepare(self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector) -> None:
         super().prepare(conf, context, collector)
@@ -299,6 +307,9 @@ class ShellSpout(_Shell, Spout):
     """Storm's ShellSpout: a spout whose `next_tuple`, `ack` and `fail` run in a subprocess."""
 
     kind = "spout"
+
+    def _report(self, exc: BaseException) -> None:
+        self.collector.report_error(exc)
 
     def open(self, conf: Mapping[str, Any], context: TopologyContext, collector: SpoutOutputCollector) -> None:
         super().open(conf, context, collector)

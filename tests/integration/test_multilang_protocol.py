@@ -1,0 +1,254 @@
+"""Storm's multilang protocol between ShellBolt / ShellSpout and real child processes, without
+workers: a recording collector stands in for the executor's (the workers are
+tests/integration/test_multilang.py's). The children are small Python scripts written here,
+speaking JSON through Storm's own storm.py, or msgpack (Squall's framing) by hand."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from squall.multilang import ShellBolt, ShellSpout, adapters
+from squall.tuples import Tuple
+
+pytestmark = pytest.mark.integration
+
+
+class Context:
+    topology_id = "t"
+    task_id = 7
+    component_id = "comp"
+    worker_port = 0
+
+    def component_tasks(self, component: str) -> list[int]:
+        return [7]
+
+    def task_component(self, task: int) -> str:
+        return "comp"
+
+    def this_component_tasks(self) -> list[int]:
+        return [7]
+
+    def output_fields(self, stream: str = "default") -> list[str]:
+        return ["word"]
+
+
+class Collector:
+    def __init__(self, spout: bool = False) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.spout = spout
+
+    def emit(self, values: Any, stream: str = "default", anchors: Any = None) -> list[int]:
+        if self.spout:  # a spout's emit: the third argument is its message id
+            self.calls.append(("emit", values, stream, anchors))
+        else:
+            self.calls.append(("emit", values, stream, [a.values for a in anchors or ()]))
+        return [11, 12]
+
+    def emit_direct(self, task: int, values: Any, stream: str = "default", anchors: Any = None) -> None:
+        self.calls.append(("direct", task, values, stream))
+
+    def ack(self, tup: Tuple) -> None:
+        self.calls.append(("ack", tup.values))
+
+    def fail(self, tup: Tuple) -> None:
+        self.calls.append(("fail", tup.values))
+
+    def report_error(self, exc: BaseException) -> None:
+        self.calls.append(("error", str(exc)))
+
+    def of(self, kind: str) -> list[tuple[Any, ...]]:
+        return [c for c in self.calls if c[0] == kind]
+
+
+@pytest.fixture
+def code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    adapters.require("storm.py")
+    monkeypatch.syspath_prepend(str(tmp_path))  # where shell.files are looked up
+    yield tmp_path
+
+
+def script(where: Path, name: str, text: str) -> str:
+    (where / name).write_text(textwrap.dedent(text))
+    return name
+
+
+def tup(values: list[Any], stream: str = "default") -> Tuple:
+    return Tuple(values, 3, "src", stream, {}, None)
+
+
+def bolt(name: str, conf: dict[str, Any] | None = None) -> tuple[ShellBolt, Collector]:
+    b, c = ShellBolt(), Collector()
+    shell = {"command": [sys.executable, name], "files": [name]}
+    b.prepare({"squall.multilang.shell": shell, "test.word": "hi", **(conf or {})}, Context(), c)  # type: ignore[arg-type]
+    return b, c
+
+
+def test_handshake_emits_anchors_direct_and_task_ids(code: Path) -> None:
+    name = script(code, "b1.py", """\
+        import os, storm
+        class B(storm.Bolt):
+            def initialize(self, conf, context):
+                storm.logInfo("hello %s %s" % (conf["test.word"], context["taskid"]))
+                self.ctx = context
+                self.pid_file = os.path.exists("%s/%d" % (".pids", os.getpid()))
+            def process(self, tup):
+                ids = storm.emit([tup.values[0], tup.stream, tup.task, tup.component], anchors=[tup])
+                storm.emit([str(ids)], stream="ids", anchors=[tup])
+                storm.emitDirect(5, ["direct"], stream="d")
+                storm.emit([self.ctx["componentid"], self.pid_file])
+                storm.rpcMetrics("count", 1)
+                storm.ack(tup)
+        B().run()
+        """)
+    b, c = bolt(name)
+    try:
+        b.execute(tup(["a"]))
+        assert c.of("emit") == [
+            ("emit", ["a", "default", 3, "src"], "default", [["a"]]),
+            ("emit", ["[11, 12]"], "ids", [["a"]]),  # the task ids came back
+            ("emit", ["comp", True], "default", []),  # the context; the pid file was written
+        ]
+        assert c.of("direct") == [("direct", 5, ["direct"], "d")]
+        assert c.of("ack") == [("ack", ["a"])]
+        assert b.metrics == {"count": 1}
+        assert not c.of("error")
+    finally:
+        b.cleanup()
+    assert not b.workdir.exists()
+
+
+def test_a_tick_is_passed_on_and_an_error_reported(code: Path) -> None:
+    name = script(code, "b2.py", """\
+        import storm
+        class B(storm.BasicBolt):
+            def process(self, tup):
+                if tup.stream == "__tick":
+                    storm.reportError("tick from %s %s" % (tup.component, tup.task))
+        B().run()
+        """)
+    b, c = bolt(name)
+    try:
+        b.execute(tup([1], stream="__tick"))
+        assert c.of("error") == [("error", "tick from __system -1")]
+        assert c.of("ack") == [("ack", [1])]  # as Storm's ShellBolt: the collector ignores it
+    finally:
+        b.cleanup()
+
+
+def test_an_ack_of_an_unknown_id_restarts_the_child_and_fails_what_it_held(code: Path) -> None:
+    name = script(code, "b3.py", """\
+        import storm
+        class B(storm.Bolt):
+            def process(self, tup):
+                storm.sendMsgToParent({"command": "ack", "id": "no-such-id"})
+        B().run()
+        """)
+    b, c = bolt(name)
+    try:
+        first = b.proc.pid if b.proc else None
+        b.execute(tup(["x"]))
+        errors = c.of("error")
+        assert len(errors) == 1 and "acked a non-existent or already acked/failed id: 'no-such-id'" in errors[0][1]
+        assert c.of("fail") == [("fail", ["x"])]
+        assert b.proc is not None and b.proc.pid != first  # started again
+    finally:
+        b.cleanup()
+
+
+def test_a_child_that_cannot_start_says_so(code: Path) -> None:
+    b, c = ShellBolt(), Collector()
+    with pytest.raises(Exception, match="cannot start \\['/no/such/interpreter'"):
+        b.prepare({"squall.multilang.shell": {"command": ["/no/such/interpreter"]}}, Context(), c)  # type: ignore[arg-type]
+
+
+MSGPACK_CHILD = """\
+    import os, sys, msgpack
+    out = sys.stdout.buffer
+    def send(m):
+        out.write(msgpack.packb(m, use_bin_type=True)); out.flush()
+    unpacker = msgpack.Unpacker(raw=False)
+    def messages():
+        while True:
+            data = os.read(0, 65536)
+            if not data:
+                return
+            unpacker.feed(data)
+            yield from unpacker
+    it = messages()
+    setup = next(it)
+    open(os.path.join(setup["pidDir"], str(os.getpid())), "w").close()
+    send({"pid": os.getpid()})
+    for m in it:
+        if isinstance(m, list):
+            continue  # task ids
+        if m.get("stream") == "__heartbeat":
+            send({"command": "sync"})
+            continue
+        send({"command": "emit", "anchors": [m["id"]], "tuple": [m["tuple"][0] * 2, b"\\x00bytes"],
+              "need_task_ids": False})
+        send({"command": "ack", "id": m["id"]})
+    """
+
+
+def test_msgpack_framing_with_a_child_of_its_own(code: Path) -> None:
+    name = script(code, "mp.py", MSGPACK_CHILD)
+    b, c = bolt(name, {"topology.multilang.serializer": "msgpack"})
+    try:
+        for i in range(100):
+            b.execute(tup([i]))
+        assert [e[1] for e in c.of("emit")] == [[2 * i, b"\x00bytes"] for i in range(100)]
+        assert len(c.of("ack")) == 100
+    finally:
+        b.cleanup()
+
+
+def test_a_spout_child_next_ack_fail_activate_and_its_death(code: Path) -> None:
+    name = script(code, "s1.py", """\
+        import os, storm
+        class S(storm.Spout):
+            def initialize(self, conf, context):
+                self.n = 0
+            def activate(self):
+                storm.log("activated")
+            def nextTuple(self):
+                self.n += 1
+                if self.n == 3:
+                    os._exit(5)
+                storm.emit(["v%d" % self.n], id=self.n)
+            def ack(self, id):
+                storm.emit(["acked", id], stream="acks")
+            def fail(self, id):
+                storm.emitDirect(9, ["failed", id])
+        S().run()
+        """)
+    s, c = ShellSpout(), Collector(spout=True)
+    shell = {"command": [sys.executable, name], "files": [name]}
+    s.open({"squall.multilang.shell": shell}, Context(), c)  # type: ignore[arg-type]
+    try:
+        s.activate()
+        s.next_tuple()
+        s.next_tuple()
+        s.ack(1)
+        s.fail(2)
+        assert c.calls == [("emit", ["v1"], "default", 1), ("emit", ["v2"], "default", 2),
+                           ("emit", ["acked", 1], "acks", None), ("direct", 9, ["failed", 2], "default")]
+        pid = s.proc.pid if s.proc else None
+        s.next_tuple()  # the child exits: reported, started again
+        (error,) = c.of("error")
+        assert "exited with code 5" in error[1]
+        assert s.proc is not None and s.proc.pid != pid
+        s.next_tuple()
+        assert c.calls[-1] == ("emit", ["v1"], "default", 1)  # a fresh child
+    finally:
+        s.close()
+    assert pid is not None
+    time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{pid}") or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
