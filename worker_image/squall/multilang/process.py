@@ -119,7 +119,13 @@ class ShellProcess:
     def send(self, msg: Any, timeout: float) -> None:
         """Queue `msg` for the child; SubprocessError when the child has not taken what was
         queued before within `timeout` seconds (it stopped reading)."""
-        data = self.serializer.encode(msg)
+        self.send_many((msg,), timeout)
+
+    def send_many(self, msgs: Sequence[Any], timeout: float) -> None:
+        """`send` for several messages, written to the pipe together (one write, one wake-up
+        of the writer thread)."""
+        encode = self.serializer.encode
+        data = b"".join(encode(m) for m in msgs)
         try:
             self.outbox.put(data, timeout=timeout)
         except queue.Full:

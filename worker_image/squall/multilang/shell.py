@@ -229,20 +229,21 @@ class ShellBolt(_Shell, Bolt):
             proc = self._ensure_running()
             self._drain(proc)
             system = tup.stream == TICK_STREAM
-            proc.send({"id": tid, "comp": SYSTEM_COMPONENT if system else tup.source_component,
-                       "stream": tup.stream, "task": SYSTEM_TASK if system else tup.source_task,
-                       "tuple": list(tup.values)}, self.timeout)
-            self._heartbeat(proc)
+            msg = {"id": tid, "comp": SYSTEM_COMPONENT if system else tup.source_component,
+                   "stream": tup.stream, "task": SYSTEM_TASK if system else tup.source_task,
+                   "tuple": list(tup.values)}
+            self._heartbeat(proc, msg)
         except (SubprocessError, OSError) as exc:
             self._fail_held()
             self._restart(exc, self.collector.report_error)
         if tup.stream == TICK_STREAM:
             self.inputs.pop(tid, None)  # nothing to ack: ticks are not anchored
 
-    def _heartbeat(self, proc: ShellProcess) -> None:
-        """Send a heartbeat tuple and handle the child's messages until its `sync`."""
-        proc.send({"id": f"hb{next(self.ids)}", "comp": SYSTEM_COMPONENT, "stream": HEARTBEAT_STREAM,
-                   "task": SYSTEM_TASK, "tuple": []}, self.timeout)
+    def _heartbeat(self, proc: ShellProcess, before: dict[str, Any]) -> None:
+        """Send `before` (a tuple) and a heartbeat tuple after it, and handle the child's
+        messages until its `sync`."""
+        proc.send_many((before, {"id": f"hb{next(self.ids)}", "comp": SYSTEM_COMPONENT,
+                                 "stream": HEARTBEAT_STREAM, "task": SYSTEM_TASK, "tuple": []}), self.timeout)
         while not self._handle(proc, proc.receive(self.timeout)):
             pass
         self.restarts = 0
