@@ -402,6 +402,30 @@ def _check_state_provider(topo: Topology, file: Path) -> None:
                             source=str(file)) from None
 
 
+def _check_kafka(topo: Topology, file: Path) -> None:
+    """Kafka spouts and bolts: their brokers must answer and accept the settings before anything
+    starts (`squall kafka check`'s lines); a running spout would only report and wait."""
+    import logging
+
+    from squall.kafka.config import BOLT_KEY, SPOUT_KEY
+
+    spec = topo.spec
+    if not any(SPOUT_KEY in {**spec.config, **c.config} or BOLT_KEY in {**spec.config, **c.config}
+               for c in spec.components):
+        return  # no client library loaded for a topology without Kafka
+    from squall.kafka.preflight import kafka_problems
+
+    client_log = logging.getLogger("squall.kafka.client")
+    level = client_log.level
+    client_log.setLevel(logging.CRITICAL)  # each refused connection would bury the one line
+    try:
+        problems = kafka_problems(topo)
+    finally:
+        client_log.setLevel(level)
+    if problems:
+        raise TopologyError(problems, source=str(file))
+
+
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # worker slots of `squall run`'s local cluster at most: each is a loopback port held open while
 # the cluster starts, and a worker process when used
@@ -464,6 +488,7 @@ def run(
                            f"--nodes {nodes} x --slots {slots} offers {nodes * slots}")
         if any(c.stateful for c in spec.components):
             _check_state_provider(resolved.topology, file)
+        _check_kafka(resolved.topology, file)
         code = run_topology(
             resolved,
             search_paths=[str(file.resolve().parent)],

@@ -139,6 +139,12 @@ def test_squall_kafka_check_says_which_component_cannot_reach_its_brokers(
     assert lines[0].endswith(f"topology.yaml: spec.spouts[0].config['kafka.spout'] — no Kafka broker reachable "
                              f"at {down} (Failed to get metadata: Local: Broker transport failure)"), proc.stderr
     assert lines[1:] == ["invalid topology: 1 problem"], proc.stderr
+    # squall run refuses the same file with the same line, before it starts anything
+    run = subprocess.run([sys.executable, "-m", "squall_operator", "run", str(path), "--duration", "1",
+                          "--no-progress"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert run.stderr.splitlines()[0] == lines[0] and "Traceback" not in run.stderr, run.stderr
+    assert "ZooKeeper" not in run.stdout + run.stderr and run.stdout == "", run.stdout + run.stderr
     doc["spec"]["spouts"][0]["config"]["kafka.spout"]["bootstrapServers"] = kafka_broker.bootstrap_servers
     path.write_text(yaml.safe_dump(doc))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
