@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 
 from squall import limits
 from squall.builder import TopologyBuilder, topology_to_yaml
@@ -34,7 +33,16 @@ from squall.classcheck import DEFAULT_IMPORT_TIMEOUT, check_topology_isolated
 from squall.errors import NO_VALUE, Problem, TopologyError
 from squall.models import Topology
 from squall.validation import ResolvedTopology, check_topology, load_topology, parse_topology
-from squall_operator.cli_usage import MAX_SECONDS, OneLineUsageGroup, print_error
+from squall_operator.cli_usage import (
+    EXIT_INVALID,
+    MAX_SECONDS,
+    CliError,
+    OneLineUsageGroup,
+    print_error,
+    report_topology_error,
+    stderr_console,
+    user_errors,
+)
 
 if TYPE_CHECKING:
     from squall.state import ZkCredentials
@@ -50,9 +58,6 @@ __all__ = [
     "user_errors",
 ]
 
-# Exit status for a topology (or an argument) that cannot be used; click's usage errors use it too.
-EXIT_INVALID = 2
-
 app = typer.Typer(
     name="squall",
     cls=OneLineUsageGroup,
@@ -66,50 +71,6 @@ app = typer.Typer(
 @app.callback()
 def _main() -> None:
     """Squall: Apache Storm's model in Python."""
-
-
-class CliError(Exception):
-    """A problem the user can fix, reported as one line on stderr (no traceback)."""
-
-    def __init__(self, message: str, code: int = EXIT_INVALID) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def stderr_console() -> Console:
-    # Created per use so that the current sys.stderr is used (test runners swap it).
-    return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
-
-
-# Problems printed at most: a hostile file can hold a hundred thousand, and printing each through
-# rich takes about a millisecond.
-MAX_SHOWN_PROBLEMS = 50
-
-
-def report_topology_error(exc: TopologyError, console: Console | None = None) -> None:
-    console = console or stderr_console()
-    lines = exc.lines()
-    for line in lines[:MAX_SHOWN_PROBLEMS]:
-        console.print(line, style="red", markup=False)
-    n = len(exc.problems)
-    if n > MAX_SHOWN_PROBLEMS:
-        console.print(f"... and {n - MAX_SHOWN_PROBLEMS} more", style="red", markup=False)
-    console.print(
-        f"invalid topology: {n} problem{'' if n == 1 else 's'}", style="bold red", markup=False
-    )
-
-
-@contextmanager
-def user_errors() -> Iterator[None]:
-    """Report `TopologyError` / `CliError` on stderr and exit with their code, no traceback."""
-    try:
-        yield
-    except TopologyError as exc:
-        report_topology_error(exc)
-        raise typer.Exit(EXIT_INVALID) from None
-    except CliError as exc:
-        print_error(str(exc))
-        raise typer.Exit(exc.code) from None
 
 
 @contextmanager

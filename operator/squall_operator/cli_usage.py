@@ -16,11 +16,12 @@ from __future__ import annotations
 import math
 import sys
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
-from typer import Abort
+from typer import Abort, Exit
 from typer._click.exceptions import (  # typer vendors click as typer._click
     BadParameter,
     ClickException,
@@ -29,7 +30,22 @@ from typer._click.exceptions import (  # typer vendors click as typer._click
 )
 from typer.core import TyperGroup
 
-__all__ = ["EXIT_USAGE", "MAX_SECONDS", "OneLineUsageGroup", "one_line", "print_error", "usage_line"]
+from squall.errors import TopologyError
+
+__all__ = [
+    "EXIT_INVALID",
+    "EXIT_USAGE",
+    "MAX_SECONDS",
+    "MAX_SHOWN_PROBLEMS",
+    "CliError",
+    "OneLineUsageGroup",
+    "one_line",
+    "print_error",
+    "report_topology_error",
+    "stderr_console",
+    "usage_line",
+    "user_errors",
+]
 
 # Exit status of a malformed command line (click's, and the verbs' EXIT_USAGE)
 EXIT_USAGE = 2
@@ -176,3 +192,53 @@ class OneLineUsageGroup(TyperGroup):
         words = list(sys.argv[1:] if args is None else args)
         command = next((w for w in words if not w.startswith("-")), None)
         return f"{prog} {command}" if command in self.commands else prog
+
+
+# --- a user's error, from any verb: one line (or a topology's problem report) and an exit code ---
+
+# Exit status for a topology (or an argument) that cannot be used; click's usage errors use it too.
+EXIT_INVALID = 2
+
+
+class CliError(Exception):
+    """A problem the user can fix, reported as one line on stderr (no traceback)."""
+
+    def __init__(self, message: str, code: int = EXIT_INVALID) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def stderr_console() -> Console:
+    # Created per use so that the current sys.stderr is used (test runners swap it).
+    return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+
+
+# Problems printed at most: a hostile file can hold a hundred thousand, and printing each through
+# rich takes about a millisecond.
+MAX_SHOWN_PROBLEMS = 50
+
+
+def report_topology_error(exc: TopologyError, console: Console | None = None) -> None:
+    console = console or stderr_console()
+    lines = exc.lines()
+    for line in lines[:MAX_SHOWN_PROBLEMS]:
+        console.print(line, style="red", markup=False)
+    n = len(exc.problems)
+    if n > MAX_SHOWN_PROBLEMS:
+        console.print(f"... and {n - MAX_SHOWN_PROBLEMS} more", style="red", markup=False)
+    console.print(
+        f"invalid topology: {n} problem{'' if n == 1 else 's'}", style="bold red", markup=False
+    )
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Report `TopologyError` / `CliError` on stderr and exit with their code, no traceback."""
+    try:
+        yield
+    except TopologyError as exc:
+        report_topology_error(exc)
+        raise Exit(EXIT_INVALID) from None
+    except CliError as exc:
+        print_error(str(exc))
+        raise Exit(exc.code) from None

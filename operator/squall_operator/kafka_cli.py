@@ -69,7 +69,7 @@ def up(
     partitions: Annotated[int, typer.Option(help="partitions of auto-created topics")] = 1,
 ) -> None:
     """Run Apache Kafka (one KRaft node) on 127.0.0.1 until Ctrl-C."""
-    from squall_operator.cli import CliError, user_errors
+    from squall_operator.cli_usage import CliError, user_errors
 
     _quiet_client()
     with user_errors():
@@ -115,7 +115,7 @@ def create_topic(
         envvar="SQUALL_KAFKA_BOOTSTRAP", help="HOST:PORT[,HOST:PORT...]")] = "127.0.0.1:9092",
 ) -> None:
     """Create a topic (nothing happens when it exists already)."""
-    from squall_operator.cli import CliError, user_errors
+    from squall_operator.cli_usage import CliError, user_errors
 
     _quiet_client()
     with user_errors():
@@ -134,7 +134,7 @@ def check(
     timeout: Annotated[float, typer.Option(min=0.1, max=300, help="seconds to wait for each cluster")] = 5.0,
 ) -> None:
     """Check that a topology's Kafka spouts and bolts can reach their brokers (one line each)."""
-    from squall_operator.cli import user_errors
+    from squall_operator.cli_usage import user_errors
 
     _quiet_client()
     with user_errors():
