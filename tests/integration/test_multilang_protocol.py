@@ -167,6 +167,7 @@ def test_a_child_that_cannot_start_says_so(code: Path) -> None:
     b, c = ShellBolt(), Collector()
     with pytest.raises(Exception, match="cannot start \\['/no/such/interpreter'"):
         b.prepare({"squall.multilang.shell": {"command": ["/no/such/interpreter"]}}, Context(), c)  # type: ignore[arg-type]
+    assert not b.workdir.exists()  # no cleanup follows a failed prepare: nothing is left behind
 
 
 MSGPACK_CHILD = """\

@@ -108,9 +108,13 @@ class _Shell:
         self.workdir = Path(tempfile.mkdtemp(prefix=f"squall-multilang-{context.component_id}-{context.task_id}-"))
         self.pid_dir = self.workdir / ".pids"
         self.pid_dir.mkdir()
-        self._stage_files()
         self.proc: ShellProcess | None = None
-        self._start()
+        try:
+            self._stage_files()
+            self._start()
+        except BaseException:
+            shutil.rmtree(self.workdir, ignore_errors=True)  # prepare/open failed: no cleanup comes
+            raise
 
     def _stage_files(self) -> None:
         """Storm's resources directory: the component's files and Storm's adapters, copied (a
