@@ -98,6 +98,21 @@ def test_the_api_server_and_validate_refuse_the_same_types(k8s_cluster: Cluster,
                     name += "[0]"
                 assert name in r.stderr, (name, r.stderr)  # kubectl names the field
                 assert name in ours, (name, str(info.value))
+        # a component is a Python class or a shell command (the CRD's CEL rule): neither is
+        # refused by both, a shell command alone accepted by both
+        neither = copy.deepcopy(BASE)
+        del neither["spec"]["bolts"][0]["class"]
+        text = yaml.safe_dump(neither)
+        r = c.kubectl("apply", "--dry-run=server", "-n", ns, "-f", "-", input=text, check=False)
+        assert r.returncode != 0 and "a component needs class" in r.stderr, r.stderr
+        with pytest.raises(TopologyError):
+            parse_topology(text)
+        shell = copy.deepcopy(neither)
+        shell["spec"]["bolts"][0]["shell"] = {"command": ["node", "bolt.js"]}
+        text = yaml.safe_dump(shell)
+        r = c.kubectl("apply", "--dry-run=server", "-n", ns, "-f", "-", input=text, check=False)
+        assert r.returncode == 0, r.stderr
+        parse_topology(text)
     finally:
         if created.returncode == 0:  # ours to remove (another test may install it by helm)
             c.kubectl("delete", "-f", str(CRD), "--wait=true", check=False)
