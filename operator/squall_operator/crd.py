@@ -38,11 +38,13 @@ __all__ = [
     "GROUP",
     "KIND",
     "PLURAL",
+    "SCALE",
     "SHORT_NAMES",
     "SINGULAR",
     "VERSION",
     "ComponentStatusModel",
     "ConditionModel",
+    "RateSampleModel",
     "TopologyStatusModel",
     "build_crd",
     "crd_yaml",
@@ -101,6 +103,15 @@ class ComponentStatusModel(_Status):
     last_error_time: str | None = Field(None, alias="lastErrorTime")
 
 
+class RateSampleModel(_Status):
+    """The spouts' cumulative acked and failed counts at a status write: the next write's rates
+    are taken against it (operator bookkeeping)."""
+
+    time_secs: float = Field(alias="timeSecs")
+    acked: int = 0
+    failed: int = 0
+
+
 class TopologyStatusModel(_Status):
     """What `kubectl get topology -o yaml` shows under `status`."""
 
@@ -118,6 +129,16 @@ class TopologyStatusModel(_Status):
     desired_workers: int | None = Field(None, alias="desiredWorkers")
     executors: int | None = None
     tasks: int | None = None
+    # the scale subresource: workers running (assigned slots with a pod) and the label selector
+    # of the worker pods (a HorizontalPodAutoscaler reads both through /scale)
+    replicas: int | None = None
+    selector: str | None = None
+    # tuple trees the spouts saw acked / failed per second, between two status writes
+    acked_per_sec: float | None = Field(None, alias="ackedPerSec")
+    failed_per_sec: float | None = Field(None, alias="failedPerSec")
+    rate_sample: RateSampleModel | None = Field(None, alias="rateSample")
+    # the image the workers run (two, comma-separated, during a roll)
+    image: str | None = None
     # nimbus's lifecycle status: ACTIVE | INACTIVE | REBALANCING | KILLED
     storm_status: str | None = Field(None, alias="stormStatus")
     launch_time: str | None = Field(None, alias="launchTime")
@@ -140,10 +161,29 @@ PRINTER_COLUMNS: Final = (
      "description": "worker pods ready / desired"},
     {"name": "Executors", "type": "integer", "jsonPath": ".status.executors",
      "description": "executors, system components included"},
+    {"name": "Acked/s", "type": "number", "jsonPath": ".status.ackedPerSec",
+     "description": "tuple trees the spouts saw acked per second, between two status writes"},
+    {"name": "Failed/s", "type": "number", "jsonPath": ".status.failedPerSec",
+     "description": "tuple trees the spouts saw failed (or timed out) per second"},
     {"name": "Uptime", "type": "date", "jsonPath": ".status.launchTime",
      "description": "time since the topology was submitted"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    # -o wide
+    {"name": "Storm", "type": "string", "jsonPath": ".status.stormStatus", "priority": 1,
+     "description": "the status nimbus keeps in ZooKeeper: ACTIVE, INACTIVE, REBALANCING, KILLED"},
+    {"name": "Tasks", "type": "integer", "jsonPath": ".status.tasks", "priority": 1,
+     "description": "tasks, system components included"},
+    {"name": "Image", "type": "string", "jsonPath": ".status.image", "priority": 1,
+     "description": "the image the worker pods run (two during a roll)"},
 )
+
+# `kubectl scale`, the HorizontalPodAutoscaler and KEDA drive spec.numWorkers through /scale; a
+# change is a hot rebalance (reconcile.decide), like editing numWorkers
+SCALE: Final = {
+    "specReplicasPath": ".spec.numWorkers",
+    "statusReplicasPath": ".status.replicas",
+    "labelSelectorPath": ".status.selector",
+}
 
 
 # --- JSON schema -> structural OpenAPI v3 -------------------------------------------------------
@@ -265,7 +305,7 @@ def build_crd() -> dict[str, Any]:
                     "name": VERSION,
                     "served": True,
                     "storage": True,
-                    "subresources": {"status": {}},
+                    "subresources": {"status": {}, "scale": dict(SCALE)},
                     "additionalPrinterColumns": [dict(c) for c in PRINTER_COLUMNS],
                     "schema": {"openAPIV3Schema": openapi},
                 }

@@ -704,6 +704,7 @@ class KubeNimbus(Nimbus):
             base=base, assignment=assignment, heartbeats=beats, pods=views, errors=errors, now=now,
             generation=res.observed_generation, previous=res.status, deleting=res.deleting,
             problem=res.problem or res.conflict, blockers=blockers, roll=view, rolled=res.rolled,
+            topology=res.name,
         )
         if res.roll is not None:
             status["roll"] = res.roll.to_status(pods.iso_time)

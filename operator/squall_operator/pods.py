@@ -49,7 +49,9 @@ __all__ = [
     "pod_generation",
     "pod_name",
     "pod_view",
+    "selector_string",
     "template_hash",
+    "throughput",
     "metrics_port",
     "scrape_annotations",
     "worker_pod",
@@ -162,6 +164,12 @@ def zk_auth_secret(topology: str, uid: str, namespace: str, credentials: str) ->
 def worker_selector(topology: str) -> dict[str, str]:
     """Labels every worker pod of `topology` carries (a label selector for them)."""
     return {LABEL_NAME: "squall-worker", LABEL_TOPOLOGY: label_value(topology)}
+
+
+def selector_string(topology: str) -> str:
+    """`worker_selector` as a label selector string (what the scale subresource reports, so a
+    HorizontalPodAutoscaler finds the topology's worker pods)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(worker_selector(topology).items()))
 
 
 def iso_time(secs: float) -> str:
@@ -939,6 +947,50 @@ def _component_stats(
     return out
 
 
+# the operator's throughput columns: rates over at least this long between two samples (a status
+# write in between keeps the last rates), and a sample older than the limit gives no rate (an
+# idle topology's status is not rewritten every window: the first rate after it would average
+# over the idle time)
+RATE_WINDOW_SECS: Final = 5.0
+RATE_MAX_SECS: Final = 60.0
+
+
+def throughput(
+    previous: Mapping[str, Any] | None,
+    acked: int,
+    failed: int,
+    now: float,
+    window: float = RATE_WINDOW_SECS,
+    limit: float = RATE_MAX_SECS,
+) -> dict[str, Any]:
+    """The status's `ackedPerSec`, `failedPerSec` and `rateSample`, from the cumulative counts
+    now (the spouts' acked and failed tuple trees) and the previous status.
+
+    A rate is (count now - count then) / (now - then) against the previous status's sample once
+    `window` seconds passed; before that the previous rates and sample stay (no status change).
+    A count that went down (a worker restarted, a rebalance restarted the executors) or a sample
+    older than `limit` starts a new sample and keeps the previous rates. Nothing moved and rates
+    already zero: nothing changes (an idle topology's status is not rewritten every window).
+    """
+    previous = previous or {}
+    sample = previous.get("rateSample") or None
+    kept = {k: previous[k] for k in ("ackedPerSec", "failedPerSec") if previous.get(k) is not None}
+    fresh = {"timeSecs": round(now, 3), "acked": acked, "failed": failed}
+    if not isinstance(sample, Mapping):
+        return {**kept, "rateSample": fresh}
+    then, then_acked, then_failed = (float(sample.get("timeSecs", 0.0)), int(sample.get("acked", 0)),
+                                     int(sample.get("failed", 0)))
+    dt_secs = now - then
+    same = (acked, failed) == (then_acked, then_failed)
+    if dt_secs < window or (same and kept and all(v == 0 for v in kept.values())):
+        return {**kept, "rateSample": dict(sample)}
+    if acked < then_acked or failed < then_failed or dt_secs > limit:
+        return {**kept, "rateSample": fresh}
+    return {"ackedPerSec": round((acked - then_acked) / dt_secs, 1),
+            "failedPerSec": round((failed - then_failed) / dt_secs, 1),
+            "rateSample": fresh}
+
+
 def _format_rebalance(base: StormBase) -> str:
     parts = []
     if base.rebalance_num_workers is not None:
@@ -963,6 +1015,7 @@ def build_status(
     blockers: Sequence[Problem] = (),
     roll: RollView | None = None,
     rolled: str | None = None,
+    topology: str = "",
 ) -> dict[str, Any]:
     """The Topology's `status`, from what nimbus stored, the workers' heartbeats and the pods.
 
@@ -972,7 +1025,8 @@ def build_status(
     `blockers` say why workers cannot run (an image that cannot be pulled, a crash loop, no
     node for its pods): condition `WorkersHealthy`, and the first one's reason becomes `state`
     (the STATUS column). `roll` is a roll of the workers in progress; `rolled` a message saying
-    one just completed.
+    one just completed. `topology` names it (else the stored topology's name), for the selector
+    of its worker pods the scale subresource reports.
     """
     previous = previous or {}
     prev_conditions: list[Mapping[str, Any]] = list(previous.get("conditions") or [])
@@ -988,6 +1042,12 @@ def build_status(
         else:
             cond("WorkersHealthy", True, "NoProblems", "no worker reports a problem")
 
+    # the scale subresource's status: the workers running, and the selector of their pods
+    scale: dict[str, Any] = {"replicas": 0}
+    name = topology or (base.name if base is not None else "")
+    if name:
+        scale["selector"] = selector_string(name)
+
     if problem is not None and base is None:
         cond("Valid", False, "InvalidSpec", problem)
         cond("Ready", False, "InvalidSpec", "the topology cannot run until its spec is fixed")
@@ -996,6 +1056,7 @@ def build_status(
             "state": PHASE_FAILED,
             "message": problem,
             "observedGeneration": generation,
+            **scale,
             "conditions": merge_conditions(prev_conditions, conditions),
         }
     if problem is None:
@@ -1014,6 +1075,7 @@ def build_status(
             "state": blockers[0].reason if blockers else phase,
             "message": "; ".join(b.message for b in blockers)[:1000] if blockers else "",
             "observedGeneration": generation,
+            **scale,
             "conditions": merge_conditions(prev_conditions, conditions),
         }
 
@@ -1102,6 +1164,11 @@ def build_status(
     health()
 
     images = {by_slot[slot].name: by_slot[slot].image for slot in used if slot in by_slot}
+    # the topology's throughput: tuple trees its spouts saw acked and failed (system spouts, the
+    # checkpoint spout, left out), as rates between two status writes
+    spouts = [c for c in plan.spouts if not c.startswith(("$", "__"))]
+    rates = throughput(previous, sum(per_component.get(c, {}).get("acked", 0) for c in spouts),
+                       sum(per_component.get(c, {}).get("failed", 0) for c in spouts), now)
     messages = [m for m in (problem, *(f"{b.reason}: {b.message}" for b in blockers)) if m]
     return {
         "phase": phase,
@@ -1113,6 +1180,12 @@ def build_status(
         "workers": f"{ready}/{desired}",
         "readyWorkers": ready,
         "desiredWorkers": desired,
+        **scale,
+        # the assigned slots that have a worker pod (ready or starting)
+        "replicas": sum(1 for s in used if s in by_slot),
+        **rates,
+        # the image(s) the workers run: two during a roll
+        "image": ", ".join(sorted(set(images.values()))),
         "executors": len(executors),
         "tasks": sum(len(t) for t in plan.component_tasks.values()),
         "stormStatus": status.value,

@@ -56,21 +56,34 @@ def test_names_scope_and_subresources() -> None:
     assert spec["names"]["shortNames"] == ["topo"]
     (version,) = spec["versions"]
     assert version["name"] == "v1alpha1" and version["served"] and version["storage"]
-    assert version["subresources"] == {"status": {}}
+    # kubectl scale / the HPA / KEDA: replicas are spec.numWorkers, the selector a status field
+    assert version["subresources"] == {"status": {}, "scale": {
+        "specReplicasPath": ".spec.numWorkers", "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.selector"}}
+    status = _schema()["properties"]["status"]["properties"]
+    assert status["replicas"]["type"] == "integer" and status["selector"]["type"] == "string"
+    assert _schema()["properties"]["spec"]["properties"]["numWorkers"]["minimum"] == 1
 
 
 def test_printer_columns() -> None:
     columns = crd.build_crd()["spec"]["versions"][0]["additionalPrinterColumns"]
-    assert [(c["name"].upper(), c["jsonPath"], c["type"]) for c in columns] == [
-        ("STATUS", ".status.state", "string"),
-        ("WORKERS", ".status.workers", "string"),
-        ("EXECUTORS", ".status.executors", "integer"),
-        ("UPTIME", ".status.launchTime", "date"),
-        ("AGE", ".metadata.creationTimestamp", "date"),
+    assert [(c["name"].upper(), c["jsonPath"], c["type"], c.get("priority", 0)) for c in columns] == [
+        ("STATUS", ".status.state", "string", 0),
+        ("WORKERS", ".status.workers", "string", 0),
+        ("EXECUTORS", ".status.executors", "integer", 0),
+        ("ACKED/S", ".status.ackedPerSec", "number", 0),
+        ("FAILED/S", ".status.failedPerSec", "number", 0),
+        ("UPTIME", ".status.launchTime", "date", 0),
+        ("AGE", ".metadata.creationTimestamp", "date", 0),
+        # -o wide
+        ("STORM", ".status.stormStatus", "string", 1),
+        ("TASKS", ".status.tasks", "integer", 1),
+        ("IMAGE", ".status.image", "string", 1),
     ]
     status = _schema()["properties"]["status"]["properties"]
-    for column in columns[:4]:
-        assert column["jsonPath"].split(".")[-1] in status
+    for column in columns:
+        if column["jsonPath"].startswith(".status."):
+            assert column["jsonPath"].split(".")[-1] in status, column
 
 
 def test_schema_is_structural() -> None:

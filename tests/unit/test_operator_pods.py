@@ -373,6 +373,76 @@ def test_status_failed_and_killing() -> None:
     assert killing["status"] == "True" and "1970-01-01T00:17:10Z" in killing["message"]
 
 
+def test_throughput_rates_between_status_writes() -> None:
+    # the first sample gives no rate (the columns stay blank)
+    first = pods.throughput(None, acked=100, failed=0, now=1000.0)
+    assert first == {"rateSample": {"timeSecs": 1000.0, "acked": 100, "failed": 0}}
+    # within the window: the previous rates and sample stay, so the status does not change
+    assert pods.throughput(first, acked=150, failed=1, now=1004.9) == first
+    # after it: (count now - count then) / seconds between, and a new sample
+    second = pods.throughput(first, acked=1100, failed=20, now=1010.0)
+    assert second["ackedPerSec"] == 100.0 and second["failedPerSec"] == 2.0
+    assert second["rateSample"] == {"timeSecs": 1010.0, "acked": 1100, "failed": 20}
+    assert pods.throughput(second, acked=1101, failed=20, now=1013.0) == second
+    third = pods.throughput(second, acked=1101, failed=20, now=1016.0)
+    assert third["ackedPerSec"] == 0.2 and third["failedPerSec"] == 0.0
+    # a count that went down (workers restarted): a new sample, the last rates kept
+    reset = pods.throughput(third, acked=5, failed=0, now=1030.0)
+    assert reset["ackedPerSec"] == 0.2 and reset["rateSample"]["acked"] == 5
+    # idle: the rates reach 0 once, then nothing changes however long it stays idle
+    idle = pods.throughput(reset, acked=5, failed=0, now=1040.0)
+    assert idle["ackedPerSec"] == 0.0 and idle["failedPerSec"] == 0.0
+    assert pods.throughput(idle, acked=5, failed=0, now=5000.0) == idle
+    # traffic again after long idle: no rate averaged over the idle hour, a new sample first
+    woke = pods.throughput(idle, acked=505, failed=0, now=5000.0)
+    assert woke["ackedPerSec"] == 0.0 and woke["rateSample"]["timeSecs"] == 5000.0
+    assert pods.throughput(woke, acked=1505, failed=0, now=5010.0)["ackedPerSec"] == 100.0
+    # a custom window
+    assert pods.throughput(first, acked=200, failed=0, now=1001.0, window=1.0)["ackedPerSec"] == 100.0
+
+
+def test_status_scale_subresource_fields_and_throughput() -> None:
+    from squall_operator.crd import TopologyStatusModel
+
+    base = initial_storm_base(TOPO, 1000.0)
+    a, b, c = WorkerSlot("n1", 6700), WorkerSlot("n2", 6700), WorkerSlot("n3", 6700)
+    assignment = _assignment(base, [a, b])
+
+    def beats(spout_acked: int, spout_failed: int) -> dict[WorkerSlot, WorkerHeartbeat]:
+        out: dict[WorkerSlot, WorkerHeartbeat] = {}
+        for slot in (a, b):
+            out[slot] = WorkerHeartbeat(time_secs=1010, uptime_secs=5, executors={
+                e: (ExecutorStats(component="s", acked=spout_acked, failed=spout_failed)
+                    if e == "1-1" else ExecutorStats(component="b", acked=10_000))
+                for e, s in assignment.executor_slots.items() if s == slot.key()})
+        return out
+
+    views = [dataclasses.replace(_view("wc-n1-6700", a), image="img:1"),
+             dataclasses.replace(_view("wc-n2-6700", b), image="img:2")]
+    st = pods.build_status(base=base, assignment=assignment, heartbeats=beats(100, 1), pods=views,
+                           errors={}, now=1060.0, generation=3)
+    assert st["replicas"] == 2
+    assert st["selector"] == "app.kubernetes.io/name=squall-worker,squall.io/topology=wc"
+    assert st["image"] == "img:1, img:2"
+    assert "ackedPerSec" not in st and st["rateSample"]["acked"] == 100
+    # the spouts' acked tuple trees count; the bolts' acks do not
+    st2 = pods.build_status(base=base, assignment=assignment, heartbeats=beats(600, 11), pods=views,
+                            errors={}, now=1070.0, generation=3, previous=st)
+    assert st2["ackedPerSec"] == 50.0 and st2["failedPerSec"] == 1.0
+    TopologyStatusModel.model_validate(st2)
+    # scaled to 3: the new slot has no pod yet, so 2 replicas run
+    three = _assignment(base, [a, b, c])
+    st3 = pods.build_status(base=base.model_copy(update={"num_workers": 3}), assignment=three,
+                            heartbeats={}, pods=views, errors={}, now=1080.0, generation=4, previous=st2)
+    assert st3["replicas"] == 2 and st3["desiredWorkers"] == 3
+    # not yet submitted, or an invalid spec: no worker runs, the selector is known from the name
+    for problem in (None, "spec.numWorkers: bad"):
+        st4 = pods.build_status(base=None, assignment=None, heartbeats={}, pods=[], errors={}, now=1.0,
+                                generation=1, problem=problem, topology="wc")
+        assert st4["replicas"] == 0 and st4["selector"] == st["selector"]
+        TopologyStatusModel.model_validate(st4)
+
+
 # --- per-topology worker settings ------------------------------------------------------------
 
 WORKER = {
