@@ -6,11 +6,14 @@ collectors and the context; nothing here does I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 # the input tuple lives in a module of its own, compiled with the hot path (see squall.tuples)
 from squall.tuples import TICK_STREAM as TICK_STREAM, Tuple as Tuple
+
+if TYPE_CHECKING:
+    from squall import usermetrics
 
 DEFAULT_STREAM = "default"
 SYSTEM_COMPONENT = "__system"
@@ -28,6 +31,14 @@ class TopologyContext(Protocol):
     def task_component(self, task: int) -> str: ...
     def this_component_tasks(self) -> list[int]: ...
     def output_fields(self, stream: str = "default") -> list[str]: ...
+
+    # Storm's metrics v2 (registerCounter, registerGauge, ...; squall.usermetrics): the task's
+    # own metrics, served on its worker's /metrics labelled topology, component, task and name
+    def register_counter(self, name: str) -> usermetrics.Counter: ...
+    def register_gauge(self, name: str, fn: Callable[[], float]) -> usermetrics.Gauge: ...
+    def register_histogram(self, name: str, buckets: Sequence[float] = ...) -> usermetrics.Histogram: ...
+    def register_meter(self, name: str) -> usermetrics.Meter: ...
+    def register_timer(self, name: str, buckets: Sequence[float] = ...) -> usermetrics.Timer: ...
 
 
 class SpoutOutputCollector(Protocol):

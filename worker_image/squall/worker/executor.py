@@ -43,6 +43,7 @@ from squall.counters import _LUT, Counters, bucket_of
 from squall.windowing import WindowConfig, WindowedBoltExecutor
 from squall.acker import Ids, PendingTuples
 from squall.tuples import Tuple
+from squall import usermetrics
 from squall.worker.errorlog import error_backoff
 from squall.gcpolicy import POLICY as GC_POLICY
 from squall.worker.host import WorkerHost
@@ -76,6 +77,8 @@ class Context:
         self.worker_port = worker.slot.port
         self._plan = plan
         self.config = worker.conf
+        # the task's own metrics (squall.usermetrics), made by its first register_* call
+        self.user_metrics: usermetrics.TaskMetrics | None = None
 
     def component_tasks(self, component: str) -> list[int]:
         return list(self._plan.component_tasks.get(component, ()))
@@ -91,6 +94,29 @@ class Context:
         class's `outputs`); [] for an undeclared stream."""
         spec = self._plan.streams.get(self.component_id, {}).get(stream)
         return list(spec.fields) if spec is not None else []
+
+    # -- Storm's metrics v2 (registerCounter & co.), served on the worker's /metrics -----------
+    def _metrics(self) -> usermetrics.TaskMetrics:
+        tm = self.user_metrics
+        if tm is None:
+            tm = self.user_metrics = usermetrics.TaskMetrics(self.topology_id, self.component_id, self.task_id)
+        return tm
+
+    def register_counter(self, name: str) -> usermetrics.Counter:
+        return self._metrics().counter(name)
+
+    def register_gauge(self, name: str, fn: Callable[[], float]) -> usermetrics.Gauge:
+        return self._metrics().gauge(name, fn)
+
+    def register_histogram(self, name: str,
+                           buckets: Sequence[float] = usermetrics.VALUE_BUCKETS) -> usermetrics.Histogram:
+        return self._metrics().histogram(name, buckets)
+
+    def register_meter(self, name: str) -> usermetrics.Meter:
+        return self._metrics().meter(name)
+
+    def register_timer(self, name: str, buckets: Sequence[float] = usermetrics.TIMER_BUCKETS) -> usermetrics.Timer:
+        return self._metrics().timer(name, buckets)
 
 
 class Outbox:

@@ -7,7 +7,8 @@ hot path pays nothing for metrics being on. `families` is a pure function of a `
 
 Labels: `topology`, `component`, `task` (an executor's task, or "first-last" when one executor
 runs several tasks) on per-executor metrics; `topology`, `worker` (the slot, "node-port") on
-per-worker ones.
+per-worker ones. The components' own metrics (`context.register_counter` & co.) follow as
+`squall_user_*` families, labelled `topology`, `component`, `task` and `name` (squall.usermetrics).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from squall import usermetrics
 from squall.stats import Counters, bucket_upper_ms
 
 # upper bounds of the latency histograms' buckets, seconds
@@ -61,6 +63,8 @@ class WorkerFigures:
     zk_sessions_expired: int = 0
     # errors of the components the error throttle left out of the log and of ZooKeeper
     errors_not_logged: int = 0
+    # the metrics the tasks registered themselves (squall.usermetrics), read at scrape time
+    user: Sequence[usermetrics.TaskMetrics] = ()
 
 
 def task_label(tasks: tuple[int, int]) -> str:
@@ -154,6 +158,7 @@ def families(fig: WorkerFigures) -> list[Metric]:
                        "ZooKeeper sessions that expired (the endpoint was registered again).", fig.zk_sessions_expired),
         worker_counter("squall_errors_not_logged", "Errors of the components counted but not logged or reported "
                        "(over topology.max.error.report.per.interval in an interval).", fig.errors_not_logged),
+        *usermetrics.families(fig.user),
     ]
 
 

@@ -923,6 +923,8 @@ class Worker:
             bad_frames=self.bad_frames, refused=self._refused(), dropped=self.dropped, unsendable=self.unsendable,
             peer_reconnects=self.peer_reconnects, zk_reconnects=self.zk_reconnects,
             zk_sessions_expired=self.zk_sessions_expired, errors_not_logged=self.error_throttle.suppressed_total,
+            user=[c.user_metrics for ex in list(self.executors.values()) for c in list(ex.contexts.values())
+                  if c.user_metrics is not None],
         )
 
     # -- heartbeats and errors -------------------------------------------------------------
