@@ -1,0 +1,113 @@
+"""examples/kafka-clicks on the session's real Kafka broker, real workers and real ZooKeeper: live
+clicks produced into the input topic are enriched, counted per section in tumbling event-time
+windows (the record timestamp) and written to the output topic; every closed window's count, plus
+the clicks that went to the late topic, equals a recount of the input topic in one pass."""
+
+from __future__ import annotations
+
+import collections
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from squall.kafka.broker import EmbeddedKafka
+from squall.validation import parse_topology
+from squall_operator.local import LocalCluster
+from helpers import import_example, logs_tail, stop_topology, wait_for, wait_running
+from kafka_fixtures import new_topic, read_to_end
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kafka-clicks"
+WINDOW_S = 4  # the example's 10 s windows, shortened so that a short run closes a few of them
+LAG_S = 2
+
+
+def example_topology(broker: EmbeddedKafka, topics: dict[str, str]) -> Any:
+    """The example's topology.yaml with this broker, these topics and shorter windows."""
+    data = yaml.safe_load((EXAMPLE / "topology.yaml").read_text())
+    for c in data["spec"]["spouts"] + data["spec"]["bolts"]:
+        for key in ("kafka.spout", "kafka.bolt"):
+            cfg = c.get("config", {}).get(key)
+            if cfg is None:
+                continue
+            cfg["bootstrapServers"] = broker.bootstrap_servers
+            if "topics" in cfg:
+                cfg["topics"] = [topics[t] for t in cfg["topics"]]
+            for field in ("topic", "deadLetterTopic"):
+                if field in cfg:
+                    cfg[field] = topics[cfg[field]]
+    count = next(b for b in data["spec"]["bolts"] if b["name"] == "count")
+    count["window"].update({"windowLength": f"{WINDOW_S}s", "lag": f"{LAG_S}s"})
+    return parse_topology(data, source=str(EXAMPLE / "topology.yaml"))
+
+
+def test_window_counts_equal_a_recount_of_the_input_topic(
+        kafka_broker: EmbeddedKafka, make_cluster: Callable[..., LocalCluster]) -> None:
+    produce, clicks_mod = import_example(EXAMPLE, "produce", "kafka_clicks")
+    topics = {"clicks": new_topic(kafka_broker, 3, prefix="clicks"),
+              "click-counts": new_topic(kafka_broker, 1, prefix="counts"),
+              "clicks-late": new_topic(kafka_broker, 1, prefix="late"),
+              "clicks-dlq": new_topic(kafka_broker, 1, prefix="dlq")}
+    topo = example_topology(kafka_broker, topics)
+    cluster = make_cluster(nodes=2, slots=1, search_paths=[str(EXAMPLE)])
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+
+    sent = produce.produce(kafka_broker.bootstrap_servers, topics["clicks"], rate=150, seconds=14, seed=26)
+    # the recount, from the input topic itself
+    clicks = [json.loads(m.value()) for m in read_to_end(kafka_broker, topics["clicks"])]
+    assert len(clicks) == len(sent)
+    sections = clicks_mod.load_sections()
+    expected = produce.recount(clicks, WINDOW_S, sections)
+    last_ts = max(c["ts"] for c in clicks)
+    # closed: the watermark (the largest timestamp seen less the lag) has passed them, with a
+    # second to spare for the watermark's period
+    closed = {end for _, end in expected if end <= last_ts - LAG_S - 1}
+    assert len(closed) >= 2, f"the run closed too few windows: {sorted(closed)}"
+    want = {k: n for k, n in expected.items() if k[1] in closed}
+
+    def outputs() -> dict[tuple[str, float], list[dict[str, Any]]]:
+        got: dict[tuple[str, float], list[dict[str, Any]]] = collections.defaultdict(list)
+        for m in read_to_end(kafka_broker, topics["click-counts"]):
+            v = json.loads(m.value())
+            assert m.key().decode() == v["section"]
+            got[(v["section"], v["window_end"])].append(v)
+        return got
+
+    def late() -> collections.Counter[tuple[str, float]]:
+        out: collections.Counter[tuple[str, float]] = collections.Counter()
+        for m in read_to_end(kafka_broker, topics["clicks-late"]):
+            section, _user, _page, ts = json.loads(m.value())
+            out[(section, clicks_mod.window_of(ts, WINDOW_S)[1])] += 1
+        return out
+
+    def counted() -> dict[tuple[str, float], int]:
+        """(section, window end) -> clicks counted in the output plus those reported late."""
+        total: collections.Counter[tuple[str, float]] = late()
+        for key, records in outputs().items():
+            total[key] += records[0]["clicks"]
+        return {k: n for k, n in total.items() if k[1] in closed}
+
+    wait_for(lambda: counted() == want, 60, f"the counts of the {len(closed)} closed windows", cluster, 0.5)
+    got, late_clicks = outputs(), late()
+    for (section, end), records in got.items():
+        # at least once: a record written twice is the same record
+        assert all(r == records[0] for r in records), records
+        assert records[0]["window_start"] == end - WINDOW_S, records[0]
+    # a window with no late clicks has its distinct users right too
+    for key in want:
+        if key in got and not late_clicks.get(key):
+            users = {c["user"] for c in clicks if (clicks_mod.section_of(sections, c["page"]),
+                                                   clicks_mod.window_of(c["ts"], WINDOW_S)[1]) == key}
+            assert got[key][0]["users"] == len(users), (key, got[key][0])
+    # live clicks on three partitions read side by side: few, if any, come behind the lag
+    assert sum(late_clicks.values()) <= len(clicks) // 50, (late_clicks, logs_tail(cluster))
+    assert "other" in {s for s, _ in want}, "no click on a page sections.csv does not know"
+    print(f"{len(clicks)} clicks, {len(want)} (section, window) counts over {len(closed)} closed windows, "
+          f"{sum(late_clicks.values())} late")
+    stop_topology(cluster, topo.name)
