@@ -6,7 +6,8 @@ modules that import no client, so they are unit-tested with plain values; `squal
 runs a real Apache Kafka broker for local runs and tests. See docs/connectors.md.
 
 In a topology file: `class: squall.kafka:KafkaSpout`, `squall.kafka:StatefulKafkaSpout` (exactly
-once with the positions in the checkpointed state) and `squall.kafka:KafkaBolt`.
+once with the positions in the checkpointed state), `squall.kafka:KafkaBolt` and
+`squall.kafka:TransactionalKafkaBolt` (exactly once out, for read_committed consumers).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ if TYPE_CHECKING:
     from squall.kafka.bolt import KafkaBolt as KafkaBolt
     from squall.kafka.spout import KafkaSpout as KafkaSpout
     from squall.kafka.stateful import StatefulKafkaSpout as StatefulKafkaSpout
+    from squall.kafka.txnbolt import TransactionalKafkaBolt as TransactionalKafkaBolt
 
-__all__ = ["KafkaBolt", "KafkaSpout", "StatefulKafkaSpout"]
+__all__ = ["KafkaBolt", "KafkaSpout", "StatefulKafkaSpout", "TransactionalKafkaBolt"]
 
 
 def __getattr__(name: str) -> object:
@@ -35,4 +37,8 @@ def __getattr__(name: str) -> object:
         from squall.kafka.bolt import KafkaBolt
 
         return KafkaBolt
+    if name == "TransactionalKafkaBolt":
+        from squall.kafka.txnbolt import TransactionalKafkaBolt
+
+        return TransactionalKafkaBolt
     raise AttributeError(f"module 'squall.kafka' has no attribute {name!r}")
