@@ -111,3 +111,17 @@ def test_window_counts_equal_a_recount_of_the_input_topic(
     print(f"{len(clicks)} clicks, {len(want)} (section, window) counts over {len(closed)} closed windows, "
           f"{sum(late_clicks.values())} late")
     stop_topology(cluster, topo.name)
+
+
+def test_the_rules_the_recount_shares_with_the_topology() -> None:
+    """The page table and the windows, with plain values (the recount above uses them too)."""
+    (clicks_mod,) = import_example(EXAMPLE, "kafka_clicks")
+    sections = clicks_mod.load_sections()
+    assert clicks_mod.section_of(sections, "/news/world") == "news"
+    assert clicks_mod.section_of(sections, "/") == "front"
+    assert clicks_mod.section_of(sections, "/promo/black-friday") == "other"
+    assert clicks_mod.section_of(sections, None) == "other"
+    # (start, end], ends aligned to the epoch as Squall's (and Storm's) event-time windows
+    assert clicks_mod.window_of(12.0, 4) == (8.0, 12.0)
+    assert clicks_mod.window_of(12.001, 4) == (12.0, 16.0)
+    assert clicks_mod.window_of(1764250061.5, 10) == (1764250060.0, 1764250070.0)
