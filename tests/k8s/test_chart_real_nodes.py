@@ -193,7 +193,7 @@ def test_chart_defaults_run_the_word_count_in_containers(release: Release) -> No
 
     wait_for(running, 240, interval=2, what="wordcount Running 2/2")
     out = r.kubectl("get", "topo").stdout.splitlines()
-    assert out[0].split() == ["NAME", "STATUS", "WORKERS", "EXECUTORS", "UPTIME", "AGE"], out
+    assert out[0].split() == ["NAME", "STATUS", "WORKERS", "EXECUTORS", "ACKED/S", "FAILED/S", "UPTIME", "AGE"], out
     workers = r.workers("wordcount")
     assert len(workers) == 2, [p["metadata"]["name"] for p in workers]
     assert sorted(p["spec"]["nodeName"] for p in workers) == ["node-1", "node-2"]
