@@ -2,6 +2,7 @@
 
     bench/kafka-peers [--records 8000000] [--partitions 4] [--seconds 15] [--warmup 10]
                       [--pending 1000] [--spouts 1] [--commit-ms 1000] [--only CASE ...] [--json PATH]
+                      [--eo-pending 20000] [--eo-interval-ms 1000]
 
 (`bench/kafka-peers` runs bench/setup, which builds bench/storm with storm-kafka-client, then
 this file with the project's venv. The broker's jars come from scripts/setup.)
@@ -25,6 +26,13 @@ defaults. Storm 2.8.3 runs in a LocalCluster
 (Netty between its workers) with kafka-clients 4.1.0; Squall runs its KafkaSpout
 (confluent-kafka, librdkafka) in a local cluster. Complete latency (emit to ack) goes into the
 same buckets on both sides (Storm: storm-kafka-client's KafkaTupleListener hook).
+
+- squall-k2k, squall-k2k-eo (Squall alone, run with --only): the topic copied to another topic
+  of as many partitions through 2 sink tasks, at least once (KafkaSpout -> KafkaBolt, acks on the
+  delivery report) and exactly once (StatefulKafkaSpout -> TransactionalKafkaBolt, states in a
+  redis-server of its own, checkpoints every --eo-interval-ms, maxSpoutPending --eo-pending since
+  an ack waits for its checkpoint's commit). Rate: records acked per second; the pairing
+  "k2k" is exactly once / at least once.
 
 "per CPU-s" divides by the CPU seconds the engine used in the window (Storm: its JVM; Squall: its
 workers and ZooKeeper), as bench/peers does; "incl. broker" adds the broker's CPU over the same
@@ -70,7 +78,10 @@ SENTENCES = [
 ]
 SHAPES = ("noop", "wordcount")
 ENGINES = ("storm", "squall")
-CASES = [f"{e}-{s}" for s in SHAPES for e in ENGINES]  # storm first: Squall's ratio is to it
+# Kafka to Kafka, Squall alone: at least once (KafkaSpout -> KafkaBolt) and exactly once
+# (StatefulKafkaSpout -> TransactionalKafkaBolt, states in a redis-server)
+K2K = ("squall-k2k", "squall-k2k-eo")
+CASES = [f"{e}-{s}" for s in SHAPES for e in ENGINES] + list(K2K)  # storm first: Squall's ratio is to it
 TIMEOUT_S = 30
 
 
@@ -132,6 +143,81 @@ def squall_topology(shape: str, bootstrap: str, topic: str, group: str, pending:
     else:
         raise ValueError(f"shape must be one of {SHAPES}, not {shape!r}")
     return b.build(num_workers=2, num_ackers=2, max_spout_pending=pending, message_timeout_secs=TIMEOUT_S)
+
+
+def k2k_topology(exactly_once: bool, bootstrap: str, topic: str, out: str, group: str, args: argparse.Namespace,
+                 redis_port: int | None) -> Topology:
+    """`topic` -> the spout -> 2 sink tasks -> `out`: at least once (KafkaSpout, KafkaBolt) or exactly
+    once (StatefulKafkaSpout, TransactionalKafkaBolt, checkpoints every --eo-interval-ms in Redis)."""
+    spout_cfg: dict[str, Any] = {"bootstrapServers": bootstrap, "topics": [topic], "groupId": group,
+                                 "firstPollOffsetStrategy": "EARLIEST", "offsetCommitPeriodMs": args.commit_ms}
+    sink_cfg: dict[str, Any] = {"bootstrapServers": bootstrap, "topic": out, "keyField": None}
+    b = TopologyBuilder("bench-kafka-k2k-eo" if exactly_once else "bench-kafka-k2k")
+    config: dict[str, Any] = {}
+    if exactly_once:
+        b.set_spout("kafka", "squall.kafka:StatefulKafkaSpout", args.spouts, config={"kafka.spout": spout_cfg},
+                    outputs=["value"], stateful=True)
+        b.set_bolt("sink", "squall.kafka:TransactionalKafkaBolt", 2, config={"kafka.bolt": sink_cfg},
+                   stateful=True).shuffle_grouping("kafka")
+        config = {"topology.state.provider": "redis",
+                  "topology.state.provider.config": {"host": "127.0.0.1", "port": redis_port},
+                  "topology.state.checkpoint.interval.ms": args.eo_interval_ms}
+        pending = args.eo_pending
+    else:
+        b.set_spout("kafka", "squall.kafka:KafkaSpout", args.spouts, config={"kafka.spout": spout_cfg},
+                    outputs=["value"])
+        b.set_bolt("sink", "squall.kafka:KafkaBolt", 2,
+                   config={"kafka.bolt": sink_cfg, "topology.tick.tuple.freq.secs": 0.2}).shuffle_grouping("kafka")
+        pending = args.pending
+    return b.build(num_workers=2, num_ackers=2, max_spout_pending=pending, message_timeout_secs=TIMEOUT_S,
+                   config=config)
+
+
+def start_redis(workdir: str) -> tuple[subprocess.Popen[bytes], int]:
+    """A redis-server on a free loopback port, no persistence to disk (the exactly-once case's states)."""
+    import socket
+
+    exe = shutil.which("redis-server")
+    if exe is None:
+        raise RuntimeError("redis-server is not installed (scripts/setup installs Debian's)")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", workdir, "--save", "",
+                             "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import redis
+
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            redis.Redis(host="127.0.0.1", port=port).ping()
+            return proc, port
+        except redis.exceptions.ConnectionError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise
+            time.sleep(0.1)
+
+
+def squall_k2k_case(cid: str, bootstrap: str, topic: str, args: argparse.Namespace, broker_pid: int) -> Result:
+    from squall.kafka.admin import create_topics
+
+    exactly_once = cid.endswith("-eo")
+    out = f"bench-out-{uuid.uuid4().hex[:8]}"
+    create_topics(bootstrap, {out: args.partitions})
+    group = f"squall-k2k-{uuid.uuid4().hex[:8]}"
+    with tempfile.TemporaryDirectory(prefix="squall-bench-redis-") as tmp:
+        proc, port = start_redis(tmp) if exactly_once else (None, None)
+        try:
+            topo = k2k_topology(exactly_once, bootstrap, topic, out, group, args, port)
+            res = squall_case(topo, HERE / "topologies", args.seconds, args.warmup, others={"broker": broker_pid})
+        finally:
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+    res["broker_cpu_s"] = res.pop("others_cpu_s", {}).get("broker")
+    res["group"] = group
+    return res
 
 
 def squall_kafka_case(shape: str, bootstrap: str, topic: str, group: str, args: argparse.Namespace,
@@ -231,6 +317,11 @@ def summarize(results: dict[str, Result], records: int) -> dict[str, Any]:
         r["rate_per_cpu_s_with_broker"] = r["rate"] * r["window_s"] / (cpu + broker) if cpu and broker else None
         r["ran_dry"] = ran_dry(r, records)
     out: dict[str, Any] = {}
+    eo, alo = results.get("squall-k2k-eo", {}), results.get("squall-k2k", {})
+    if "rate" in eo and "rate" in alo:
+        out["k2k"] = {"of": ["squall-k2k-eo", "squall-k2k"], "rate": ratio(eo.get("rate"), alo.get("rate")),
+                      "per_cpu_s": ratio(eo.get("rate_per_cpu_s"), alo.get("rate_per_cpu_s")),
+                      "p99_ms": [eo.get("p99_ms"), alo.get("p99_ms")]}
     for shape in SHAPES:
         a, b = results.get(f"squall-{shape}", {}), results.get(f"storm-{shape}", {})
         if "rate" not in a or "rate" not in b:
@@ -263,7 +354,7 @@ def print_table(results: dict[str, Result], labels: dict[str, str], pairs: dict[
             table.add_row(cid, labels[cid], f"[red]failed: {r['error'].splitlines()[0][:70]}[/red]", *[""] * 8)
             continue
         shape = cid.split("-", 1)[1]
-        base = results.get(f"storm-{shape}", {})
+        base = results.get("squall-k2k" if cid == "squall-k2k-eo" else f"storm-{shape}", {})
         words = r.get("words_per_sec") if shape == "wordcount" else None
         dry = " [red](ran dry)[/red]" if r.get("ran_dry") else ""
         table.add_row(cid, labels[cid], f"{r['rate']:,.0f}{dry}", fmt(words, ",.0f"), fmt(r["p50_ms"], ".1f"),
@@ -274,6 +365,7 @@ def print_table(results: dict[str, Result], labels: dict[str, str], pairs: dict[
     console.print(table)
     console.print("records/s: records acked per second (trees completed at the spout).  per CPU-s: records per CPU "
                   "second of the engine; incl. broker: of the engine and the broker together.  ÷ Storm: Squall / "
+                  "Storm (squall-k2k-eo: exactly once / at least once), "
                   "Storm, same shape, same run.")
 
 
@@ -291,6 +383,11 @@ def main() -> None:
     ap.add_argument("--commit-ms", type=int, default=1000,
                     help="offsetCommitPeriodMs on both engines (default 1000; both spouts' own default is 30000, "
                          "with which Squall's stalls: see docs/performance-log.md)")
+    ap.add_argument("--eo-pending", type=int, default=20000,
+                    help="maxSpoutPending of squall-k2k-eo (default 20000: an ack waits for the checkpoint's "
+                         "commit, so it must cover an interval's records)")
+    ap.add_argument("--eo-interval-ms", type=int, default=1000,
+                    help="topology.state.checkpoint.interval.ms of squall-k2k-eo (default 1000, Storm's)")
     ap.add_argument("--only", action="append", metavar="CASE", choices=CASES,
                     help=f"run only these cases: {', '.join(CASES)} (repeatable)")
     ap.add_argument("--json", type=Path, help="write the results here (default .squall/bench/kafka-peers-<time>.json)")
@@ -306,12 +403,14 @@ def main() -> None:
         "time": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "cpus": os.cpu_count(), "loadavg_before": os.getloadavg(),
         "records": args.records, "partitions": args.partitions, "compression": args.compression,
         "seconds": args.seconds, "warmup": args.warmup, "pending": args.pending, "spouts": args.spouts,
-        "commit_ms": args.commit_ms,
+        "commit_ms": args.commit_ms, "eo_pending": args.eo_pending, "eo_interval_ms": args.eo_interval_ms,
         "argv": sys.argv[1:], "hot_path": _native.reason,
     }
     print(f"hot path: {_native.reason}", flush=True)
     labels = {"storm-noop": "Storm 2.8.3 storm-kafka-client", "squall-noop": "Squall KafkaSpout",
-              "storm-wordcount": "Storm 2.8.3 storm-kafka-client", "squall-wordcount": "Squall KafkaSpout"}
+              "storm-wordcount": "Storm 2.8.3 storm-kafka-client", "squall-wordcount": "Squall KafkaSpout",
+              "squall-k2k": "KafkaSpout -> KafkaBolt (at least once)",
+              "squall-k2k-eo": "StatefulKafkaSpout -> TransactionalKafkaBolt (exactly once)"}
     want = [c for c in CASES if not args.only or c in args.only]
     results: dict[str, Result] = {}
     with EmbeddedKafka(heap="1g") as broker:
@@ -329,7 +428,9 @@ def main() -> None:
             engine, shape = cid.split("-", 1)
             print(f"... {cid}: {labels[cid]}", file=sys.stderr, flush=True)
             try:
-                if engine == "storm":
+                if cid in K2K:
+                    results[cid] = squall_k2k_case(cid, bootstrap, topic, args, pid)
+                elif engine == "storm":
                     results[cid] = storm_kafka_case(shape, bootstrap, topic, args, pid)
                 else:
                     group = f"squall-{shape}-{uuid.uuid4().hex[:8]}"
