@@ -51,6 +51,9 @@ __all__ = ["IntervalTooLarge", "TransactionalKafkaBolt", "last_marker"]
 log = logging.getLogger("squall.kafka.txnbolt")
 REPORT_EVERY_S = 60.0
 MARKER_PARTITION = 0
+# compacted, in segments of 10 minutes (only closed segments are compacted): what a start reads
+# stays about one marker per task
+MARKER_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.ms": "600000"}
 
 
 class IntervalTooLarge(RuntimeError):
@@ -311,7 +314,7 @@ class TransactionalKafkaBolt(StatefulBolt):
                 raise KafkaUnavailable(f"{self.name}: initialising transactions ({self.txn_id}): "
                                        f"{describe_error(exc, self.cfg.bootstrapServers, self.errors)}") from None
             if self.cfg.createMarkerTopic:
-                create_topics(self.client_props, {self.marker_topic: 1}, topic_config={"cleanup.policy": "compact"},
+                create_topics(self.client_props, {self.marker_topic: 1}, topic_config=MARKER_TOPIC_CONFIG,
                               timeout=self.cfg.recoveryTimeoutMs / 1000.0)
             self.producer = producer
         return self.producer
