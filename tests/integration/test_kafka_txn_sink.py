@@ -118,3 +118,24 @@ def test_past_max_interval_bytes_inputs_fail_then_the_checkpoint(kafka_broker: E
     bolt.pre_prepare(1)
     bolt.pre_commit(1)
     assert values(kafka_broker, sink, 1) == ["small"]
+
+
+def test_a_commit_the_broker_did_not_answer_is_retried_and_written_once(kafka_broker: EmbeddedKafka) -> None:
+    sink = new_topic(kafka_broker, 1, prefix="out")
+    provider = MemoryProvider()
+    state = provider.state("out-3")
+    bolt, out = started(kafka_broker, f"txn-{uuid.uuid4().hex[:6]}", sink, state, commitTimeoutMs=2000)
+    for v in ("a", "b"):
+        bolt.execute(tup(v))
+    bolt.pre_prepare(1)
+    state.prepare_commit(1)
+    kafka_broker.stop(keep_data=True)
+    try:
+        with pytest.raises(KafkaUnavailable, match="writing checkpoint txid 1"):
+            bolt.pre_commit(1)  # the checkpoint fails; the checkpoint spout rolls the COMMIT forward
+    finally:
+        kafka_broker.start()
+    bolt.pre_commit(1)  # the COMMIT again: the markers say txid 1 is not in Kafka, so it is written
+    state.commit(1)
+    bolt.pre_commit(1)  # and once more (another task failed it): nothing written again
+    assert values(kafka_broker, sink, 2) == ["a", "b"]
