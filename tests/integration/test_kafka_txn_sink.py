@@ -139,3 +139,21 @@ def test_a_commit_the_broker_did_not_answer_is_retried_and_written_once(kafka_br
     state.commit(1)
     bolt.pre_commit(1)  # and once more (another task failed it): nothing written again
     assert values(kafka_broker, sink, 2) == ["a", "b"]
+
+
+def test_the_preflight_takes_the_sinks_own_keys(kafka_broker: EmbeddedKafka) -> None:
+    from squall.kafka.preflight import kafka_problems
+    from helpers import topology
+
+    bolt = {"bootstrapServers": kafka_broker.bootstrap_servers, "topic": "out", "markerTopic": "m",
+            "maxIntervalBytes": 100_000, "commitTimeoutMs": 5000}
+    spec = {"numWorkers": 1,
+            "spouts": [{"name": "s", "class": "squall.kafka:StatefulKafkaSpout", "stateful": True,
+                        "config": {"kafka.spout": {"bootstrapServers": kafka_broker.bootstrap_servers,
+                                                   "topics": ["in"]}}}],
+            "bolts": [{"name": "o", "class": "squall.kafka:TransactionalKafkaBolt", "stateful": True,
+                       "config": {"kafka.bolt": bolt}, "inputs": [{"component": "s", "grouping": "shuffle"}]}]}
+    assert kafka_problems(topology("txn-preflight", spec, {})) == []
+    bolt["maxIntervalBytes"] = 1
+    (problem,) = kafka_problems(topology("txn-preflight", spec, {}))
+    assert "kafka.bolt.maxIntervalBytes" in str(problem)

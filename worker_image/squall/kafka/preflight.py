@@ -19,9 +19,9 @@ from squall.kafka.config import (
     SPOUT_KEY,
     KafkaConfigError,
     client_props,
-    parse_bolt_config,
     parse_spout_config,
 )
+from squall.kafka.txn import parse_txn_bolt_config
 from squall.models.v1alpha1 import Topology
 
 __all__ = ["kafka_problems"]
@@ -47,7 +47,9 @@ def kafka_problems(topo: Topology, *, timeout: float = 5.0, env: Mapping[str, st
             checks.append((f"spec.bolts[{i}].config['{BOLT_KEY}']", BOLT_KEY, bolt_conf))
     for path, key, conf in checks:
         try:
-            cfg: Any = parse_spout_config(conf) if key == SPOUT_KEY else parse_bolt_config(conf)
+            # a bolt's settings as the transactional sink's, a superset of KafkaBolt's (the class
+            # is not known here; KafkaBolt itself refuses the sink's keys when it starts)
+            cfg: Any = parse_spout_config(conf) if key == SPOUT_KEY else parse_txn_bolt_config(conf)
             props = client_props(cfg, key, env)
         except KafkaConfigError as exc:
             problems.append(Problem(path, NO_VALUE, str(exc)))
