@@ -51,6 +51,9 @@ __all__ = ["IntervalTooLarge", "TransactionalKafkaBolt", "last_marker"]
 log = logging.getLogger("squall.kafka.txnbolt")
 REPORT_EVERY_S = 60.0
 MARKER_PARTITION = 0
+# a record's batch framing and headers beyond record_size: inputs larger than message.max.bytes
+# less this are failed at once
+RECORD_MARGIN = 512
 # compacted, in segments of 10 minutes (only closed segments are compacted): what a start reads
 # stays about one marker per task
 MARKER_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.ms": "600000"}
@@ -236,7 +239,7 @@ class TransactionalKafkaBolt(StatefulBolt):
             self.collector.fail(tup)
             return
         size = record_size(record)
-        if len(record[1] or b"") + len(record[2] or b"") > self.max_record:
+        if size + RECORD_MARGIN > self.max_record:  # refused at COMMIT it would fail every retry
             self._report(f"cannot write tuple {tup.values!r:.100}: the record is larger than "
                          f"message.max.bytes={self.max_record}")
             self.collector.fail(tup)
