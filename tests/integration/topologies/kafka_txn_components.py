@@ -1,4 +1,4 @@
-"""Controls of the transactional Kafka sink's test (tests/integration/test_kafka_txn.py): the same
+"""Controls of the transactional Kafka sink's test (tests/integration/test_kafka_txn_pipeline.py): the same
 bolt with its recovery at start changed, to show that the test fails without the marker check."""
 
 from __future__ import annotations
