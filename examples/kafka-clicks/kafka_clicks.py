@@ -45,6 +45,12 @@ def window_of(ts: float, length_s: float) -> tuple[float, float]:
     return end - length_s, end
 
 
+def late_record(tup: Tuple) -> tuple[None, Any]:
+    """The late topic's record of a late-stream tuple (fields tuple, reason): no key, the click's
+    enriched values [section, user, page, ts] as the value (the KafkaBolt's `mapper`)."""
+    return None, tup.get("tuple")
+
+
 class Enrich(BasicBolt):
     """(key, value, timestamp) of a click record -> (section, user, page, ts). A value that is not
     a click (no page) is counted in `other` with the page None."""

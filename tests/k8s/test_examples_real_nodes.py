@@ -14,12 +14,18 @@ its own image (examples/<name>/Dockerfile, built by scripts/k8s-images, named in
   and a finite input; a worker pod is deleted mid-run, and once the operator has replaced it the
   totals committed to Redis equal a recount of the input (`expected_counts`), read from this
   machine straight from the Redis pod; `kubectl delete` removes the topology, its state stays.
+- kafka-clicks: `kubectl apply -f examples/kafka-clicks/k8s.yaml` unchanged: Apache Kafka from the
+  squall-kafka image (tests/k8s/images/Dockerfile.kafka: non-root, read-only root filesystem) and
+  the topology reading it by its Service name `kafka`; live clicks produced from this machine (to
+  the broker's second listener, advertised by the pod's IP), and every closed window's count in
+  `click-counts`, plus the clicks on `clicks-late`, equals a recount of the input topic.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import re
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +48,7 @@ pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
 REPO = Path(__file__).resolve().parents[2]
 TRENDING = REPO / "examples" / "trending"
 STATEFUL = REPO / "examples" / "stateful-wordcount"
+KAFKA_CLICKS = REPO / "examples" / "kafka-clicks"
 NS = "squall-examples"
 
 
@@ -236,3 +243,122 @@ def test_stateful_wordcount_with_redis_exact_after_a_worker_pod_is_deleted(examp
     wait_for(lambda: not e.workers(name), 120, what="the worker pods gone")
     assert committed.totals() == expected  # the state outlives the topology, in Redis
     e.kubectl("delete", "-f", str(STATEFUL / "redis.yaml"), "--wait=false")
+
+
+def _read_topic(bootstrap: str, topic: str, timeout: float = 30) -> list[Any]:
+    """Every record of `topic` up to its end as of now."""
+    import uuid
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex}",
+                  "enable.auto.commit": False})
+    try:
+        parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+        todo = {p for p, end in ends.items() if end > 0}
+        c.assign([TopicPartition(topic, p, -2) for p in todo])  # -2: from the beginning
+        out: list[Any] = []
+        deadline = time.monotonic() + timeout
+        while todo and time.monotonic() < deadline:
+            for m in c.consume(500, 0.2):
+                if m.error() is None:
+                    out.append(m)
+                    if m.offset() + 1 >= ends[m.partition()]:
+                        todo.discard(m.partition())
+        assert not todo, f"could not read {topic} to its end in {timeout}s"
+        return out
+    finally:
+        c.close()
+
+
+def test_kafka_clicks_from_the_example_manifest(examples: Examples) -> None:
+    import json
+
+    e = examples
+    clicks_mod = _module(KAFKA_CLICKS / "kafka_clicks.py")
+    file = KAFKA_CLICKS / "k8s.yaml"
+    docs = list(yaml.safe_load_all(file.read_text()))
+    topo = next(d for d in docs if d["kind"] == "Topology")
+    # the manifest's topology is the local one's with the broker's Service name
+    local = yaml.safe_load((KAFKA_CLICKS / "topology.yaml").read_text())
+    assert yaml.safe_dump(topo).replace("kafka:9092", "127.0.0.1:9092") == yaml.safe_dump(local)
+    window = next(b for b in topo["spec"]["bolts"] if b["name"] == "count")["window"]
+    length, lag = (float(window[k].rstrip("s")) for k in ("windowLength", "lag"))
+    name = topo["metadata"]["name"]
+
+    e.kubectl("apply", "-f", str(file))
+    t0 = time.monotonic()
+    try:
+        (kafka,) = wait_for(lambda: [p for p in e.get("pods", "-l", "app.kubernetes.io/name=kafka")["items"]
+                                     if _ready(p)], 300, interval=2, what="Kafka Ready")
+    except BaseException:
+        for args in (("describe", "pods", "-l", "app.kubernetes.io/name=kafka"),
+                     ("logs", "-l", "app.kubernetes.io/name=kafka", "--tail=60"),
+                     ("logs", "-l", "app.kubernetes.io/name=kafka", "--previous", "--tail=60")):
+            print(f"--- kubectl {' '.join(args)}\n" + e.kubectl(*args, check=False).stdout[-5000:])
+        raise
+    print(f"Kafka Ready in {time.monotonic() - t0:.1f}s")
+    container = kafka["spec"]["containers"][0]
+    assert container["image"] == "squall-kafka:4.1.1"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    uid = e.kubectl("exec", kafka["metadata"]["name"], "--", "id", "-u").stdout.strip()
+    assert uid == "1000", uid
+    # this machine reaches the pod's address: the broker's second listener, advertised by it
+    bootstrap = f"{kafka['status']['podIP']}:9094"
+
+    def topics() -> bool:
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        try:
+            md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+        except KafkaException:  # not answering yet
+            return False
+        return {"clicks", "click-counts", "clicks-late", "clicks-dlq"} <= set(md.topics) \
+            and len(md.topics["clicks"].partitions) == 3
+
+    wait_for(topics, 120, interval=1, what="the example's topics on the broker")
+    wait_for(lambda: e.running(name, 2), 240, interval=2, what=f"{name} Running 2/2")
+    print(f"{name} Running 2/2 in {time.monotonic() - t0:.1f}s")
+
+    sys.path.insert(0, str(KAFKA_CLICKS))  # produce.py imports kafka_clicks from its folder
+    try:
+        produce = _module(KAFKA_CLICKS / "produce.py")
+    finally:
+        sys.path.remove(str(KAFKA_CLICKS))
+    sent = produce.produce(bootstrap, "clicks", rate=100, seconds=32, seed=26)
+    clicks = [json.loads(m.value()) for m in _read_topic(bootstrap, "clicks")]
+    assert len(clicks) == len(sent)
+    sections = clicks_mod.load_sections()
+    expected = produce.recount(clicks, length, sections)
+    last_ts = max(c["ts"] for c in clicks)
+    closed = {end for _, end in expected if end <= last_ts - lag - 1}
+    assert len(closed) >= 2, sorted(closed)
+    want = {k: n for k, n in expected.items() if k[1] in closed}
+
+    def counted() -> dict[tuple[str, float], int]:
+        total: dict[tuple[str, float], int] = {}
+        seen: dict[tuple[str, float], dict[str, Any]] = {}
+        for m in _read_topic(bootstrap, "click-counts"):
+            v = json.loads(m.value())
+            key = (v["section"], v["window_end"])
+            assert seen.setdefault(key, v) == v, (seen[key], v)  # a record written twice is the same
+            total[key] = v["clicks"]
+        for m in _read_topic(bootstrap, "clicks-late"):
+            section, _user, _page, ts = json.loads(m.value())
+            key = (section, clicks_mod.window_of(ts, length)[1])
+            total[key] = total.get(key, 0) + 1
+        return {k: n for k, n in total.items() if k[1] in closed}
+
+    try:
+        wait_for(lambda: counted() == want, 120, interval=2, what=f"the counts of {len(closed)} closed windows")
+    except BaseException:
+        print(f"expected {want}\ngot {counted()}\n--- workers ---\n{e.logs(name)[-6000:]}")
+        raise
+    late = len(_read_topic(bootstrap, "clicks-late"))
+    assert late <= len(clicks) // 50, late
+    print(f"{len(clicks)} clicks, {len(want)} (section, window) counts exact over {len(closed)} windows, {late} late")
+
+    e.kubectl("delete", "-f", str(file), "--timeout=150s", timeout=180)
+    wait_for(lambda: not e.workers(name), 120, what="the kafka-clicks worker pods gone")
