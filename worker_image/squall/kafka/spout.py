@@ -62,9 +62,11 @@ from squall.kafka.config import (
 )
 from squall.kafka.offsets import OffsetManager
 from squall.kafka.records import (
+    FieldPicker,
     KafkaRecord,
     Translator,
     default_translator,
+    field_picker,
     import_function,
     make_decoder,
 )
@@ -92,6 +94,15 @@ def _headers(m: Message) -> list[tuple[str, str | bytes | None]]:
     if not got:
         return []
     return list(got.items()) if isinstance(got, dict) else list(got)
+
+
+def _header_dict(m: Message) -> dict[str, bytes]:
+    return {k: v if isinstance(v, bytes) else (v or "").encode() for k, v in _headers(m)}
+
+
+def _timestamp_ms(m: Message) -> int | None:
+    ts_type, ts = m.timestamp()
+    return ts if ts_type else None
 
 
 def _librdkafka_offset(start: int | str) -> int:
@@ -237,6 +248,9 @@ class KafkaSpout(Spout):
             fields = context.output_fields("default")
             self.translator: Translator = (import_function(cfg.translator, f"{SPOUT_KEY}.translator")
                                            if cfg.translator else default_translator(fields))
+            # the default translator's fast path: the values straight from the record's
+            # attributes, its headers and timestamp read only when the fields name them
+            self.picker: FieldPicker | None = None if cfg.translator else field_picker(fields)
             self.key_decoder = make_decoder(cfg.keyDecoder, f"{SPOUT_KEY}.keyDecoder")
             self.value_decoder = make_decoder(cfg.valueDecoder, f"{SPOUT_KEY}.valueDecoder")
         except ValueError as exc:
@@ -371,13 +385,17 @@ class KafkaSpout(Spout):
         """The record's tuple values; None when it emits none: a poison record (handled here) or
         one the translator skips (processed: `mgr` counts it acked)."""
         topic, partition, offset = msg_id
+        picker = self.picker
         try:
             raw_key, raw_value = m.key(), m.value()
             key = None if raw_key is None else self.key_decoder(raw_key)
             value = None if raw_value is None else self.value_decoder(raw_value)
-            headers = {k: v if isinstance(v, bytes) else (v or "").encode() for k, v in _headers(m)}
-            ts_type, ts = m.timestamp()
-            record = KafkaRecord(topic, partition, offset, key, value, headers, ts if ts_type else None)
+            if picker is not None:  # the default translator: never None, never raises
+                headers = _header_dict(m) if picker.headers else None
+                ts_ms = _timestamp_ms(m) if picker.timestamp else None
+                return picker.pick((topic, partition, offset, key, value, headers,
+                                    None if ts_ms is None else ts_ms / 1000.0, ts_ms))
+            record = KafkaRecord(topic, partition, offset, key, value, _header_dict(m), _timestamp_ms(m))
             values = self.translator(record)
         except Exception as exc:  # noqa: BLE001 - the user's decoder or translator refused it
             self._poison(m, msg_id, mgr, exc)
@@ -395,7 +413,8 @@ class KafkaSpout(Spout):
         if self.in_flight.pop(key, None) is None:
             return
         self.raw.pop(key, None)
-        self.retries.remove(key)
+        if self.retries:  # it may have failed before: its failure count goes
+            self.retries.remove(key)
         mgr = self.managers.get((key[0], key[1]))
         if mgr is not None:
             mgr.add_acked(key[2])
@@ -522,6 +541,10 @@ class KafkaSpout(Spout):
 
     # -- assignment ----------------------------------------------------------------------------
     def _take_metadata(self, now: float) -> None:
+        if not self.meta.out.queue:
+            # nothing handed over: the queue's deque read without its lock (one atomic test
+            # under the GIL; a snapshot posted just after is taken by the next call)
+            return
         try:
             snap = self.meta.out.get_nowait()
         except queue.Empty:
