@@ -256,7 +256,9 @@ class KafkaSpout(Spout):
         except ValueError as exc:
             raise KafkaConfigError(f"{context.component_id}: {exc}") from None
         self.guarantee = cfg.processingGuarantee
-        self.tracked = self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE or cfg.tupleTrackingEnforced
+        self.at_least_once = self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE
+        self.tracked = self.at_least_once or cfg.tupleTrackingEnforced
+        self.keep_raw = cfg.deadLetterTopic is not None  # the record as it came, for the dead-letter topic
         topology = str(conf.get("topology.name", context.topology_id))
         self.group_id = cfg.groupId or f"squall-{topology}-{context.component_id}"
         self.commit_metadata = json.dumps({"topologyId": context.topology_id, "taskId": context.task_id})
@@ -353,19 +355,20 @@ class KafkaSpout(Spout):
 
     def _emit(self, m: Message) -> bool:
         """Emit the record's tuple; False when it emitted nothing (skipped, poison)."""
-        topic, partition, offset = _where(m)
+        topic, partition, offset = m.topic(), m.partition(), m.offset()  # _where's, one call less
+        assert topic is not None and partition is not None and offset is not None, "an error, not a record"
         tp = (topic, partition)
         if tp not in self.assigned:
             return False  # revoked since it was polled
-        if self.guarantee is not ProcessingGuarantee.AT_LEAST_ONCE:
-            self.positions[tp] = offset + 1
         mgr: OffsetManager | None = None
-        if self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE:
+        if self.at_least_once:
             mgr = self.managers.get(tp)
             if mgr is None:
                 mgr = self.managers[tp] = OffsetManager(offset)
             if offset < mgr.committed or mgr.is_emitted(offset):
                 return False  # read again after a seek: already handled
+        else:
+            self.positions[tp] = offset + 1
         msg_id: MessageId = (topic, partition, offset)
         values = self._values(m, msg_id, mgr)
         if values is None:
@@ -376,7 +379,7 @@ class KafkaSpout(Spout):
         if mgr is not None:
             mgr.add_emitted(offset)
         self.in_flight[msg_id] = values
-        if self.cfg.deadLetterTopic is not None:
+        if self.keep_raw:
             self.raw[msg_id] = m
         self.collector.emit(values, msg_id=msg_id)
         return True
@@ -412,7 +415,8 @@ class KafkaSpout(Spout):
         key: MessageId = tuple(msg_id)
         if self.in_flight.pop(key, None) is None:
             return
-        self.raw.pop(key, None)
+        if self.keep_raw:
+            self.raw.pop(key, None)
         if self.retries:  # it may have failed before: its failure count goes
             self.retries.remove(key)
         mgr = self.managers.get((key[0], key[1]))
