@@ -105,8 +105,9 @@ def test_window_counts_equal_a_recount_of_the_input_topic(
             users = {c["user"] for c in clicks if (clicks_mod.section_of(sections, c["page"]),
                                                    clicks_mod.window_of(c["ts"], WINDOW_S)[1]) == key}
             assert got[key][0]["users"] == len(users), (key, got[key][0])
-    # live clicks on three partitions read side by side: few, if any, come behind the lag
-    assert sum(late_clicks.values()) <= len(clicks) // 50, (late_clicks, logs_tail(cluster))
+    # every closed window was counted by the window bolt (late clicks are counted above, in
+    # clicks-late: how many come behind the lag depends on the machine's load, not on the code)
+    assert closed <= {end for _, end in got}, (sorted(closed), sorted(got), logs_tail(cluster))
     assert "other" in {s for s, _ in want}, "no click on a page sections.csv does not know"
     print(f"{len(clicks)} clicks, {len(want)} (section, window) counts over {len(closed)} closed windows, "
           f"{sum(late_clicks.values())} late")

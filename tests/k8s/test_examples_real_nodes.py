@@ -357,7 +357,10 @@ def test_kafka_clicks_from_the_example_manifest(examples: Examples) -> None:
         print(f"expected {want}\ngot {counted()}\n--- workers ---\n{e.logs(name)[-6000:]}")
         raise
     late = len(_read_topic(bootstrap, "clicks-late"))
-    assert late <= len(clicks) // 50, late
+    # every closed window was counted by the window bolt (how many clicks come behind the lag
+    # depends on the nodes' load, not on the code: they are counted above, in clicks-late)
+    emitted = {json.loads(m.value())["window_end"] for m in _read_topic(bootstrap, "click-counts")}
+    assert closed <= emitted, (sorted(closed), sorted(emitted))
     print(f"{len(clicks)} clicks, {len(want)} (section, window) counts exact over {len(closed)} windows, {late} late")
 
     e.kubectl("delete", "-f", str(file), "--timeout=150s", timeout=180)

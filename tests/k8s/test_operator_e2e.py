@@ -308,11 +308,17 @@ def test_wordcount_runs_from_the_same_file(squall: Cluster) -> None:
 
 
 def test_kubectl_get_topo_columns(squall: Cluster) -> None:
-    out = squall.kubectl("get", "topo", "-n", NS).stdout.splitlines()
-    assert out[0].split() == ["NAME", "STATUS", "WORKERS", "EXECUTORS", "ACKED/S", "FAILED/S", "UPTIME", "AGE"], out
-    row = next(line.split() for line in out[1:] if line.startswith("wordcount "))
+    def listed() -> tuple[list[str], list[str]] | None:
+        out = squall.kubectl("get", "topo", "-n", NS).stdout.splitlines()
+        row = next(line.split() for line in out[1:] if line.startswith("wordcount "))
+        # the rate columns stay empty until the operator has two samples 5 s apart
+        return (out[0].split(), row) if len(row) == 8 else None
+
+    header, row = wait_for(listed, 60, what="wordcount's line with its rates")
+    assert header == ["NAME", "STATUS", "WORKERS", "EXECUTORS", "ACKED/S", "FAILED/S", "UPTIME", "AGE"], header
     # sentences 1 + split 2 + count 2 + report 1 + __acker 2
     assert row[1:4] == ["Running", "2/2", "8"], row
+    assert float(row[4]) > 0 and float(row[5]) >= 0, row
     assert row[6][-1] in "smh" and row[7][-1] in "smh"
     described = squall.kubectl("describe", "topology", "wordcount", "-n", NS).stdout
     assert "Conditions:" in described and "Submitted" in described
