@@ -310,7 +310,7 @@ def test_wordcount_runs_from_the_same_file(squall: Cluster) -> None:
 def test_kubectl_get_topo_columns(squall: Cluster) -> None:
     def listed() -> tuple[list[str], list[str]] | None:
         out = squall.kubectl("get", "topo", "-n", NS).stdout.splitlines()
-        row = next(line.split() for line in out[1:] if line.startswith("wordcount "))
+        row = next((line.split() for line in out[1:] if line.startswith("wordcount ")), [])
         # the rate columns stay empty until the operator has two samples 5 s apart
         return (out[0].split(), row) if len(row) == 8 else None
 
