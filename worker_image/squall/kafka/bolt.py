@@ -28,10 +28,10 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from squall.components import TICK_STREAM, Bolt, OutputCollector, TopologyContext, Tuple
 from squall.kafka.admin import ClientErrors, KafkaUnavailable, client_config, describe_error
-from squall.kafka.config import BOLT_KEY, KafkaConfigError, client_props, parse_bolt_config
-from squall.kafka.records import import_function, make_encoder
+from squall.kafka.config import BOLT_KEY, KafkaBoltConfig, KafkaConfigError, client_props, parse_bolt_config
+from squall.kafka.records import Encoder, import_function, make_encoder
 
-__all__ = ["KafkaBolt"]
+__all__ = ["KafkaBolt", "sink_record"]
 
 log = logging.getLogger("squall.kafka.bolt")
 REPORT_EVERY_S = 60.0
@@ -106,23 +106,7 @@ class KafkaBolt(Bolt):
         self.producer.poll(0)
 
     def _record(self, tup: Tuple) -> tuple[str, bytes | None, bytes | None]:
-        cfg = self.cfg
-        topic = cfg.topic
-        if self.mapper is not None:
-            got = self.mapper(tup)
-            if len(got) == 3:
-                topic, key, value = got
-            else:
-                key, value = got
-        else:
-            key = tup.get(cfg.keyField) if cfg.keyField else None
-            value = tup.get(cfg.valueField)
-            if cfg.topicField:
-                topic = tup.get(cfg.topicField)
-        if not topic:
-            raise ValueError("no topic (neither 'topic' nor a value in 'topicField')")
-        return (str(topic), None if key is None else self.key_encoder(key),
-                None if value is None else self.value_encoder(value))
+        return sink_record(self.cfg, self.mapper, self.key_encoder, self.value_encoder, tup)
 
     def _delivered(self, tup: Tuple, err: KafkaError | None, msg: Message) -> None:
         if err is None:
@@ -161,3 +145,25 @@ class KafkaBolt(Bolt):
             log.warning("%s: %d writes not confirmed at cleanup (their inputs fail and are replayed)",
                         self.name, left)
         log.info("%s: closed (written %d, failed %d)", self.name, self.written, self.failed)
+
+
+def sink_record(cfg: KafkaBoltConfig, mapper: Callable[[Tuple], Any] | None, key_encoder: Encoder,
+                value_encoder: Encoder, tup: Tuple) -> tuple[str, bytes | None, bytes | None]:
+    """The (topic, key, value) a sink writes for `tup`: from its `mapper`, or from the fields the
+    config names; KafkaBolt and TransactionalKafkaBolt build their records alike."""
+    topic = cfg.topic
+    if mapper is not None:
+        got = mapper(tup)
+        if len(got) == 3:
+            topic, key, value = got
+        else:
+            key, value = got
+    else:
+        key = tup.get(cfg.keyField) if cfg.keyField else None
+        value = tup.get(cfg.valueField)
+        if cfg.topicField:
+            topic = tup.get(cfg.topicField)
+    if not topic:
+        raise ValueError("no topic (neither 'topic' nor a value in 'topicField')")
+    return (str(topic), None if key is None else key_encoder(key),
+            None if value is None else value_encoder(value))

@@ -29,6 +29,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from squall.components import TICK_STREAM, OutputCollector, StatefulBolt, TopologyContext, Tuple
 from squall.kafka.admin import ClientErrors, KafkaUnavailable, client_config, create_topics, describe_error
+from squall.kafka.bolt import sink_record
 from squall.kafka.config import BOLT_KEY, KafkaConfigError, client_props
 from squall.kafka.records import import_function, make_encoder
 from squall.kafka.txn import (
@@ -255,23 +256,7 @@ class TransactionalKafkaBolt(StatefulBolt):
         self.collector.ack(tup)  # acked for real once the checkpoint that writes it commits
 
     def _record(self, tup: Tuple) -> Record:
-        cfg = self.cfg
-        topic = cfg.topic
-        if self.mapper is not None:
-            got = self.mapper(tup)
-            if len(got) == 3:
-                topic, key, value = got
-            else:
-                key, value = got
-        else:
-            key = tup.get(cfg.keyField) if cfg.keyField else None
-            value = tup.get(cfg.valueField)
-            if cfg.topicField:
-                topic = tup.get(cfg.topicField)
-        if not topic:
-            raise ValueError("no topic (neither 'topic' nor a value in 'topicField')")
-        return (str(topic), None if key is None else self.key_encoder(key),
-                None if value is None else self.value_encoder(value))
+        return sink_record(self.cfg, self.mapper, self.key_encoder, self.value_encoder, tup)
 
     # -- Kafka -----------------------------------------------------------------------------------
     def _recover(self) -> None:
