@@ -176,6 +176,11 @@ def select(windowed: bool = False, before_exec: Callable[[Decision], None] | Non
 # adjustment off).
 MMAP_THRESHOLD = 1 << 20
 _M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+# Fixing the mmap threshold also fixes the trim threshold at glibc's 128 KiB, and the heap is then
+# shrunk and grown again at every burst of small frees: the no-op bench's worker lost 5-10% to it.
+# Heap tops up to this size are kept; large frames are mapped on their own and given back anyway.
+TRIM_THRESHOLD = 8 << 20
+_M_TRIM_THRESHOLD = -1
 
 
 def fix_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
@@ -188,4 +193,4 @@ def fix_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, size))
+    return bool(mallopt(_M_MMAP_THRESHOLD, size)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
