@@ -234,9 +234,9 @@ class ZooKeeperTarget:
 
     def rebalance(self, name: str, num_workers: int | None, executors: Mapping[str, int],
                   wait_secs: float | None) -> str:
-        from squall.models import Topology
+        from squall_operator import stored
 
-        topology = Topology.model_validate(self._base(name).topology)
+        topology = stored.topology(self._base(name))
         _check_executors(name, {c.name: c.tasks for c in topology.spec.components}, executors)
         over = limits.rebalance_problem(topology, num_workers, executors)
         if over is not None:

@@ -61,9 +61,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from squall.models import Topology
 from squall.models.cluster import NimbusRequest
 from squall.state import CONNECTION_ERRORS, ClusterState, StateError
+from squall_operator import stored
 from squall_operator.nimbus import Nimbus, NimbusError
 from squall_operator.requests import perform
 from squall_operator.ui.data import WINDOWS, UiData, is_topology_id, latency_text
@@ -105,7 +105,7 @@ def _tasks(state: ClusterState, name: str) -> dict[str, int]:
     base = state.get_storm(name)
     if base is None:
         raise ActionRefused(404, f"no topology named {name!r}")
-    return {c.name: c.tasks for c in Topology.model_validate(base.topology).spec.components}
+    return {c.name: c.tasks for c in stored.topology(base).spec.components}
 
 
 class NimbusActions:

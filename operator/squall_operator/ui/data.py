@@ -37,6 +37,7 @@ from squall.models.cluster import (
 )
 from squall.plan import ACKER
 from squall.state import CONNECTION_ERRORS, ClusterState, StateError
+from squall_operator import stored
 from squall_operator.totals import Totals
 
 __all__ = ["WINDOWS", "UiData", "executor_of", "is_topology_id", "latency_text", "pretty_secs"]
@@ -250,7 +251,7 @@ class UiData:
             if base is None:
                 continue
             row = self._basics(name, base, self.state.get_assignment(name))
-            spouts = {s.name for s in Topology.model_validate(base.topology).spec.spouts}
+            spouts = {s.name for s in stored.topology(base).spec.spouts}
             with self.lock:
                 acked = failed = 0
                 lat_sum = lat_n = 0.0
@@ -300,7 +301,7 @@ class UiData:
             return None
         assignment = self.state.get_assignment(name)
         beats = self.state.get_worker_heartbeats(name)
-        topology = Topology.model_validate(base.topology)
+        topology = stored.topology(base)
         spec = topology.spec
         out = self._basics(name, base, assignment)
         errors = self._errors(name, [c.name for c in spec.components],
