@@ -8,8 +8,8 @@ temp dir with a generated ``server.properties``, storage formatted with ``kafka.
 free ``127.0.0.1`` ports, internal topics with one replica, and ``auto.create.topics.enable``
 off unless asked (a topic that does not exist stays missing, as on a production cluster).
 
-The JVM dies with the thread that started it (``PR_SET_PDEATHSIG``, as the embedded ZooKeeper);
-``stop()`` sends SIGTERM (a clean shutdown), then SIGKILL, and deletes the temp dir;
+The child JVM's machinery is `squall.jvm`'s ``JvmServer``, as the embedded ZooKeeper's: it dies
+with the thread that started it (``PR_SET_PDEATHSIG``); ``stop()`` sends SIGTERM (a clean shutdown), then SIGKILL, and deletes the temp dir;
 ``stop(keep_data=True)`` keeps the dir and the ports and a later ``start()`` brings the same
 broker back with its topics and committed offsets (tests restart the broker mid-run with it).
 
@@ -25,20 +25,15 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
-import functools
 import os
-import shutil
-import signal
 import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 
-from squall.zkserver import _die_with_parent, _free_port, find_java
+from squall.jvm import LOG4J2_CONSOLE, JvmServer, free_port
 
 __all__ = ["KAFKA_VERSION", "EmbeddedKafka", "KafkaBrokerError", "kafka_jars", "kafka_jars_dir"]
 
@@ -46,14 +41,7 @@ __all__ = ["KAFKA_VERSION", "EmbeddedKafka", "KafkaBrokerError", "kafka_jars", "
 KAFKA_VERSION = "4.1.1"
 JARS_ENV = "SQUALL_KAFKA_JARS"
 _READY_LINE = b"Kafka Server started"
-_LOG4J2_CONFIG = """\
-status = warn
-appender.console.type = Console
-appender.console.name = console
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{ISO8601} %-5p [%t] %c{1}: %m%n
-rootLogger.level = info
-rootLogger.appenderRef.console.ref = console
+_LOG4J2_CONFIG = LOG4J2_CONSOLE + """\
 logger.kafka.name = kafka
 logger.kafka.level = warn
 logger.apache.name = org.apache.kafka
@@ -148,13 +136,18 @@ def server_properties(
     return props
 
 
-class EmbeddedKafka:
+class EmbeddedKafka(JvmServer):
     """A one-node Apache Kafka (KRaft) in a child JVM on free ``127.0.0.1`` ports.
 
     Start it with ``start()`` or ``with``; ``stop()`` is idempotent and also runs at interpreter
     exit. ``data_dir``: keep the broker's data there (``squall kafka up --data-dir``) instead of
     a temp dir that ``stop()`` deletes. Not thread-safe: one owner starts and stops it.
     """
+
+    error = KafkaBrokerError
+    name = "the Kafka broker"
+    log_name = "kafka"
+    stop_timeout_s = 20.0  # SIGTERM: a controlled shutdown
 
     def __init__(
         self,
@@ -171,18 +164,15 @@ class EmbeddedKafka:
         extra_properties: Mapping[str, str] | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
+        super().__init__(startup_timeout_s=startup_timeout_s, env=env)
         self._requested = (port, controller_port, sasl_port)
         self.sasl_users = dict(sasl_users or {})
         self.auto_create_topics = auto_create_topics
         self.num_partitions = num_partitions
         self._user_dir = data_dir
         self.heap = heap
-        self.startup_timeout_s = startup_timeout_s
         self.extra_properties = dict(extra_properties or {})
-        self._env = dict(os.environ if env is None else env)
         self._ports: tuple[int, int, int | None] | None = None
-        self._dir: str | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
 
     # --- properties -----------------------------------------------------------------------
     @property
@@ -210,57 +200,49 @@ class EmbeddedKafka:
         return f"127.0.0.1:{self._ports[2]}"
 
     @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    @property
     def workdir(self) -> str | None:
         """The dir holding server.properties, the log and (unless ``data_dir``) the data."""
         return self._dir
 
-    @property
-    def log_path(self) -> str | None:
-        return os.path.join(self._dir, "kafka.log") if self._dir else None
+    def _forget_ports(self) -> None:
+        self._ports = None
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self) -> EmbeddedKafka:
         """Start the broker: fresh, or after ``stop(keep_data=True)`` with the same data."""
         if self._proc is not None:
             raise KafkaBrokerError("the embedded Kafka broker is already started")
-        java = find_java(self._env)
-        if java is None:
-            raise KafkaBrokerError(
-                "java not found (not on PATH and no $JAVA_HOME/bin/java): the Kafka broker needs "
-                "a Java runtime, 17 or newer (e.g. apt-get install openjdk-17-jre-headless)"
-            )
+        java = self._java(
+            "the Kafka broker needs a Java runtime, 17 or newer "
+            "(e.g. apt-get install openjdk-17-jre-headless)"
+        )
         jars = kafka_jars(self._env)
         if self._dir is not None:  # a restart after stop(keep_data=True)
-            return self._run(java, jars, restart=True)
+            self._launch(java, jars)
+            return self
         fixed = self._requested[0] is not None
         attempts = 1 if fixed else 3
         for attempt in range(attempts):
             try:
                 self._prepare(java, jars)
-                return self._run(java, jars, restart=False)
+                self._launch(java, jars)
             except KafkaBrokerError as exc:
                 if attempt + 1 < attempts and "Address already in use" in str(exc):
                     continue  # a free port was taken before the broker bound it
                 raise
+            atexit.register(self.stop)
+            return self
         raise AssertionError("unreachable")
 
     def _prepare(self, java: str, jars: list[str]) -> None:
         port, cport, sport = self._requested
-        plain, controller = port or _free_port(), cport or _free_port()
-        sasl = (sport or _free_port()) if self.sasl_users else None
+        plain, controller = port or free_port(), cport or free_port()
+        sasl = (sport or free_port()) if self.sasl_users else None
         for _ in range(10):  # free ports found one by one may coincide
             if controller != plain and sasl not in (plain, controller):
                 break
-            controller = cport if cport and cport != plain else _free_port()
-            sasl = (sport if sport and sport not in (plain, controller) else _free_port()) if self.sasl_users else None
+            controller = cport if cport and cport != plain else free_port()
+            sasl = (sport if sport and sport not in (plain, controller) else free_port()) if self.sasl_users else None
         else:
             raise KafkaBrokerError(f"the broker's ports must differ: {plain}, {controller}, {sasl}")
         ports = (plain, controller, sasl)
@@ -305,101 +287,25 @@ class EmbeddedKafka:
             os.pathsep.join(jars),
         ]
 
-    def _run(self, java: str, jars: list[str], *, restart: bool) -> EmbeddedKafka:
+    def _launch(self, java: str, jars: list[str]) -> None:
         assert self._dir is not None and self.log_path is not None
-        offset = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
-        with open(self.log_path, "ab") as log:
-            self._proc = subprocess.Popen(
-                [*self._java_cmd(java, jars, self.heap), "kafka.Kafka",
-                 os.path.join(self._dir, "server.properties")],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self._dir,
-                env=self._env, preexec_fn=functools.partial(_die_with_parent, os.getpid()),
-                close_fds=True,
-            )
-        try:
-            self._wait_ready(offset)
-        except BaseException as exc:
-            tail = self._log_tail()
-            self.stop()
-            if isinstance(exc, KafkaBrokerError):
-                raise KafkaBrokerError(f"{exc}\n--- kafka log (tail) ---\n{tail}") from None
-            raise
-        if not restart:
-            atexit.register(self.stop)
-        return self
+        log_path = self.log_path
 
-    def _wait_ready(self, log_offset: int) -> None:
-        assert self._proc is not None and self.log_path is not None
-        deadline = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise KafkaBrokerError(
-                    f"the Kafka broker exited with status {self._proc.returncode} during startup"
-                )
-            with open(self.log_path, "rb") as f:
+        def started(log_offset: int) -> bool:
+            with open(log_path, "rb") as f:
                 f.seek(log_offset)
-                started = _READY_LINE in f.read()
-            if started:
-                with contextlib.suppress(OSError), socket.create_connection(
-                    ("127.0.0.1", self.port), timeout=0.5
-                ):
-                    return
-            time.sleep(0.05)
-        raise KafkaBrokerError(
+                if _READY_LINE not in f.read():
+                    return False
+            with contextlib.suppress(OSError), socket.create_connection(
+                ("127.0.0.1", self.port), timeout=0.5
+            ):
+                return True
+            return False
+
+        self._run(
+            [*self._java_cmd(java, jars, self.heap), "kafka.Kafka",
+             os.path.join(self._dir, "server.properties")],
+            started,
             f"the Kafka broker did not start on 127.0.0.1:{self.port} "
-            f"within {self.startup_timeout_s:.0f}s"
+            f"within {self.startup_timeout_s:.0f}s",
         )
-
-    def _log_tail(self, max_bytes: int = 4000) -> str:
-        path = self.log_path
-        if not path or not os.path.exists(path):
-            return "(no log)"
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - max_bytes))
-            return f.read().decode("utf-8", "replace")
-
-    def stop(self, timeout_s: float = 20.0, *, keep_data: bool = False) -> None:
-        """Stop the JVM (SIGTERM: a controlled shutdown; SIGKILL after ``timeout_s``) and delete
-        the temp dir, or, with ``keep_data``, keep it and the ports for a later ``start()``."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                proc.wait()
-        if not keep_data:
-            self._cleanup()
-
-    def kill(self) -> None:
-        """SIGKILL, keeping the data and ports: a crash; ``start()`` brings it back."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait()
-
-    def _cleanup(self) -> None:
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
-        self._ports = None
-        atexit.unregister(self.stop)
-
-    def __enter__(self) -> EmbeddedKafka:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        state = f"port={self.port}" if self.running else "stopped"
-        return f"<EmbeddedKafka {state}>"
