@@ -44,6 +44,7 @@ __all__ = [
     "VERSION",
     "ComponentStatusModel",
     "ConditionModel",
+    "HealthSampleModel",
     "RateSampleModel",
     "TopologyStatusModel",
     "build_crd",
@@ -112,12 +113,27 @@ class RateSampleModel(_Status):
     failed: int = 0
 
 
+class HealthSampleModel(_Status):
+    """What the Degraded verdict keeps between two status writes (operator bookkeeping,
+    squall_operator.degraded): the spouts' acked count and since when it has not moved while
+    tuples were pending, the counts at the current window's start, and the last window's."""
+
+    acked: int = 0
+    stalled_since: float | None = Field(None, alias="stalledSince")
+    window_start: float | None = Field(None, alias="windowStart")
+    window_acked: int | None = Field(None, alias="windowAcked")
+    window_failed: int | None = Field(None, alias="windowFailed")
+    last_trees: int | None = Field(None, alias="lastTrees")
+    last_failed: int | None = Field(None, alias="lastFailed")
+
+
 class TopologyStatusModel(_Status):
     """What `kubectl get topology -o yaml` shows under `status`."""
 
     # Pending | Running | Inactive | Rebalancing | Rolling | Killing | Failed
     phase: str | None = None
-    # the STATUS column: the phase, or why the workers cannot run (ImagePullBackOff,
+    # the STATUS column: the phase, Degraded (Running, but the condition Degraded is True), or
+    # why the workers cannot run (ImagePullBackOff,
     # CrashLoopBackOff, PodRejected, Unschedulable, InvalidPodTemplate, ComponentLoadFailed,
     # ZooKeeperUnreachable)
     state: str | None = None
@@ -137,6 +153,7 @@ class TopologyStatusModel(_Status):
     acked_per_sec: float | None = Field(None, alias="ackedPerSec")
     failed_per_sec: float | None = Field(None, alias="failedPerSec")
     rate_sample: RateSampleModel | None = Field(None, alias="rateSample")
+    health: HealthSampleModel | None = None
     # the image the workers run (two, comma-separated, during a roll)
     image: str | None = None
     # nimbus's lifecycle status: ACTIVE | INACTIVE | REBALANCING | KILLED
@@ -156,6 +173,7 @@ class TopologyStatusModel(_Status):
 PRINTER_COLUMNS: Final = (
     {"name": "Status", "type": "string", "jsonPath": ".status.state",
      "description": "the phase (Pending, Running, Inactive, Rebalancing, Rolling, Killing, Failed), "
+                    "Degraded (running, but acks stalled or tuples failing: condition Degraded), "
                     "or why the workers cannot run (ImagePullBackOff, CrashLoopBackOff, ...)"},
     {"name": "Workers", "type": "string", "jsonPath": ".status.workers",
      "description": "worker pods ready / desired"},

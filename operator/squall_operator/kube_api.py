@@ -47,6 +47,8 @@ class KubeApi(Protocol):
     def create_lease(self, namespace: str, body: dict[str, Any]) -> None: ...
     def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> None: ...
     def apply_secret(self, namespace: str, body: dict[str, Any]) -> None: ...
+    def apply_disruption_budget(self, namespace: str, body: dict[str, Any]) -> None: ...
+    def delete_disruption_budget(self, namespace: str, name: str) -> None: ...
 
 
 def now_micro() -> str:
@@ -185,6 +187,24 @@ class KubernetesApi:
             self._call(self.core.create_namespaced_secret, namespace, body)
         except ApiConflict:
             self._call(self.core.replace_namespaced_secret, body["metadata"]["name"], namespace, body)
+
+    def apply_disruption_budget(self, namespace: str, body: dict[str, Any]) -> None:
+        """Create the PodDisruptionBudget, or merge its labels, owner and spec into the one that
+        exists."""
+        policy = self._client.PolicyV1Api()
+        try:
+            self._call(policy.create_namespaced_pod_disruption_budget, namespace, body)
+        except ApiConflict:
+            patch = {"metadata": {k: body["metadata"][k] for k in ("labels", "ownerReferences")},
+                     "spec": body["spec"]}
+            self._call(policy.patch_namespaced_pod_disruption_budget, body["metadata"]["name"], namespace,
+                       patch, _content_type="application/merge-patch+json")
+
+    def delete_disruption_budget(self, namespace: str, name: str) -> None:
+        try:
+            self._call(self._client.PolicyV1Api().delete_namespaced_pod_disruption_budget, name, namespace)
+        except ApiNotFound:
+            pass
 
 
 __all__ = ["ApiConflict", "ApiNotFound", "ApiRejected", "KubeApi", "KubernetesApi", "now_micro", "parse_time"]

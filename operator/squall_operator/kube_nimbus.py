@@ -44,7 +44,7 @@ from squall.models.v1alpha1 import Topology, WorkerSpec
 from squall.state import CONNECTION_ERRORS, NotConnected, StateError, ZkCredentials
 from squall.validation import check_topology, parse_topology
 from squall.worker.security import CurveKeys
-from squall_operator import monitor, pods, scheduler
+from squall_operator import degraded, monitor, pods, scheduler
 from squall_operator import placement as placements
 from squall_operator import reconcile, stored
 from squall_operator import roll as rolls
@@ -83,6 +83,9 @@ class OperatorConfig:
     # digest credentials of Squall's ZooKeeper nodes (None: open nodes); handed to each
     # topology's workers in a Secret of its own (pods.zk_auth_secret)
     zk_credentials: ZkCredentials | None = None
+    # a PodDisruptionBudget per Topology: at most this many of its worker pods evicted at once
+    # (0: none; the operator removes the ones it made)
+    disruption_budget: int = 1
 
 
 class KubeNimbus(Nimbus):
@@ -278,6 +281,9 @@ class KubeNimbus(Nimbus):
 
     def run_once(self) -> None:
         """One round of the loop, ZooKeeper outages included."""
+        if self.health is not None:
+            # the liveness probe: a round that hangs stops these (health.liveness)
+            self.health.loop_turned()
         started = time.monotonic()
         outcome = "ok"
         try:
@@ -341,6 +347,7 @@ class KubeNimbus(Nimbus):
                     with self.lock:
                         self._reconcile_kill(res)
                 self.write_status(res, now)
+                self.reconcile_budget(res)
             except CONNECTION_ERRORS:
                 raise
             except Exception:
@@ -558,6 +565,24 @@ class KubeNimbus(Nimbus):
                 res.pod_problem = str(exc)
                 break
 
+    def reconcile_budget(self, res: Resource) -> None:
+        """Once per resource and operator start: the PodDisruptionBudget of its worker pods made
+        or brought up to date (owned by the Topology, so it goes with it), or removed when the
+        chart turned budgets off (`pods.disruption_budget`)."""
+        if res.budgeted or not res.owned or res.deleting:
+            return
+        most = self.config.disruption_budget
+        try:
+            if most > 0:
+                self.api.apply_disruption_budget(
+                    res.namespace, pods.disruption_budget(res.name, res.uid, res.namespace, most))
+            else:
+                self.api.delete_disruption_budget(res.namespace, pods.disruption_budget_name(res.name))
+        except ApiRejected as exc:
+            self.post(res, "Warning", "DisruptionBudgetRefused",
+                      f"the API server refused PodDisruptionBudget {pods.disruption_budget_name(res.name)}: {exc}")
+        res.budgeted = True
+
     def seal(self, res: Resource) -> bool:
         """Before a Topology's first worker pod: its CURVE Secret (a new key pair, owned by the
         Topology, so a resubmission gets a new one) and its NetworkPolicy, as configured. One that
@@ -704,7 +729,9 @@ class KubeNimbus(Nimbus):
             base=base, assignment=assignment, heartbeats=beats, pods=views, errors=errors, now=now,
             generation=res.observed_generation, previous=res.status, deleting=res.deleting,
             problem=res.problem or res.conflict, blockers=blockers, roll=view, rolled=res.rolled,
-            topology=res.name,
+            topology=res.name, health_settings=degraded.Settings.of(
+                res.topology.spec.health if res.topology is not None
+                else stored.topology(base).spec.health if base is not None else None),
         )
         if res.roll is not None:
             status["roll"] = res.roll.to_status(pods.iso_time)
@@ -734,6 +761,9 @@ class KubeNimbus(Nimbus):
             self.post(res, "Normal", "Rebalance" + str(after["reason"]), str(after.get("message", "")))
         if old.get("phase") == "Failed" and new.get("phase") != "Failed":
             self.post(res, "Normal", "SpecFixed", "the spec is valid again")
+        change = degraded.transition_event(old.get("conditions") or [], new.get("conditions") or [])
+        if change is not None:
+            self.post(res, *change)
         before, after = cond(old, "WorkersHealthy"), cond(new, "WorkersHealthy")
         if after.get("status") == "False" and (before.get("status"), before.get("reason")) != ("False", after.get("reason")):
             # InvalidPodTemplate has its own Event when the pod is refused

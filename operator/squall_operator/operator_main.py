@@ -76,6 +76,15 @@ def parser() -> argparse.ArgumentParser:
     add("--lease-name", default=_env("SQUALL_LEASE_NAME", "squall-operator"))
     add("--lease-namespace", default=_env("SQUALL_LEASE_NAMESPACE") or _env("POD_NAMESPACE") or "default")
     add("--lease-duration-secs", type=float, default=15.0)
+    add("--worker-disruption-budget", type=int,
+        default=int(_env("SQUALL_WORKER_DISRUPTION_BUDGET", "1") or 1),
+        help="a PodDisruptionBudget per Topology: at most this many of its worker pods evicted at "
+             "once (a drain moves them one by one); 0: none, and the ones made before are removed "
+             "[SQUALL_WORKER_DISRUPTION_BUDGET]")
+    add("--liveness-timeout-secs", type=float,
+        default=float(_env("SQUALL_LIVENESS_TIMEOUT_SECS", "120") or 120),
+        help="/healthz fails (the kubelet restarts the operator) once the leader's reconcile loop "
+             "has not begun a round for this long (a round hangs) [SQUALL_LIVENESS_TIMEOUT_SECS]")
     add("--log-level", default=_env("SQUALL_LOG_LEVEL", "INFO"))
     add("--health-address", default=_env("SQUALL_HEALTH_ADDRESS", "0.0.0.0:8080"),
         help="HOST:PORT serving /readyz (ready: the API server and ZooKeeper are reachable), "
@@ -162,7 +171,7 @@ class OperatorUi:
 
 def serve_health(address: str, health: Health, metrics: NimbusMetrics | None = None) -> Any:
     """Serve /readyz (200 when `health.ready()`, else 503 with the reason), /healthz (200
-    while the process runs) and /metrics (`metrics`' registry, if given) on `address` in a
+    while `health.alive()`: the reconcile loop turns) and /metrics (`metrics`' registry, if given) on `address` in a
     daemon thread; returns the server."""
     import http.server
     import threading
@@ -180,7 +189,7 @@ def serve_health(address: str, health: Health, metrics: NimbusMetrics | None = N
             if self.path.startswith("/readyz"):
                 ok, why = health.ready()
             elif self.path.startswith("/healthz"):
-                ok, why = True, "ok"
+                ok, why = health.alive()
             else:
                 self.send_error(404)
                 return
@@ -219,6 +228,12 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
     search = args.search_path
     if search is None:
         search = [p for p in (_env("SQUALL_SEARCH_PATHS") or "").split(":") if p]
+    if args.worker_disruption_budget < 0:
+        raise SystemExit(f"squall operator: --worker-disruption-budget must be 0 or more, got "
+                         f"{args.worker_disruption_budget}")
+    if args.liveness_timeout_secs <= 0:
+        raise SystemExit(f"squall operator: --liveness-timeout-secs must be more than 0, got "
+                         f"{args.liveness_timeout_secs:g}")
     try:
         resources = json.loads(args.worker_resources or "{}")
     except ValueError as exc:
@@ -264,6 +279,7 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
         lease_namespace=args.lease_namespace,
         lease_duration_secs=args.lease_duration_secs,
         zk_credentials=credentials,
+        disruption_budget=args.worker_disruption_budget,
     )
 
 
@@ -278,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from squall_operator import handlers
 
-    health = Health(config.zookeeper)
+    health = Health(config.zookeeper, loop_limit=args.liveness_timeout_secs)
     metrics = NimbusMetrics()
     if args.health_address:
         serve_health(args.health_address, health, metrics)

@@ -28,7 +28,7 @@ from squall.models.cluster import (
     WorkerSlot,
 )
 from squall.models.v1alpha1 import API_VERSION, WorkerSpec
-from squall_operator import stored
+from squall_operator import degraded, stored
 
 __all__ = [
     "LABEL_COMPONENT",
@@ -43,6 +43,8 @@ __all__ = [
     "WorkerPodConfig",
     "build_status",
     "condition",
+    "disruption_budget",
+    "disruption_budget_name",
     "iso_time",
     "merge_conditions",
     "node_slots",
@@ -267,6 +269,33 @@ def network_policy(topology: str, uid: str, namespace: str) -> dict[str, Any]:
                 {"from": [{"podSelector": {"matchLabels": selector}}]},
                 {"ports": [{"protocol": "TCP", "port": "metrics"}]},
             ],
+        },
+    }
+
+
+def disruption_budget_name(topology: str) -> str:
+    return dns_label(f"{topology}-workers")
+
+
+def disruption_budget(topology: str, uid: str, namespace: str, max_unavailable: int = 1) -> dict[str, Any]:
+    """The PodDisruptionBudget of a topology's worker pods, owned by the Topology: a drain (or
+    any other eviction) takes at most `max_unavailable` of them at a time, so the slots move one
+    by one. Pods that are not Ready may always be evicted (`unhealthyPodEvictionPolicy`): a
+    crash-looping worker does not block a drain."""
+    selector = worker_selector(topology)
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": disruption_budget_name(topology),
+            "namespace": namespace,
+            "labels": {**selector, LABEL_MANAGED_BY: "squall-operator"},
+            "ownerReferences": [owner_reference(topology, uid)],
+        },
+        "spec": {
+            "maxUnavailable": max_unavailable,
+            "selector": {"matchLabels": selector},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     }
 
@@ -876,6 +905,9 @@ PHASE_REBALANCING: Final = "Rebalancing"
 PHASE_KILLING: Final = "Killing"
 PHASE_FAILED: Final = "Failed"
 PHASE_ROLLING: Final = "Rolling"
+# the STATUS column of a Running topology whose Degraded condition is True (not a phase: the
+# workers all run, the figures are what is wrong)
+STATE_DEGRADED: Final = "Degraded"
 
 
 @dataclass(frozen=True)
@@ -1016,6 +1048,7 @@ def build_status(
     roll: RollView | None = None,
     rolled: str | None = None,
     topology: str = "",
+    health_settings: degraded.Settings | None = None,
 ) -> dict[str, Any]:
     """The Topology's `status`, from what nimbus stored, the workers' heartbeats and the pods.
 
@@ -1026,7 +1059,9 @@ def build_status(
     node for its pods): condition `WorkersHealthy`, and the first one's reason becomes `state`
     (the STATUS column). `roll` is a roll of the workers in progress; `rolled` a message saying
     one just completed. `topology` names it (else the stored topology's name), for the selector
-    of its worker pods the scale subresource reports.
+    of its worker pods the scale subresource reports. `health_settings` is the topology's
+    `spec.health` (None: the defaults): condition `Degraded` (`degraded.assess`, which keeps its
+    sample in `status.health`), and STATUS `Degraded` for a running topology that is.
     """
     previous = previous or {}
     prev_conditions: list[Mapping[str, Any]] = list(previous.get("conditions") or [])
@@ -1167,12 +1202,28 @@ def build_status(
     # the topology's throughput: tuple trees its spouts saw acked and failed (system spouts, the
     # checkpoint spout, left out), as rates between two status writes
     spouts = [c for c in plan.spouts if not c.startswith(("$", "__"))]
-    rates = throughput(previous, sum(per_component.get(c, {}).get("acked", 0) for c in spouts),
-                       sum(per_component.get(c, {}).get("failed", 0) for c in spouts), now)
+    acked = sum(per_component.get(c, {}).get("acked", 0) for c in spouts)
+    failed = sum(per_component.get(c, {}).get("failed", 0) for c in spouts)
+    rates = throughput(previous, acked, failed, now)
+    prev_health = previous.get("health")
+    verdict = degraded.assess(
+        prev_health if isinstance(prev_health, Mapping) else None,
+        degraded.Figures(active=status is TopologyStatus.ACTIVE and not deleting, acked=acked, failed=failed,
+                         pending=sum(s.pending for s in stats if s.component in spouts)),
+        now, health_settings or degraded.Settings())
+    cond(degraded.CONDITION, verdict.degraded, verdict.reason, verdict.message)
     messages = [m for m in (problem, *(f"{b.reason}: {b.message}" for b in blockers)) if m]
+    if verdict.degraded and not blockers:
+        messages.append(f"{degraded.CONDITION}: {verdict.message}")
+    if blockers and phase not in (PHASE_KILLING,):
+        state = blockers[0].reason
+    elif verdict.degraded and phase == PHASE_RUNNING:
+        state = STATE_DEGRADED
+    else:
+        state = phase
     return {
         "phase": phase,
-        "state": blockers[0].reason if blockers and phase not in (PHASE_KILLING,) else phase,
+        "state": state,
         "message": "; ".join(messages)[:1000],
         # worker pod -> the image it runs: two images here means a roll is under way
         "images": images,
@@ -1184,6 +1235,8 @@ def build_status(
         # the assigned slots that have a worker pod (ready or starting)
         "replicas": sum(1 for s in used if s in by_slot),
         **rates,
+        # what the Degraded verdict keeps between two status writes (operator bookkeeping)
+        **({"health": verdict.sample} if verdict.sample else {}),
         # the image(s) the workers run: two during a roll
         "image": ", ".join(sorted(set(images.values()))),
         "executors": len(executors),

@@ -58,6 +58,8 @@ class Resource:
     refused_nodes: dict[str, str] = field(default_factory=dict)
     # the Topology's CURVE Secret and NetworkPolicy exist (created before its first pod)
     sealed: bool = False
+    # its worker pods' PodDisruptionBudget was made, updated or removed since the operator started
+    budgeted: bool = False
     # the kill's wait asked for with the resource's deletion (`kubectl squall kill -w`), else
     # the running topology's killWaitSecs
     kill_wait: float | None = None

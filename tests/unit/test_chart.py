@@ -136,7 +136,12 @@ def test_rbac_is_least_privilege() -> None:
     operator = rules[("Role", "rel-squall-operator")]
     resources = {r for rule in operator for r in rule["resources"]}
     assert resources == {"topologies", "topologies/status", "topologies/finalizers", "pods", "events",
-                         "secrets", "networkpolicies"}
+                         "secrets", "networkpolicies", "poddisruptionbudgets"}
+    # each Topology's PodDisruptionBudget: made, its spec merged in at the operator's start,
+    # removed when turned off; never read, listed or watched
+    (budget,) = [rule for rule in operator if "poddisruptionbudgets" in rule["resources"]]
+    assert budget == {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
+                      "verbs": ["create", "patch", "delete"]}
     assert not any("*" in rule["verbs"] or "*" in rule["resources"] for rules_ in rules.values() for rule in rules_)
     leader = rules[("Role", "rel-squall-leader")]
     assert leader == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
@@ -303,3 +308,27 @@ def test_zookeeper_credentials_secret() -> None:
     assert not by_kind(docs, "Secret")
     (deploy,) = by_kind(docs, "Deployment")
     assert "SQUALL_ZK_AUTH" not in json.dumps(deploy)
+
+
+@needs_helm
+def test_operator_liveness_probe_and_worker_disruption_budget() -> None:
+    (deploy,) = by_kind(render(), "Deployment")
+    (c,) = deploy["spec"]["template"]["spec"]["containers"]
+    # /healthz fails once the reconcile loop has not begun a round for livenessTimeoutSecs
+    assert c["livenessProbe"] == {"httpGet": {"path": "/healthz", "port": "health"}, "periodSeconds": 10,
+                                  "failureThreshold": 3, "timeoutSeconds": 5}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert "--liveness-timeout-secs=120" in c["args"]
+    assert "--worker-disruption-budget=1" in c["args"]
+    (deploy,) = by_kind(render("--set", "worker.podDisruptionBudget.maxUnavailable=2",
+                               "--set", "operator.livenessTimeoutSecs=300"), "Deployment")
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--worker-disruption-budget=2" in args and "--liveness-timeout-secs=300" in args
+    # off: 0, and the operator removes the budgets it made
+    (deploy,) = by_kind(render("--set", "worker.podDisruptionBudget.enabled=false"), "Deployment")
+    assert "--worker-disruption-budget=0" in deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    # the arguments parse as the operator reads them
+    from squall_operator.operator_main import config_from_args, parser
+
+    config = config_from_args(parser().parse_args(["--zookeeper=zk:2181", *args]))
+    assert config.disruption_budget == 2

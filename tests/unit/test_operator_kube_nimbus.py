@@ -110,6 +110,8 @@ class FakeApi:
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.secrets: dict[tuple[str, str], dict[str, Any]] = {}
         self.policies: dict[tuple[str, str], dict[str, Any]] = {}
+        self.budgets: dict[tuple[str, str], dict[str, Any]] = {}
+        self.budget_calls: list[tuple[str, str]] = []
         self.statuses: dict[tuple[str, str], dict[str, Any]] = {}
         self.events: list[tuple[str, str, str]] = []
         self.deleted: list[tuple[str, int | None]] = []
@@ -142,6 +144,14 @@ class FakeApi:
         if key in self.policies:
             raise ApiConflict("exists")
         self.policies[key] = body
+
+    def apply_disruption_budget(self, namespace: str, body: dict[str, Any]) -> None:
+        self.budget_calls.append(("apply", body["metadata"]["name"]))
+        self.budgets[(namespace, body["metadata"]["name"])] = body
+
+    def delete_disruption_budget(self, namespace: str, name: str) -> None:
+        self.budget_calls.append(("delete", name))
+        self.budgets.pop((namespace, name), None)
 
     def delete_pod(self, namespace: str, name: str, grace_secs: int | None = None) -> None:
         self.deleted.append((name, grace_secs))
@@ -948,3 +958,131 @@ def test_the_pod_watch_hands_over_only_pods_going_away() -> None:
     assert _pod_going("DELETED", kopf.Body({"metadata": {}}))
     assert _pod_going("MODIFIED", kopf.Body({"metadata": {"deletionTimestamp": "2026-11-23T21:00:00Z"}}))
     assert _pod_going("MODIFIED", kopf.Body({"metadata": {}, "status": {"phase": "Failed"}}))
+
+
+def _beat_spouts(state: FakeState, clock: Clock, topo: str, acked: int, failed: int, pending: int) -> None:
+    """Heartbeats of every assigned executor; the spout "s" reports these counts."""
+    from squall.models.cluster import ExecutorStats
+    from squall_operator import stored
+
+    spout = {f"{e[0]}-{e[1]}" for e in stored.plan(state.storms[topo]).component_executors["s"]}
+    beats: dict[WorkerSlot, WorkerHeartbeat] = {}
+    for ex, slot in state.assignments[topo].executor_slots.items():
+        beat = beats.setdefault(WorkerSlot.from_key(slot), WorkerHeartbeat(time_secs=clock.now, uptime_secs=1))
+        beat.executors[ex] = (ExecutorStats(component="s", acked=acked, failed=failed, pending=pending)
+                              if ex in spout else ExecutorStats(component="b"))
+    state.beats[topo] = beats
+
+
+def test_degraded_when_acks_stall_one_event_on_and_one_off() -> None:
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, {**SPEC, "health": {"stalledSecs": 20}})
+    nimbus.round()
+    api.ready_all()
+    _beat_spouts(state, clock, "wc", acked=100, failed=0, pending=50)
+    nimbus.round()
+    st = _status(api)
+    assert st["state"] == "Running" and _cond(st, "Degraded")["status"] == "False"
+    # acks stop at 120 with 50 pending: not yet 15 s after, Degraded 20 s after
+    for _ in range(4):
+        clock.now += 5
+        _beat_spouts(state, clock, "wc", acked=120, failed=0, pending=50)
+        nimbus.round()
+    assert _cond(_status(api), "Degraded")["status"] == "False"
+    nimbus.round()
+    assert _cond(_status(api), "Degraded")["status"] == "False"
+    clock.now += 5
+    _beat_spouts(state, clock, "wc", acked=120, failed=0, pending=50)
+    nimbus.round()
+    st = _status(api)
+    assert st["phase"] == "Running" and st["state"] == "Degraded", st
+    assert _cond(st, "Degraded")["reason"] == "AcksStalled"
+    assert "50 tuples pending" in _cond(st, "Degraded")["message"]
+    for _ in range(3):
+        clock.now += 5
+        _beat_spouts(state, clock, "wc", acked=120, failed=0, pending=50)
+        nimbus.round()
+    assert api.reasons("wc").count("Degraded") == 1
+    # acks again: cleared, one Recovered
+    clock.now += 5
+    _beat_spouts(state, clock, "wc", acked=180, failed=0, pending=50)
+    nimbus.round()
+    st = _status(api)
+    assert st["state"] == "Running" and _cond(st, "Degraded")["reason"] == "Healthy"
+    clock.now += 5
+    nimbus.round()
+    assert api.reasons("wc").count("Degraded") == 1 and api.reasons("wc").count("Recovered") == 1
+    # stored with the status: a restarted operator judges on from it
+    assert _status(api)["health"]["acked"] == 180
+
+
+def test_health_thresholds_change_live_without_spec_change_ignored() -> None:
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    api.ready_all()
+    for _ in range(7):
+        _beat_spouts(state, clock, "wc", acked=10, failed=0, pending=5)
+        nimbus.round()
+        clock.now += 5
+    assert _cond(_status(api), "Degraded")["status"] == "False"  # the default: 60 s
+    nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "health": {"stalledSecs": 10}})
+    _beat_spouts(state, clock, "wc", acked=10, failed=0, pending=5)
+    nimbus.round()
+    assert _cond(_status(api), "Degraded")["reason"] == "AcksStalled"
+    assert "SpecChangeIgnored" not in api.reasons("wc")
+
+
+def test_disruption_budget_made_once_per_start_and_removed_when_off() -> None:
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    nimbus.round()
+    assert api.budget_calls == [("apply", "wc-workers")]
+    body = api.budgets[("ns", "wc-workers")]
+    assert body == pods.disruption_budget("wc", "uid-1", "ns", 1)
+    # a restarted operator writes it once more (a changed maxUnavailable reaches it)
+    nimbus2, _, _, _ = _make(state, api, clock)
+    nimbus2.register("ns", "wc", "uid-1", 1, SPEC, status=_status(api))
+    nimbus2.round()
+    nimbus2.round()
+    assert api.budget_calls == [("apply", "wc-workers")] * 2
+    # turned off: the operator removes the one it made, once
+    nimbus3 = KubeNimbus(state, api, OperatorConfig(  # type: ignore[arg-type]
+        zookeeper="zk:2181", worker=pods.WorkerPodConfig(image="squall-worker:t", zookeeper="zk:2181"),
+        slots=pods.SlotConfig(default_slots=2), disruption_budget=0), clock=clock)
+    nimbus3.refresh_nodes()
+    nimbus3.startup()
+    nimbus3.register("ns", "wc", "uid-1", 1, SPEC, status=_status(api))
+    nimbus3.round()
+    nimbus3.round()
+    assert api.budget_calls[2:] == [("delete", "wc-workers")] and not api.budgets
+
+
+def test_disruption_budget_refused_is_an_event_not_a_failed_round() -> None:
+    nimbus, state, api, clock = _make()
+
+    def refuse(namespace: str, body: dict[str, Any]) -> None:
+        raise kube_api.ApiRejected("poddisruptionbudgets.policy is forbidden")
+
+    api.apply_disruption_budget = refuse  # type: ignore[method-assign]
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    nimbus.round()
+    assert api.reasons("wc").count("DisruptionBudgetRefused") == 1
+    assert _status(api)["phase"] == "Pending" and len(api.pods) == 2
+
+
+def test_run_once_marks_the_loop_alive() -> None:
+    ticks = [100.0]
+    h = Health("zk:2181", clock=lambda: ticks[0], loop_limit=30)
+    nimbus, state, api, clock = _make()
+    nimbus.health = h
+    assert h.alive() == (True, "ok (no reconcile loop: not the leader yet)")
+    nimbus.run_once()
+    assert h.loop_at == 100.0 and h.alive()[0]
+    ticks[0] += 31
+    ok, why = h.alive()
+    assert not ok and "has not begun a round for 31s" in why
+    nimbus.run_once()
+    assert h.alive()[0]

@@ -455,6 +455,19 @@ class WorkerSpec(_Model):
         return self
 
 
+class HealthSpec(_Model):
+    """When the operator calls a running topology Degraded (its `Degraded` condition, with an
+    Event when it turns on and one when it clears). Kubernetes only: `squall run` ignores it, and
+    a change applies to the running topology at once."""
+
+    # active spouts with tuples pending and nothing acked for this long
+    stalled_secs: float = Field(60.0, alias="stalledSecs", gt=0, le=limits.MAX_SECONDS, allow_inf_nan=False)
+    # the share of the tuple trees failed (or timed out) in a window that makes it Degraded
+    failed_fraction: float = Field(0.5, alias="failedFraction", gt=0, le=1, allow_inf_nan=False)
+    # the window the failed fraction is taken over
+    window_secs: float = Field(60.0, alias="windowSecs", gt=0, le=limits.MAX_SECONDS, allow_inf_nan=False)
+
+
 class TopologySpec(_Model):
     # limits: squall.limits (docs/topology.md, "Limits"); the totals over the topology (all
     # components, executors, tasks) are `limits.limit_problems`'. Durations are finite: the
@@ -476,6 +489,8 @@ class TopologySpec(_Model):
     config: dict[str, Any] = Field(default_factory=dict)
     # the worker pods' image and pod settings (Kubernetes only; `squall run` ignores them)
     worker: WorkerSpec | None = None
+    # when the operator calls the running topology Degraded (Kubernetes only)
+    health: HealthSpec | None = None
 
     @property
     def components(self) -> list[ComponentSpec]:
