@@ -1,9 +1,10 @@
 """`check_topology` with its imports in a child process, under a time limit.
 
-Checking a topology's classes imports the user's modules, and a module may do anything at import:
-hang on a network call, `sys.exit()`, `os._exit()`, start threads. `squall validate`, `squall run`,
-`squall build` and the operator must refuse such a topology, not hang or vanish with it, so they
-run the check here: a child process (forked when the caller has a single thread, as the commands
+Checking a topology's classes imports the user's modules (`squall.classload`), and a module may
+do anything at import: hang on a network call, `sys.exit()`, `os._exit()`, start threads.
+`squall validate`, `squall run` and `squall build` must refuse such a topology, not hang or vanish
+with it, so they run the check here (the operator imports no user code: it checks the spec with
+`resolve_classes=False`): a child process (forked when the caller has a single thread, as the commands
 do; otherwise a new `python -m squall.classcheck`) imports the classes and reports each import
 before it starts, then the outcome; the parent reads that with a deadline. On
 timeout, or if the child ends without an outcome, the problem names the module and the field

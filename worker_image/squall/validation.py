@@ -14,7 +14,11 @@ run`, the operator and the workers), and build every message with names made pri
 (`squall.errors.printable`) and listings cut short, so checking stays linear in the file.
 
 Pure: imports only the standard library, pydantic, yaml and squall's models, errors, limits,
-serialization (msgpack, for `topology.serializers`) and windowing.
+serialization (msgpack, for `topology.serializers`) and windowing, and runs no user code but
+through the `ClassLoader` it is handed: `check_topology` resolves classes with
+`squall.classload` (the topology's directory on `sys.path`, then `importlib`) unless given
+another, and `squall.classcheck` runs it in a child process for the CLI. The import-linter
+contract "Validation runs no user code itself" keeps `importlib` out of this module.
 """
 
 from __future__ import annotations
@@ -22,20 +26,17 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
-import importlib
 import math
 import re
-import sys
 import types
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Protocol, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from squall import serialization, windowing
+from squall import classload, serialization, windowing
 from squall.components import WindowedBolt
 from squall.errors import NO_VALUE, Problem, TopologyError, printable
 from squall.limits import (
@@ -666,58 +667,13 @@ def declared_streams(
 # --------------------------------------------------------------------------------------------
 
 
-class _ResolveError(Exception):
-    pass
+class ClassLoader(Protocol):
+    """What `check_topology` imports classes with: `squall.classload.ModuleLoader` imports them
+    from `sys.path`; a test can hand plain objects."""
 
-
-@contextmanager
-def _on_sys_path(paths: Iterable[str | Path]) -> Iterator[None]:
-    added: list[str] = []
-    for p in paths:
-        entry = str(Path(p).resolve())
-        if entry not in sys.path and entry not in added:
-            added.append(entry)
-    sys.path[0:0] = added
-    if added:
-        importlib.invalidate_caches()
-    try:
-        yield
-    finally:
-        for entry in added:
-            try:
-                sys.path.remove(entry)
-            except ValueError:
-                pass
-
-
-def _import_path(class_path: str) -> object:
-    module_name, sep, attr = class_path.partition(":")
-    if not sep or not module_name or not attr:
-        raise _ResolveError("must be a class path 'module:Class'")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise _ResolveError(f"cannot import module '{module_name}': {exc}") from exc
-    except BaseException as exc:  # noqa: BLE001 - a SyntaxError, any exception, sys.exit()
-        raise _escaped(f"importing module '{module_name}' failed", exc) from exc
-    obj: object = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise _ResolveError(f"module '{module_name}' has no attribute '{attr}'") from None
-        except BaseException as exc:  # noqa: BLE001 - a module __getattr__ that misbehaves
-            raise _escaped(f"reading '{class_path}' failed", exc) from exc
-    return obj
-
-
-def _escaped(what: str, exc: BaseException) -> _ResolveError:
-    """A problem for user code that raised, or tried to end the process (SystemExit and
-    KeyboardInterrupt are not the checker's to obey: they are reported like any exception)."""
-    if isinstance(exc, SystemExit):
-        return _ResolveError(f"{what}: it called sys.exit({exc.code!r})")
-    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return _ResolveError(f"{what}: {'' if isinstance(exc, Exception) else 'raised '}{text}")
+    def load(self, class_path: str) -> object:
+        """The object at `module:attr`; `ImportError` with a message fit for a user if none."""
+        ...
 
 
 def resolve_class(
@@ -729,21 +685,20 @@ def resolve_class(
     "custom grouping" (it must have `choose_tasks`) or None (any class). Raises `ImportError`
     with a message fit for a user.
     """
-    with _on_sys_path(search_paths):
-        try:
-            return _resolve(class_path, role)
-        except _ResolveError as exc:
-            raise ImportError(str(exc)) from exc.__cause__
+    with classload.importing(search_paths) as loader:
+        return _resolve(loader, class_path, role)
 
 
 # What each kind of class must have (duck typing: no base class required).
 _ROLE_METHOD = {"spout": "next_tuple", "bolt": "execute", "custom grouping": "choose_tasks"}
 
 
-def _resolve(class_path: str, role: str | None) -> type:
-    obj = _import_path(class_path)
+def _resolve(loader: ClassLoader, class_path: str, role: str | None) -> type:
+    """`loader`'s object at `class_path`, if it is a class fit for `role` (see `resolve_class`);
+    else `ImportError`."""
+    obj = loader.load(class_path)
     if not isinstance(obj, type):
-        raise _ResolveError(f"'{class_path}' is not a class (it is a {type(obj).__name__})")
+        raise ImportError(f"'{class_path}' is not a class (it is a {type(obj).__name__})")
     if role is not None:
         method = _ROLE_METHOD[role]
         if not callable(getattr(obj, method, None)):
@@ -751,7 +706,7 @@ def _resolve(class_path: str, role: str | None) -> type:
             for other, other_method in _ROLE_METHOD.items():
                 if other != role and callable(getattr(obj, other_method, None)):
                     hint = f"; it looks like a {other}"
-            raise _ResolveError(
+            raise ImportError(
                 f"not a {role}: {obj.__name__} has no {method}() method{hint}"
             )
     return obj
@@ -796,27 +751,34 @@ def check_topology(
     search_paths: Iterable[str | Path] = (),
     source: str | None = None,
     before_import: Callable[[str, str], None] | None = None,
+    loader: ClassLoader | None = None,
 ) -> ResolvedTopology:
     """Check what the schema cannot: the graph, the groupings and the component classes.
 
     Raises `TopologyError` with every problem found (prefixed with `source` when given). With
-    `resolve_classes`, each `class` (and each custom grouping's `customClass`) is imported with
-    `search_paths` (typically the directory holding the topology file) put on `sys.path` first;
-    `before_import(field_path, class_path)` is called before each. Imports run in this process:
-    see `squall.classcheck` for the same check in a child process with a time limit.
+    `resolve_classes`, each `class` (and each custom grouping's `customClass`) is loaded with
+    `loader`, by default imported in this process with `search_paths` (typically the directory
+    holding the topology file) put on `sys.path` first (`squall.classload`);
+    `before_import(field_path, class_path)` is called before each. See `squall.classcheck` for
+    the same check with the imports in a child process under a time limit.
     """
     # the limits first (squall.limits): nothing below runs for a topology past them
     if (over := limit_problems(topo)):
         raise TopologyError(over, source)
-    with _on_sys_path(search_paths if resolve_classes else ()):
-        return _Checker(topo, resolve_classes, before_import).run(source)
+    if not resolve_classes:
+        return _Checker(topo, None, before_import).run(source)
+    if loader is not None:
+        return _Checker(topo, loader, before_import).run(source)
+    with classload.importing(search_paths) as imported:
+        return _Checker(topo, imported, before_import).run(source)
 
 
 class _Checker:
-    def __init__(self, topo: Topology, resolve_classes: bool,
+    def __init__(self, topo: Topology, loader: ClassLoader | None,
                  before_import: Callable[[str, str], None] | None = None) -> None:
         self.topo = topo
-        self.resolve = resolve_classes
+        self.loader = loader
+        self.resolve = loader is not None
         self.before_import = before_import
         self.problems: list[Problem] = []
         self.specs: dict[str, ComponentSpec] = {}
@@ -977,12 +939,12 @@ class _Checker:
         self.check_spec_outputs(base, component)
 
         cls: type | None = None
-        if self.resolve:
+        if self.loader is not None:
             try:
                 if self.before_import is not None:
                     self.before_import(f"{base}.class", component.class_name)
-                cls = _resolve(component.class_name, role)
-            except _ResolveError as exc:
+                cls = _resolve(self.loader, component.class_name, role)
+            except ImportError as exc:
                 self.add(f"{base}.class", component.class_name, str(exc))
         if name not in self.specs or self.specs[name] is not component:
             return  # a duplicate or reserved name: its streams would shadow the first one's
@@ -1172,12 +1134,12 @@ class _Checker:
                     NO_VALUE,
                     "custom grouping needs customClass ('module:Class')",
                 )
-            elif self.resolve:
+            elif self.loader is not None:
                 try:
                     if self.before_import is not None:
                         self.before_import(f"{path}.customClass", inp.custom_class)
-                    _resolve(inp.custom_class, "custom grouping")
-                except _ResolveError as exc:
+                    _resolve(self.loader, inp.custom_class, "custom grouping")
+                except ImportError as exc:
                     self.add(f"{path}.customClass", inp.custom_class, str(exc))
         elif inp.custom_class is not None:
             self.add(
