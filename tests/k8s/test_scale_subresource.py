@@ -5,6 +5,9 @@ The Topology CRD's scale subresource maps replicas to `spec.numWorkers`, the sta
 labels), so `kubectl scale`, the HorizontalPodAutoscaler and KEDA drive a topology like a
 Deployment; the operator turns the numWorkers change into a hot rebalance. `kubectl get
 topologies` shows acked/s and failed/s, `-o wide` the nimbus status, the tasks and the image.
+A topology whose bolt fails every tuple turns Degraded (condition, STATUS, one Event) and clears
+when deactivated; its workers' PodDisruptionBudget is the Topology's and goes with it; the
+operator's livenessProbe keeps passing (issue 30, item 6).
 
 The chart, the operator, ZooKeeper and the process kubelet come from test_operator_e2e.py's
 module fixture (release `squall` in namespace squall-e2e).
@@ -12,7 +15,9 @@ module fixture (release `squall` in namespace squall-e2e).
 
 from __future__ import annotations
 
+import http.client
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +25,19 @@ import yaml
 
 from .cluster import Cluster
 from .conftest import kget, wait_for
-from .test_operator_e2e import NS, WORDCOUNT, cond, delete_and_wait_gone, running, squall, status, worker_pods
+from .test_operator_e2e import (
+    NS,
+    WORDCOUNT,
+    apply_doc,
+    cond,
+    delete_and_wait_gone,
+    events,
+    id_pipeline,
+    running,
+    squall,
+    status,
+    worker_pods,
+)
 
 pytestmark = pytest.mark.k8s
 
@@ -110,3 +127,72 @@ def test_kubectl_scale_rebalances_hot_and_get_shows_health(squall: Cluster) -> N
         assert any("numWorkers 2 -> 3" in m for m in rebalanced), rebalanced
     finally:
         delete_and_wait_gone(c, NAME)
+
+
+def _budget(c: Cluster, name: str) -> dict[str, Any] | None:
+    r = c.kubectl("get", "poddisruptionbudget", f"{name}-workers", "-n", NS, "-o", "json", check=False)
+    return dict(json.loads(r.stdout)) if r.returncode == 0 else None
+
+
+def test_degraded_condition_worker_budget_and_operator_liveness(squall: Cluster, tmp_path: Path) -> None:
+    c = squall
+    name = "failing"
+    doc = id_pipeline(name, tmp_path, count=0, workers=1, rate=50)
+    # every tuple fails at once: acks never move, the failed fraction is 100%
+    doc["spec"]["bolts"] = [{"name": "refuse", "class": "failing_components:RaisingBolt", "parallelism": 1,
+                             "inputs": [{"component": "ids", "grouping": "shuffle"}]}]
+    doc["spec"]["health"] = {"stalledSecs": 5, "failedFraction": 0.5, "windowSecs": 5}
+    apply_doc(c, doc)
+    try:
+        uid = kget(c, "topology", name, "-n", NS)["metadata"]["uid"]
+        # the workers' PodDisruptionBudget: the Topology's, selecting exactly its worker pods
+        budget = wait_for(lambda: _budget(c, name), 60, what=f"PodDisruptionBudget {name}-workers")
+        assert budget["spec"]["maxUnavailable"] == 1, budget
+        assert budget["spec"]["selector"] == {"matchLabels": {"app.kubernetes.io/name": "squall-worker",
+                                                              "squall.io/topology": name}}, budget
+        assert budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+        (owner,) = budget["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == ("Topology", name, uid, True)
+        wait_for(lambda: running(c, name, 1), 120, what=f"{name} Running 1/1")
+        # the disruption controller counts the worker pod under it
+        wait_for(lambda: ((_budget(c, name) or {}).get("status") or {}).get("expectedPods") == 1, 60,
+                 what="the budget to find the worker pod")
+
+        st = wait_for(lambda: (s := status(c, name)).get("state") == "Degraded" and s, 90,
+                      what=f"{name} Degraded")
+        degraded = cond(st, "Degraded")
+        assert st["phase"] == "Running" and degraded["status"] == "True", st
+        assert degraded["reason"] in ("AcksStalled", "TuplesFailing"), degraded
+        assert "spec.health" in degraded["message"], degraded
+        lines = c.kubectl("get", "topologies", "-n", NS).stdout.splitlines()
+        (row,) = [x.split() for x in lines[1:] if x.startswith(f"{name} ")]
+        assert row[1:3] == ["Degraded", "1/1"], row
+        assert max(len(x) for x in lines) < 120, lines
+
+        # deactivated: nothing to judge, the condition clears with one Recovered
+        c.kubectl("patch", "topology", name, "-n", NS, "--type", "merge", "-p", '{"spec":{"active":false}}')
+        st = wait_for(lambda: (s := status(c, name)).get("phase") == "Inactive"
+                      and cond(s, "Degraded").get("status") == "False" and s, 60, what=f"{name} Inactive")
+        assert cond(st, "Degraded")["reason"] == "SpoutsInactive" and st["state"] == "Inactive", st
+        reasons = wait_for(lambda: (r := [e["reason"] for e in events(c, name)]).count("Recovered") == 1 and r,
+                           30, what="the Recovered Event")
+        assert reasons.count("Degraded") == 1, reasons
+        assert "SpecChangeIgnored" not in reasons, reasons
+    finally:
+        delete_and_wait_gone(c, name)
+    # owned by the Topology: the garbage collector removes it with it
+    wait_for(lambda: _budget(c, name) is None, 60, what=f"PodDisruptionBudget {name}-workers to go")
+
+    # the operator's livenessProbe is on /healthz, which answers while the loop turns: never restarted
+    (pod,) = kget(c, "pods", "-n", NS, "-l", "app.kubernetes.io/component=operator")["items"]
+    (container,) = pod["spec"]["containers"]
+    probe = container["livenessProbe"]["httpGet"]
+    assert (probe["path"], probe["port"]) == ("/healthz", "health"), probe
+    assert pod["status"]["containerStatuses"][0]["restartCount"] == 0, pod["status"]
+    conn = http.client.HTTPConnection(pod["status"]["podIP"], 8080, timeout=5)
+    try:
+        conn.request("GET", "/healthz")
+        resp = conn.getresponse()
+        assert (resp.status, resp.read()) == (200, b"ok\n")
+    finally:
+        conn.close()
