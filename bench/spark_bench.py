@@ -100,8 +100,8 @@ def _timed_values(column: Any) -> list[Any]:
         return _arrow_to_values(column)
 
 
-_arrow_to_values = squall.spark.arrow_to_values
-squall.spark.arrow_to_values = _timed_values  # counted as its own stage (bench only)
+_arrow_to_values = squall.spark.batch.arrow_to_values
+squall.spark.batch.arrow_to_values = _timed_values  # the bolt's name for it, timed as its own stage (bench only)
 
 
 class Identity(SparkBatchBolt):
