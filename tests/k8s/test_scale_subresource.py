@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
+from squall_operator import pods
+
 from .cluster import Cluster
 from .conftest import kget, wait_for
 from .test_operator_e2e import (
@@ -134,7 +136,8 @@ def _budget(c: Cluster, name: str) -> dict[str, Any] | None:
     return dict(json.loads(r.stdout)) if r.returncode == 0 else None
 
 
-def test_degraded_condition_worker_budget_and_operator_liveness(squall: Cluster, tmp_path: Path) -> None:
+def test_degraded_condition_worker_budget_and_operator_liveness(squall: Cluster, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     c = squall
     name = "failing"
     doc = id_pipeline(name, tmp_path, count=0, workers=1, rate=50)
@@ -178,6 +181,17 @@ def test_degraded_condition_worker_budget_and_operator_liveness(squall: Cluster,
                            30, what="the Recovered Event")
         assert reasons.count("Degraded") == 1, reasons
         assert "SpecChangeIgnored" not in reasons, reasons
+
+        # what the operator does at each start: the budget merged into the one that exists (a
+        # changed worker.podDisruptionBudget.maxUnavailable), through the real client
+        from squall_operator.kube_api import KubernetesApi
+
+        monkeypatch.setenv("KUBECONFIG", str(c.kubeconfig))
+        api = KubernetesApi()
+        api.apply_disruption_budget(NS, pods.disruption_budget(name, uid, NS, 2))
+        merged = _budget(c, name) or {}
+        assert merged["spec"]["maxUnavailable"] == 2 and merged["metadata"]["ownerReferences"] == [owner], merged
+        api.delete_disruption_budget(NS, "no-such-workers")  # gone already: nothing to do
     finally:
         delete_and_wait_gone(c, name)
     # owned by the Topology: the garbage collector removes it with it
