@@ -231,9 +231,9 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
     if args.worker_disruption_budget < 0:
         raise SystemExit(f"squall operator: --worker-disruption-budget must be 0 or more, got "
                          f"{args.worker_disruption_budget}")
-    if args.liveness_timeout_secs <= 0:
-        raise SystemExit(f"squall operator: --liveness-timeout-secs must be more than 0, got "
-                         f"{args.liveness_timeout_secs:g}")
+    if args.liveness_timeout_secs <= args.monitor_freq_secs:
+        raise SystemExit(f"squall operator: --liveness-timeout-secs ({args.liveness_timeout_secs:g}) must be "
+                         f"more than --monitor-freq-secs ({args.monitor_freq_secs:g}): a round begins that often")
     try:
         resources = json.loads(args.worker_resources or "{}")
     except ValueError as exc:

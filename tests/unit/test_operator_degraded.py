@@ -229,5 +229,8 @@ def test_operator_arguments_refuse_bad_budget_and_liveness() -> None:
     assert config_from_args(parser().parse_args(["--zookeeper=zk:1"])).disruption_budget == 1
     with pytest.raises(SystemExit, match="--worker-disruption-budget must be 0 or more, got -1"):
         config_from_args(parser().parse_args(["--zookeeper=zk:1", "--worker-disruption-budget=-1"]))
-    with pytest.raises(SystemExit, match="--liveness-timeout-secs must be more than 0, got 0"):
+    with pytest.raises(SystemExit, match=r"--liveness-timeout-secs \(0\) must be more than --monitor-freq-secs \(2\)"):
         config_from_args(parser().parse_args(["--zookeeper=zk:1", "--liveness-timeout-secs=0"]))
+    with pytest.raises(SystemExit, match=r"--liveness-timeout-secs \(30\) must be more than --monitor-freq-secs \(60\)"):
+        config_from_args(parser().parse_args(["--zookeeper=zk:1", "--liveness-timeout-secs=30",
+                                              "--monitor-freq-secs=60"]))
