@@ -23,7 +23,7 @@ from squall.spark.schema import (
     arrow_to_values,
     to_wire,
 )
-from squall.spark.session import _conf_list, batch_dir, get_spark, load_function
+from squall.spark.session import _conf_list, batch_dir, declared_fields, get_spark, load_function
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -128,15 +128,7 @@ class SparkBatchBolt(Bolt):
                         self.batch_interval, timeout)
 
     def _declared_fields(self, stream: str) -> list[str]:
-        declared = getattr(self.context, "output_fields", None)  # the file's outputs win over the class's
-        if declared is not None:
-            fields = list(declared(stream))
-            if fields:
-                return fields
-        outputs = type(self).outputs
-        if isinstance(outputs, Mapping):
-            return list(outputs.get(stream, []))
-        return list(outputs or []) if stream == DEFAULT_STREAM else []
+        return declared_fields(self, stream)  # the file's outputs win over the class's
 
     # -- the user's part -------------------------------------------------------------------
     def transform(self, df: DataFrame, spark: SparkSession) -> DataFrame:

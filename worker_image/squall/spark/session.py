@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from squall.components import DEFAULT_STREAM
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
@@ -131,3 +133,17 @@ def _conf_list(value: Any) -> list[str]:
 
 def _prefixed(conf: Mapping[str, Any], prefix: str) -> dict[str, str]:
     return {k[len(prefix):]: str(v) for k, v in conf.items() if k.startswith(prefix)}
+
+
+def declared_fields(component: Any, stream: str = DEFAULT_STREAM) -> list[str]:
+    """The fields `component` (a spout or bolt, opened) declares for `stream`: the topology file's
+    outputs (through its context) win over the class's `outputs`."""
+    declared = getattr(component.context, "output_fields", None)
+    if declared is not None:
+        fields = list(declared(stream))
+        if fields:
+            return fields
+    outputs = type(component).outputs
+    if isinstance(outputs, Mapping):
+        return list(outputs.get(stream, []))
+    return list(outputs or []) if stream == DEFAULT_STREAM else []

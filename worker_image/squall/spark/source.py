@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from squall.components import DEFAULT_STREAM, Spout
 from squall.spark.files import DEFAULT_ID_FIELD
 from squall.spark.schema import to_wire
-from squall.spark.session import _conf_list, _prefixed, get_spark
+from squall.spark.session import _conf_list, _prefixed, declared_fields, get_spark
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -61,15 +61,7 @@ class SparkSourceSpout(Spout):
         self.done = False
 
     def _declared_fields(self) -> list[str]:
-        declared = getattr(self.context, "output_fields", None)
-        if declared is not None:
-            fields = list(declared(DEFAULT_STREAM))
-            if fields:
-                return fields
-        outputs = type(self).outputs
-        if isinstance(outputs, Mapping):
-            return list(outputs.get(DEFAULT_STREAM, []))
-        return list(outputs or [])
+        return declared_fields(self, DEFAULT_STREAM)
 
     def dataframe(self, spark: SparkSession) -> DataFrame:
         """The dataset to read; override for anything the config keys cannot say."""
