@@ -182,7 +182,7 @@ def test_runs_of_acks_of_one_root_make_one_acker_message_per_tree_per_flush() ->
     sent: list[list[int]] = []
     ex.worker = SimpleNamespace(handle_control=lambda items, caller: sent.extend(items) or [])
     ex.local_inits = []
-    assert ex._flush(False)
+    assert ex.flush()
     assert sorted(m[2] for m in sent) == sorted(roots), "one acker message per tree"
     done: list[list[int]] = []
     ledger.apply(sent, done)
@@ -190,7 +190,7 @@ def test_runs_of_acks_of_one_root_make_one_acker_message_per_tree_per_flush() ->
     assert len(ledger) == 0
     # nothing is left over for the next flush
     sent.clear()
-    assert ex._flush(False) and sent == []
+    assert ex.flush() and sent == []
 
 
 def test_a_fail_after_acks_of_its_tree_drops_them_with_the_open_run() -> None:

@@ -174,6 +174,10 @@ CONFIG_KEYS: Final[Mapping[str, Callable[[object], str | None]]] = {
     "worker.heartbeat.frequency.secs": _seconds,
     "task.refresh.poll.secs": _seconds,
     "worker.switch.interval.secs": _seconds,
+    "worker.loop.warn.secs": _seconds,
+    # 0: never move a slow executor to a thread of its own
+    "worker.loop.isolate.secs": _ratio,
+    "squall.executor.isolated": _boolean,
     "topology.message.timeout.secs": _seconds,
     "topology.disable.loadaware.messaging": _boolean,
     "topology.localityaware.higher.bound": _ratio,

@@ -87,6 +87,9 @@ class _Shell:
     conf: Mapping[str, Any]
     context: TopologyContext
     kind = "component"
+    # each step waits for the child's answer: the executor runs on a thread of its own, not in
+    # the worker's engine loop (squall.worker.engine)
+    isolated = True
 
     def _report(self, exc: BaseException) -> None:
         raise NotImplementedError

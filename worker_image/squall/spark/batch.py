@@ -74,6 +74,10 @@ class SparkBatchBolt(Bolt):
     anchored to their own input, other rows to every input of the batch.
     """
 
+    # a micro-batch waits for Spark: the executor runs on a thread of its own, not in the
+    # worker's engine loop (squall.worker.engine)
+    isolated = True
+
     outputs: ClassVar[Any] = {DEFAULT_STREAM: [], ERROR_STREAM: ERROR_FIELDS}
     schema: Mapping[str, str] = {}  # field -> Spark type; config spark.schema wins
 

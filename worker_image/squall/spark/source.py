@@ -40,6 +40,10 @@ class SparkSourceSpout(Spout):
     row was emitted and acked (or given up).
     """
 
+    # a micro-batch waits for Spark: the executor runs on a thread of its own, not in the
+    # worker's engine loop (squall.worker.engine)
+    isolated = True
+
     outputs: ClassVar[Any] = None
 
     def open(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:

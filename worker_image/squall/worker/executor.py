@@ -1,16 +1,21 @@
-"""Executors: one thread each, running the tasks of one [start-task end-task] range.
+"""Executors: the tasks of one [start-task end-task] range, stepped by the worker's engine loop.
 
-Spout executors never block: they call `next_tuple` only while their output has room and keep
-draining acker notifications, which is what keeps acker traffic flowing when data is
-backpressured. Bolt executors block on a full output (that is the backpressure a slow bolt puts
-on its upstream). Tuples cross threads in batches; a partial batch is flushed at the end of
-every loop turn, so a tuple waits at most about a millisecond for company.
+An executor never waits: `step(now)` takes what is there (a spout: its completions, then up to
+SPOUT_BATCH `next_tuple` calls per task while below maxSpoutPending; a bolt: a few batches of
+its inbox), hands its output on without blocking, and says how long until it wants another
+turn. Output a full inbox or a slow peer did not take stays in its buffers, and an executor
+with output held back takes no new input (a spout emits nothing) until it left: backpressure is
+scheduling (squall.worker.engine steps every executor of the worker in one thread). A partial
+batch is handed on at the end of every step, so a tuple waits at most one turn for company.
+
+An executor whose component blocks (`isolated`, see `is_isolated`) is stepped the same way by a
+thread of its own, which waits on its inbox between steps (`run_thread`).
 
 Output buffers are keyed by destination (a local inbox or a remote slot) under one routing; when
-the worker publishes a new routing, an executor re-keys what it still holds at its next turn,
-and a blocked hand-over gives up and re-keys as soon as the routing changes, so nothing keeps
-waiting on an inbox that left. Tuples for a remote task its worker announced as backpressured
-are held back (a bolt waits, a spout stops emitting) while everything else goes on.
+the worker publishes a new routing, an executor re-keys what it still holds at its next step,
+so nothing keeps waiting on an inbox that left. Tuples for a remote task its worker announced
+as backpressured are held back (a bolt takes no input, a spout stops emitting) while
+everything else goes on.
 """
 
 from __future__ import annotations
@@ -49,7 +54,6 @@ from squall.gcpolicy import POLICY as GC_POLICY
 from squall.worker.host import WorkerHost
 from squall.worker.load import PeerLoads
 from squall.worker.routing import Inbox, Routing
-from squall.worker.threads import NamedThread, executor_thread_name
 from squall.worker.transport import DirectSender
 
 log = logging.getLogger("squall.executor")
@@ -62,9 +66,26 @@ SETTLE_AT = 128
 TREE_DONE_BATCHES = 1024  # a windowed bolt's completions of its windows' trees, in batches
 # how long an executor's sockets still send what they hold once its thread ends
 CLOSE_LINGER_MS = 1000
+IDLE_WAIT = 0.0005  # an active spout with nothing to emit is called again this much later
+HELD_WAIT = 0.001  # output held back (a full inbox, a slow or backpressured peer): try again then
+BOLT_BATCHES = 4  # inbox batches a bolt takes per step
+STEP_BUDGET = 0.002  # ...unless a step has run this long (seconds): the others' turn comes first
+# a component class attribute or config key: the executor gets a thread of its own, for
+# components that block (a Spark micro-batch, a call to a slow service)
+ISOLATED_KEY = "squall.executor.isolated"
 LOAD_REFRESH_SECS = 1.0  # load-aware shuffles re-weigh their targets this often
 _getrandbits = random.getrandbits
-__all__ = ["BoltExecutor", "Executor", "Inbox", "SpoutExecutor"]
+__all__ = ["BoltExecutor", "Executor", "Inbox", "SpoutExecutor", "is_isolated"]
+
+
+def is_isolated(cls: type, conf: Mapping[str, Any]) -> bool:
+    """Whether a component's executor runs on a thread of its own instead of the engine loop:
+    its config says so (`squall.executor.isolated`), or its class does (`isolated = True`, as
+    the multilang and Spark components do: they wait on a child process or a batch job)."""
+    got = conf.get(ISOLATED_KEY)
+    if got is not None:
+        return bool(got)
+    return bool(getattr(cls, "isolated", False))
 
 
 class Context:
@@ -175,13 +196,18 @@ class Executor:
         self.out = Outbox()
         self.bufs = self.out.bufs
         self.stop_event = threading.Event()
-        self.thread = NamedThread(
-            target=self._run, name=f"executor-{component}-{executor[0]}-{executor[1]}", daemon=True,
-            os_name=executor_thread_name(component, executor[0], executor[1]),
-        )
+        # an isolated executor's own thread (`run_thread`); None: the engine loop steps it
+        self.thread: threading.Thread | None = None
+        self.isolated = False
+        # set once it has nothing left to do (a retiring executor that finished), and once it
+        # is closed and its last output handed on (or given up on)
+        self.finished = False
+        self.done = False
+        # a batch an isolated executor's thread took from its inbox while waiting: the next step's first
+        self.held: list[list[Any]] | None = None
         self.routing: Routing | None = None
-        # its batches for remote tasks leave on this thread's own sockets, one per peer (made
-        # when the thread starts, closed when it ends; transport.DirectSender)
+        # its batches for remote tasks leave on these sockets, one per peer (the engine loop's,
+        # shared by the executors it steps; an isolated executor's own: transport.DirectSender)
         self.direct_data: DirectSender | None = None
         # per task: stream -> choosers; per task: stream -> direct consumer tasks
         self.routes: dict[int, dict[str, list[Chooser]]] = {}
@@ -404,25 +430,10 @@ class Executor:
     def acker_for(self, root: int) -> int:
         return self.acker_tasks[root % self.n_ackers]
 
-    def flush(self, block: bool) -> bool:
-        """Push buffered output on; returns True when everything left the executor. With
-        `block`, waits until it did (or the executor is stopped), re-keying to a new routing."""
-        while True:
-            done = self._flush(block)
-            if done or not block or self.stop_event.is_set():
-                return done
-            # held back (a slow peer, a backpressured remote task, a peer not registered yet) or
-            # the routing changed under a wait
-            self.refresh_routing()
-            direct = self.direct_data
-            if direct is not None and direct.pending:
-                direct.wait(2)  # until a slow peer's socket has room (the GIL released)
-                if self.stop_event.is_set():
-                    return False
-            elif self.stop_event.wait(0.0005):
-                return False
-
-    def _flush(self, block: bool) -> bool:
+    def flush(self) -> bool:
+        """Hand buffered output on without waiting; True when everything left the executor.
+        What a full inbox, a slow peer (its socket's frame still pending), a backpressured
+        remote task or a peer not registered yet did not take stays for the next step."""
         out = self.out
         if self.local_inits:
             # before any data leaves: an ack can only follow its tree's registration
@@ -447,11 +458,11 @@ class Executor:
         if direct is not None and direct.pending:
             direct.push()  # frames a slow peer did not take yet go before anything else for it
         if not bufs:
-            return not out.control and (direct is None or not direct.pending)
+            return not out.control
         bp = self.worker.remote_bp
         for key, batch in list(bufs.items()):
             if type(key) is Inbox:
-                if self._put(key, batch, block):
+                if key.offer(batch):
                     del bufs[key]
                     self.stats.transferred += len(batch)
                 continue
@@ -469,23 +480,7 @@ class Executor:
                 bufs[key] = held
             else:
                 del bufs[key]
-        return not bufs and not out.control and (direct is None or not direct.pending)
-
-    def _put(self, inbox: Inbox, batch: list[list[Any]], block: bool) -> bool:
-        """A local hand-over; a blocked one gives up when the routing changes (the inbox may
-        have left: the caller re-keys and tries again)."""
-        if inbox.offer(batch):
-            return True
-        if not block:
-            return False
-        routing = self.routing
-        while not self.stop_event.is_set() and self.worker.routing is routing:
-            try:
-                inbox.put(batch, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
+        return not bufs and not out.control
 
     def on_done(self, items: list[list[int]]) -> None:
         pass
@@ -505,39 +500,67 @@ class Executor:
         log.error("%s task %d: %s", self.component, task, text.rstrip())
         self.worker.report_error(self.component, task, text)
 
-    # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> None:
-        self.thread.start()
+    # -- lifecycle: open, steps, close (squall.worker.engine drives them) --------------------
+    def open(self) -> None:
+        """Open or prepare the component instances, on the thread that steps them."""
+        raise NotImplementedError
+
+    def step(self, now: float) -> float:
+        """One turn (never waits): returns how long until it wants the next one (0.0: at once).
+        A retiring executor sets `finished` once it has nothing left to do."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Clean up the component instances (a spout fails what is still pending first); what
+        that emitted is in the buffers for the caller's last flushes."""
+        raise NotImplementedError
 
     def retire(self, deadline: float) -> None:
-        """Removed by a hot update: finish what it holds in its own thread (bolts: the tuples
-        already handed to it; spouts: the trees they have pending), then clean up and exit. The
-        worker stops it at `deadline` (monotonic) if it is not done by then."""
+        """Removed by a hot update: finish what it holds (bolts: the tuples already handed to
+        it; spouts: the trees they have pending), then clean up and leave. The worker stops it
+        at `deadline` (monotonic) if it is not done by then."""
         self.retire_by = deadline
         self.retiring = True
 
     def stop(self) -> None:
         self.stop_event.set()
 
-    def join(self, timeout: float) -> None:
-        self.thread.join(timeout)
-
-    def _run(self) -> None:
+    def run_thread(self, wake: Callable[[], None], opened: bool = False) -> None:
+        """An isolated executor's own thread: the same steps as the engine loop's, waiting on its
+        inbox between them (a batch taken while waiting is the next step's first), with sockets
+        of its own. `wake` rings the engine loop when a step handed something on (the loop may
+        be asleep while its executors' inboxes fill). `opened`: moved here by the loop, which
+        opened it already."""
+        direct = self.direct_data = self.worker.direct_sender()
         try:
-            self.direct_data = self.worker.direct_sender()
-            self.run()
+            if not opened:
+                self.open()
+            stats = self.stats
+            while not self.stop_event.is_set() and not self.finished:
+                moved = stats.transferred
+                wait = self.step(time.monotonic())
+                if stats.transferred != moved:
+                    wake()
+                if wait > 0.0 and self.held is None:
+                    try:
+                        self.held = self.inbox.get(timeout=wait)
+                    except queue.Empty:
+                        pass
+            self.close()
+            # what close emitted, acked or failed still goes out; a retiring executor waits for
+            # that (the worker stops it at its deadline)
+            while not self.flush() and self.retiring and not self.stop_event.wait(HELD_WAIT):
+                pass
+            wake()
         except Exception as exc:  # a bug of ours: report it, the worker restarts the executor
             self.report_error(self.tasks[0], exc, always=True)
             self.worker.executor_died(self, exc)
         finally:
-            direct, self.direct_data = self.direct_data, None
-            if direct is not None:
-                # what its sockets hold still goes out for a while (a retiring executor's last
-                # frames; the worker's zmq term() waits that long at most)
-                direct.close(CLOSE_LINGER_MS)
-
-    def run(self) -> None:
-        raise NotImplementedError
+            self.direct_data = None
+            # what its sockets hold still goes out for a while (a retiring executor's last
+            # frames; the worker's zmq term() waits that long at most)
+            direct.close(CLOSE_LINGER_MS)
+            self.done = True
 
 
 # ------------------------------------------------------------------------------------------
@@ -735,7 +758,7 @@ class SpoutExecutor(Executor):
                 self.report_error(dest, exc)
                 collector.fail(tup)
 
-    def run(self) -> None:
+    def open(self) -> None:
         self.refresh_routing()
         for task, spout in self.instances.items():
             try:
@@ -743,45 +766,52 @@ class SpoutExecutor(Executor):
             except Exception as exc:
                 self.report_error(task, exc)
                 raise
+
+    def step(self, now: float) -> float:
+        """Completions first (they free room under maxSpoutPending), time-outs, then a batch of
+        `next_tuple` calls while its output has room, then its output handed on."""
+        self.now = now
+        self.refresh_routing()
+        self.refresh_load(now)
+        held = self.held
+        if held is not None:
+            self.held = None
+            self.on_done(held)
         control = self.inbox
-        idle_wait = 0.0005
-        while not self.stop_event.is_set():
-            self.now = now = time.monotonic()
-            self.refresh_routing()
-            self.refresh_load(now)
-            while True:
+        while True:
+            try:
+                items = control.get_nowait()
+            except queue.Empty:
+                break
+            self.on_done(items)
+        for task, c in self.collectors.items():
+            expired = c.pending.expire(now)
+            for msg_id in expired:
+                self.stats.failed += 1
                 try:
-                    items = control.get_nowait()
-                except queue.Empty:
-                    break
-                self.on_done(items)
-            for task, c in self.collectors.items():
-                expired = c.pending.expire(now)
-                for msg_id in expired:
-                    self.stats.failed += 1
-                    try:
-                        self.instances[task].fail(msg_id)
-                    except Exception as exc:
-                        self.report_error(task, exc)
-            if self.retiring and not self.bufs and not self.out.control and not self.pending_count():
-                break  # moved away: every tree it started has completed (or failed)
-            self._set_active(self.worker.active and not self.closing and not self.retiring)
-            emitted = 0
-            direct = self.direct_data
-            if self.active and not self.bufs and not self.out.control and (direct is None or not direct.pending):
-                emitted = self._emit_batch()
-            flushed = self.flush(block=False)
-            if not emitted or not flushed:
-                wait = idle_wait if flushed else 0.001
-                if self.resume_at and len(self.resume_at) == len(self.instances):
-                    # every task is waiting out its errors: sleep until the first may go on
-                    # (a completion still wakes it at once)
-                    wait = max(wait, min(min(self.resume_at.values()) - now, 0.1))
-                try:
-                    items = control.get(timeout=wait)
-                    self.on_done(items)
-                except queue.Empty:
-                    pass
+                    self.instances[task].fail(msg_id)
+                except Exception as exc:
+                    self.report_error(task, exc)
+        if self.retiring and not self.bufs and not self.out.control and not self.pending_count():
+            self.finished = True  # moved away: every tree it started has completed (or failed)
+            return 0.0
+        self._set_active(self.worker.active and not self.closing and not self.retiring)
+        emitted = 0
+        if self.active and not self.bufs and not self.out.control:
+            emitted = self._emit_batch()
+        flushed = self.flush()
+        if emitted and flushed:
+            return 0.0
+        if not self.active:
+            return 0.1  # completions and activation wake the loop; time-outs can wait that long
+        wait = IDLE_WAIT if flushed else HELD_WAIT
+        if self.resume_at and len(self.resume_at) == len(self.instances):
+            # every task is waiting out its errors: until the first may go on (a completion
+            # still gets a turn at once)
+            wait = max(wait, min(min(self.resume_at.values()) - now, 0.1))
+        return wait
+
+    def close(self) -> None:
         self._shutdown()
 
     def _emit_batch(self) -> int:
@@ -1190,6 +1220,11 @@ class BoltExecutor(Executor):
         self.tree_done = Inbox(TREE_DONE_BATCHES)
         # task -> its window's compiled per-tuple input, where the window mirrors its anchors
         self.feeds: dict[int, WindowFeed] = {}
+        self.next_tick: float | None = None
+        # past this (time.perf_counter), `process` leaves the rest of its batch for the next step
+        self.deadline = float("inf")
+        self.step_budget = STEP_BUDGET
+        self.flush_secs = FLUSH_SECS
 
     def on_routing(self) -> None:
         plan = self.routing.plan  # type: ignore[union-attr]
@@ -1200,7 +1235,7 @@ class BoltExecutor(Executor):
         self._fields_by_comp = idx
         self._task_component = plan.task_component
 
-    def run(self) -> None:
+    def open(self) -> None:
         self.refresh_routing()
         for task, bolt in self.instances.items():
             try:
@@ -1211,41 +1246,62 @@ class BoltExecutor(Executor):
         for task, w in zip(self.tasks, self.windowed):
             if w.rooted is not None and w.rooted.rts is not None:
                 self.feeds[task] = WindowFeed(w, per_batch=True)
+        self.next_tick = time.monotonic() + self.tick_secs if self.tick_secs else None
+
+    def step(self, now: float) -> float:
+        """Output held back from the last step first (while any is, it takes no input: that is
+        the backpressure a slow consumer puts on this bolt, and through it on its upstream);
+        then due windows and ticks; then up to BOLT_BATCHES batches of its inbox within
+        STEP_BUDGET; then its output handed on."""
+        self.refresh_routing()  # an idle executor moves to a new routing too
+        if not self.flush():
+            return HELD_WAIT
+        self.deadline = float("inf")  # a tick's batch is processed whole
+        wait = 0.1
+        if self.windowed:
+            wait = self._fire_timers(wait)
+        next_tick = self.next_tick
+        if next_tick is not None:
+            if now >= next_tick:
+                self.next_tick = next_tick = now + self.tick_secs  # type: ignore[operator]
+                self.process([[t, SYSTEM_TASK, TICK_STREAM, [self.tick_secs], None] for t in self.tasks])
+            wait = min(wait, next_tick - now)
         inbox = self.inbox
-        next_tick = time.monotonic() + self.tick_secs if self.tick_secs else None
-        stop = self.stop_event
-        while not stop.is_set():
-            wait = 0.1
-            if self.windowed:
-                wait = self._fire_timers(wait)
-            if next_tick is not None:
-                now = time.monotonic()
-                if now >= next_tick:
-                    next_tick = now + self.tick_secs  # type: ignore[operator]
-                    self.refresh_routing()
-                    self.process([[t, SYSTEM_TASK, TICK_STREAM, [self.tick_secs], None] for t in self.tasks])
-                    self.flush(block=True)
-                    continue
-                wait = min(wait, next_tick - now)
+        taken = 0
+        batch = self.held
+        if batch is not None:
+            self.held = None
+        else:
             try:
-                batch = inbox.get(timeout=wait)
+                batch = inbox.get_nowait()
             except queue.Empty:
-                self.refresh_routing()  # an idle executor moves to a new routing too
-                if self.retiring and self.settled and not self.bufs and inbox.empty():
-                    break  # moved away: nothing more can arrive, everything handed on
-                continue
-            self.refresh_routing()
+                pass
+        if batch is not None:
             if self.load_aware:
-                self.refresh_load(time.monotonic())
+                self.refresh_load(now)
+            perf = time.perf_counter
+            t0 = perf()
+            budget = self.step_budget
+            self.deadline = t0 + budget
             self.process(batch)
-            # keep going while input is queued, but hand output on at least every few batches
-            for _ in range(3):
+            taken = 1
+            # keep going while input is queued, within the step's budget
+            while taken < BOLT_BATCHES and self.held is None and perf() - t0 < budget:
                 try:
                     batch = inbox.get_nowait()
                 except queue.Empty:
                     break
                 self.process(batch)
-            self.flush(block=True)
+                taken += 1
+        elif self.retiring and self.settled and not self.bufs and not self.out.control and inbox.empty():
+            self.finished = True  # moved away: nothing more can arrive, everything handed on
+            return 0.0
+        flushed = self.flush()
+        if taken:
+            return 0.0
+        return wait if flushed else HELD_WAIT
+
+    def close(self) -> None:
         for task, bolt in self.instances.items():
             try:
                 bolt.cleanup()
@@ -1253,9 +1309,6 @@ class BoltExecutor(Executor):
                 self.report_error(task, exc)
         if self.windowed:
             GC_POLICY.windows_hold(self, 0)
-        # what cleanup emitted, acked or failed still goes out (if peers still listen); a
-        # retiring executor waits for that (the worker stops it at its deadline)
-        self.flush(block=self.retiring)
 
     def _fire_timers(self, wait: float) -> float:
         """Fire the windowed bolts' due time windows and watermarks; how long until the next."""
@@ -1293,7 +1346,7 @@ class BoltExecutor(Executor):
             # size the collector's young generation to what the windows hold (gcpolicy.py)
             GC_POLICY.windows_hold(self, sum([w.held() for w in self.windowed]))
         if fired:
-            self.flush(block=True)
+            self.flush()
         return wait
 
     def _fail_input(self, task: int, tup: Tuple) -> None:
@@ -1317,12 +1370,18 @@ class BoltExecutor(Executor):
         comp = SYSTEM
         fidx: Mapping[str, int] = {}
         flushed_at = perf()
-        for dest, src, stream, values, anchors in batch:
-            if not n & 7 and perf() - flushed_at > FLUSH_SECS:
-                # a slow bolt in a big batch: hand its acks and output on as it goes
+        deadline = self.deadline
+        flush_secs = self.flush_secs
+        for i, (dest, src, stream, values, anchors) in enumerate(batch):
+            if not n & 7 and perf() - flushed_at > flush_secs:
+                # a slow bolt in a big batch: hand its acks and output on as it goes, and past
+                # its step's deadline leave the rest for its next step (the others' turn)
                 stats.executed = n
-                self.flush(block=True)
+                self.flush()
                 flushed_at = perf()
+                if flushed_at > deadline and i:
+                    self.held = batch[i:]
+                    break
             bolt = instances.get(dest)
             if bolt is None:
                 stats.dropped += 1

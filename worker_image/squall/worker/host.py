@@ -8,7 +8,6 @@ import-linter contract "The worker's modules import downward only" in pyproject.
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Protocol
 
 from squall.models.cluster import WorkerSlot
@@ -33,8 +32,6 @@ class HostedExecutor(Protocol):
     def tasks(self) -> list[int]: ...
     @property
     def out(self) -> ExecutorOutput: ...
-    @property
-    def stop_event(self) -> threading.Event: ...
 
 
 class WorkerHost(Protocol):

@@ -49,6 +49,11 @@ class Inbox:
         q.put(item)
         return True
 
+    def force(self, item: list[list[Any]]) -> None:
+        """Put past the bound: for what is bounded elsewhere (a spout's completions: at most one
+        per pending tree) and must not wait (the engine loop would wait on itself)."""
+        self._q.put(item)
+
     def put_nowait(self, item: list[list[Any]]) -> None:
         if not self.offer(item):
             raise queue.Full

@@ -45,7 +45,8 @@ from squall.state import ACCESS_ERRORS, CONNECTION_ERRORS, ZK_AUTH_ENV, ZK_AUTH_
 from squall.worker import allocator, health, metrics
 from squall.worker.control import group_inits, route_done, sort_control
 from squall.worker.errorlog import ErrorThrottle, throttle_settings
-from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor
+from squall.worker.engine import Engine
+from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor, is_isolated
 from squall.gcpolicy import POLICY as GC_POLICY
 from squall.worker.handover import DRAIN_SECS, Leaving, should_leave
 from squall.worker.host import HostedExecutor
@@ -182,6 +183,16 @@ class Worker:
         self.storm_active = False
         self.peers_ready = False
         self.threads: list[threading.Thread] = []
+        # the engine loop: it steps the executors and reads the ports (squall.worker.engine)
+        self.engine: Engine | None = None
+        # receive-data's state, kept by the loop: batches parked for a full inbox (in order), the
+        # tasks announced backpressured, when last, and this worker's busy meter
+        self._parked: dict[Inbox, collections.deque[list[list[Any]]]] = {}
+        self._bp_tasks: set[int] = set()
+        self._bp_sent = 0.0
+        self._bp_at = time.monotonic()
+        self._busy = BusyMeter(warmup=1)  # its first second is this worker's start, not its load
+        self._next_announce = 0.0
         self.assignment: Assignment | None = None
         self.acker_executors: list[ExecutorId] = []
         self.routing: Routing
@@ -296,10 +307,11 @@ class Worker:
         self.state.add_session_listener(self._session_resumed)
         t_bind = time.monotonic()
         self.routing = Routing(build_plan(self.topology, self.streams, self.base.component_executors), frozenset(), {}, {}, {})
-        self.refresh()
+        self.engine = Engine(self, self.data_sock, self.control_sock, peer_addresses=self.sealer is None)
+        self.refresh()  # the first executors, handed to the loop
+        self.engine.start()
+        self.threads.append(self.engine.thread)
         for name, target in (
-            ("receive-data", self._receive_data),
-            ("receive-control", self._receive_control),
             ("transfer-data", lambda: self._transfer(self.data_peers, "port", "transfer-data")),
             ("transfer-control", lambda: self._transfer(self.control_peers, "control_port", "transfer-control")),
         ):
@@ -373,7 +385,11 @@ class Worker:
             # are replayed once nimbus has moved its executors)
             slots_needed = set(self.routing.task_slot.values())
             self.peers_ready = bool(slots_needed) and all(s in self.endpoints for s in slots_needed)
-        self.active = self.storm_active and self.peers_ready
+        active = self.storm_active and self.peers_ready
+        if active != self.active:
+            self.active = active
+            if self.engine is not None:
+                self.engine.ring()  # spouts (de)activate at their next step
 
     def _apply_assignment(self, assignment: Assignment) -> None:
         """Hot update: start executors newly assigned here, retire removed ones, keep the rest.
@@ -412,6 +428,7 @@ class Worker:
                 from squall.checkpoint import CheckpointSpout
 
                 ex: Executor = SpoutExecutor(self, plan, e, comp, CheckpointSpout, dict(self.conf))
+                ex.isolated = is_isolated(CheckpointSpout, self.conf)
                 self.executors[e] = ex
                 new_execs.append(ex)
                 continue
@@ -429,6 +446,7 @@ class Worker:
                 # a windowed bolt in a checkpointed topology fires its time windows on ticks
                 tick = conf.get("squall.checkpoint.tick.secs", tick)
                 ex = BoltExecutor(self, plan, e, comp, cls, conf, float(tick) if tick else None)
+            ex.isolated = is_isolated(self.classes[comp], conf)
             self.executors[e] = ex
             new_execs.append(ex)
         for ex in new_execs:
@@ -457,8 +475,9 @@ class Worker:
         if handover:
             # in-flight trees go to their acker's new home (a local ledger, or a peer)
             self.handle_control(handover, None)
+        assert self.engine is not None
         for ex in new_execs:
-            ex.start()
+            self.engine.add(ex)
         log.info(
             "worker %s: %d executors (%d new, %d retiring), %d ackers",
             self.slot.key(), len(self.executors), len(new_execs), len(self.retiring), len(self.ledgers),
@@ -513,8 +532,7 @@ class Worker:
         for ex in list(self.retiring):
             if caught_up:
                 ex.settled = True
-            if not ex.thread.is_alive():
-                ex.join(0)
+            if ex.done:
                 self.retiring.remove(ex)
                 changed = True
                 log.info("executor %s of %s retired from %s", ex.id, ex.component, self.slot.key())
@@ -575,7 +593,7 @@ class Worker:
                         led.apply(batch, done)
         own: list[list[int]] = []
         if bad:
-            self._bad_frame(wire.WireError(f"{bad} malformed acker messages in a control frame"))
+            self.bad_frame(wire.WireError(f"{bad} malformed acker messages in a control frame"))
         if not done and not remote:
             return own
         local: dict[Inbox, list[list[int]]] = {}
@@ -598,13 +616,9 @@ class Worker:
         peers = self.control_peers
         if caller is None:
             peers.offer(slot, batch, force=True)
-        elif caller.kind == "spout":
-            if not peers.offer(slot, batch):
-                caller.out.control.extend(batch)  # sent again at its next flush
-        else:
-            while not peers.offer(slot, batch):
-                if caller.stop_event.wait(0.0005):
-                    return
+        elif not peers.offer(slot, batch):
+            # sent again at its next flush; until then the executor takes no new input
+            caller.out.control.extend(batch)
 
     def init_trees(self, inits: list[tuple[int, int, int]], spill: list[list[int]]) -> list[list[int]]:
         """Register a spout's new trees in this worker's ackers (`root % numAckers` names one of
@@ -623,17 +637,17 @@ class Worker:
         return done
 
     def _put(self, q: Inbox, item: Any) -> bool:
-        """Completions into a local spout's inbox: a spout always drains its inbox, so waiting
-        here ends, unless the spout left; then its completions are of no use to anyone."""
-        while not self.stop_event.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                if q not in self.routing.inbox_tasks and all(ex.inbox is not q for ex in list(self.retiring)):
-                    self.dropped += len(item)
-                    return False
-        return False
+        """Completions into a local spout's inbox, without waiting (the engine loop that steps
+        the spout may be the caller): past the inbox's bound if need be, since completions are
+        bounded by the spout's pending trees (each completes once). Dropped if the spout left:
+        they are of no use to anyone then."""
+        if q.offer(item):
+            return True
+        if q not in self.routing.inbox_tasks and all(ex.inbox is not q for ex in list(self.retiring)):
+            self.dropped += len(item)
+            return False
+        q.force(item)
+        return True
 
     def _known_peer(self, peer: str) -> bool:
         """Whether `peer` (an IP address) is the host of a worker of the current assignment."""
@@ -654,70 +668,18 @@ class Worker:
             self._hosts_of = (endpoints, routing)
         return peer in self._hosts
 
-    # -- receive ---------------------------------------------------------------------------
-    def _bad_frame(self, exc: Exception) -> None:
+    # -- receive (the engine loop calls these: squall.worker.engine) ---------------------------
+    def bad_frame(self, exc: Exception) -> None:
         self.bad_frames += 1
         if self.bad_frames <= 10 or self.bad_frames % 1000 == 0:
             log.warning("worker %s dropped a bad frame (%d so far): %s", self.slot.key(), self.bad_frames, exc)
 
-    def _receive(self, sock: zmq.Socket[bytes], unpack: Any, handle: Any, idle: Any = None, peer: bool = False) -> None:
-        """A receive loop: drain the socket, decode each frame, hand it on; a frame that does
-        not decode is counted and dropped. `idle` (if given) runs every turn and returns whether
-        the socket may be read now and how long to wait for it (ms). With `peer`, `handle` gets
-        the sender's address too."""
-        wait_ms = 100
-        turns, name = self.loop_turns, threading.current_thread().name
-        while not self.stop_event.is_set():
-            turns[name] = time.monotonic()
-            if idle is not None:
-                readable, wait_ms = idle()
-                if not readable:
-                    time.sleep(wait_ms / 1000.0)
-                    continue
-            if not sock.poll(wait_ms):
-                continue
-            for _ in range(64):
-                sender = None
-                try:
-                    if peer:
-                        msg = sock.recv(zmq.NOBLOCK, copy=False)
-                        frame, sender = msg.bytes, msg.get("Peer-Address")
-                    else:
-                        frame = sock.recv(zmq.NOBLOCK, copy=True)
-                except zmq.Again:
-                    break
-                try:
-                    items = unpack(frame)
-                except wire.WireError as exc:
-                    self._bad_frame(exc)
-                    continue
-                if peer:
-                    handle(items, sender)
-                else:
-                    handle(items)
+    def receive_control(self, items: list[list[int]], peer: str | None) -> None:
+        """Acker messages and signals from the control port; `peer`: the sender's address on
+        plain TCP (None under CURVE, where every peer is one of the topology's workers)."""
+        self.handle_control(items, None, trusted=False, peer=peer)
 
-    def _receive_data(self) -> None:
-        self._parked: dict[Inbox, collections.deque[list[list[Any]]]] = {}
-        self._bp_tasks: set[int] = set()
-        self._bp_sent = 0.0
-        self._bp_at = time.monotonic()
-        self._busy = BusyMeter(warmup=1)  # its first second is this worker's start, not its load
-        self._next_announce = 0.0
-        self._receive(self.data_sock, wire.unpack_data, self._dispatch_data, self._data_turn)
-
-    def _receive_control(self) -> None:
-        def turn() -> tuple[bool, int]:
-            # past the hard limit a peer is not taking acker traffic at all: stop reading
-            return (not self.control_peers.over_hard_limit(), 100 if not self.control_peers.queues else 20)
-
-        if self.sealer is not None:  # CURVE: every peer is one of the topology's workers
-            self._receive(self.control_sock, wire.unpack_control,
-                          lambda items: self.handle_control(items, None, trusted=False), turn)
-        else:
-            self._receive(self.control_sock, wire.unpack_control,
-                          lambda items, peer: self.handle_control(items, None, trusted=False, peer=peer), turn, peer=True)
-
-    def _data_turn(self) -> tuple[bool, int]:
+    def data_turn(self) -> tuple[bool, int]:
         """Each turn of receive-data: move parked batches into inboxes that have room again,
         re-dispatch those parked for an inbox that left the routing, and announce which local
         tasks are backpressured. Reads the socket only while no inbox is past PARK_LIMIT."""
@@ -730,7 +692,7 @@ class Worker:
                 if inbox not in routing.inbox_tasks:
                     del parked[inbox]
                     while backlog:
-                        self._dispatch_data(backlog.popleft(), checked=True)
+                        self.dispatch_data(backlog.popleft(), checked=True)
                     continue
                 while backlog and inbox.offer(backlog[0]):
                     backlog.popleft()
@@ -784,7 +746,7 @@ class Worker:
             # advisory: a peer that is not taking control traffic misses this one
             self.control_peers.offer(slot, list(items))
 
-    def _dispatch_data(self, items: list[Any], checked: bool = False) -> None:
+    def dispatch_data(self, items: list[Any], checked: bool = False) -> None:
         """Tuples from the network -> the inboxes of their executors, shape-checked on the way.
 
         Never blocks: a batch for a full inbox is parked (per inbox, in order) and the rest go
@@ -795,7 +757,7 @@ class Worker:
         if dropped:
             self.dropped += dropped
         if bad:
-            self._bad_frame(wire.WireError(f"{bad} malformed tuples in a data frame"))
+            self.bad_frame(wire.WireError(f"{bad} malformed tuples in a data frame"))
         parked = self._parked
         for key, batch in groups.items():
             if type(key) is not Inbox:
@@ -830,9 +792,21 @@ class Worker:
         self.dropped += n
 
     def direct_sender(self) -> DirectSender:
-        """An executor thread's own sockets to its peers' data ports (transport.DirectSender)."""
+        """An isolated executor's own sockets to its peers' data ports (transport.DirectSender)."""
         return DirectSender(self.zmq, self._address_of("port"), self._assigned, self._pack, self._count_dropped,
                             self.sealer.client if self.sealer is not None else None)
+
+    def shared_sender(self) -> DirectSender:
+        """The engine loop's sockets to its peers' data ports, shared by the executors it steps:
+        one frame per peer per turn with all their batches for it (transport.DirectSender)."""
+        return DirectSender(self.zmq, self._address_of("port"), self._assigned, self._pack, self._count_dropped,
+                            self.sealer.client if self.sealer is not None else None, combine=self._combine)
+
+    def _combine(self, items: list[Any]) -> bytes | None:
+        """A frame of several executors' batches, or None when it is not one plain frame (too
+        large, or an item the wire cannot encode): then each batch is packed on its own."""
+        frame, bad = wire.pack_data(items, self.max_frame - FRAME_OVERHEAD)
+        return None if bad else frame
 
     def _transfer(self, peers: PeerQueues, port_attr: str, name: str) -> None:
         turns = self.loop_turns
@@ -879,7 +853,7 @@ class Worker:
             except Exception as exc:  # ZooKeeper did not answer in time: not ready, say so
                 endpoint, zk_error = False, f"{type(exc).__name__} {exc}".strip()
         a = self.assignment
-        threads = [*self.threads, *(ex.thread for ex in list(self.executors.values()))]
+        threads = self._threads()
         return health.Probe(
             zk_connected=zk,
             endpoint=endpoint,
@@ -892,8 +866,12 @@ class Worker:
     def not_ready(self) -> list[str]:
         return health.readiness_problems(self.probe(), time.monotonic())
 
+    def _threads(self) -> list[threading.Thread]:
+        """The worker's threads: the loop, the transfers, isolated executors' own."""
+        return [*self.threads, *(ex.thread for ex in list(self.executors.values()) if ex.thread is not None)]
+
     def not_alive(self) -> list[str]:
-        threads = [*self.threads, *(ex.thread for ex in list(self.executors.values()))]
+        threads = self._threads()
         probe = health.Probe(zk_connected=True, endpoint=True, assignment_loaded=True, loops=dict(self.loop_turns),
                              dead=[t.name for t in threads if t.ident is not None and not t.is_alive()])
         return health.liveness_problems(probe, time.monotonic())
@@ -913,11 +891,11 @@ class Worker:
         for peers in (self.data_peers, self.control_peers):
             for slot, q in list(peers.queues.items()):
                 send[slot.key()] = send.get(slot.key(), 0) + len(q)
-        for ex in list(self.executors.values()):  # frames an executor holds for a slow peer
-            direct = ex.direct_data
-            if direct is not None:
-                for slot, n in direct.held().items():
-                    send[slot.key()] = send.get(slot.key(), 0) + n
+        # frames held for a slow peer, by the loop's sockets and isolated executors' own
+        senders = {id(d): d for ex in list(self.executors.values()) if (d := ex.direct_data) is not None}
+        for direct in senders.values():
+            for slot, n in direct.held().items():
+                send[slot.key()] = send.get(slot.key(), 0) + n
         return metrics.WorkerFigures(
             topology=self.topology_id, worker=self.slot.key(), executors=execs, send_queue_batches=send,
             bad_frames=self.bad_frames, refused=self._refused(), dropped=self.dropped, unsendable=self.unsendable,
@@ -1078,12 +1056,17 @@ class Worker:
     def shutdown(self) -> None:
         self.stop_event.set()
         self.active = False
-        # spouts first: they fail what is pending, so nothing is forgotten
-        order = sorted([*self.executors.values(), *self.retiring], key=lambda ex: ex.kind != "spout")
-        for ex in order:
+        # the loop closes the executors it steps, spouts first: they fail what is pending, so
+        # nothing is forgotten; isolated executors stop on their own threads
+        isolated = [ex for ex in [*self.executors.values(), *self.retiring] if ex.thread is not None]
+        for ex in isolated:
             ex.stop()
-        for ex in order:
-            ex.join(5.0)
+        if self.engine is not None:
+            self.engine.ring()
+            self.engine.join(5.0)
+        for ex in isolated:
+            assert ex.thread is not None
+            ex.thread.join(5.0)
         for t in self.threads:
             t.join(2.0)
         if self.http is not None:
@@ -1109,10 +1092,15 @@ class Worker:
                 sock.close(0)
         # an executor's thread closes its own sockets when it ends; one that did not end (stuck in
         # a user's component) still holds them, and term() would wait for it forever
-        stuck = [ex.id for ex in [*self.executors.values(), *self.retiring] if ex.thread.is_alive()]
+        stuck = [f"executor {ex.id}" for ex in [*self.executors.values(), *self.retiring]
+                 if ex.thread is not None and ex.thread.is_alive()]
+        if self.engine is not None and self.engine.thread.is_alive():
+            stuck.append("the engine loop")
         if stuck:
-            log.warning("executors %s did not stop: their sockets stay open until the process exits", stuck)
+            log.warning("%s did not stop: their sockets stay open until the process exits", ", ".join(stuck))
         else:
+            if self.engine is not None:
+                self.engine.close()
             self.zmq.term()
 
 

@@ -194,7 +194,13 @@ class DirectSender:
 
     The load-aware shuffle's signal of a slow peer (`fill`): the share of this executor's sends
     to the peer since the last reading that met the high-water mark (Storm reads the pending
-    messages of its Netty client; the transfer thread's queue fill before this)."""
+    messages of its Netty client; the transfer thread's queue fill before this).
+
+    Shared by the executors of an engine loop (`combine` given), it coalesces: `send` stages a
+    batch, and `push_staged` (once per turn of the loop, or when a peer's stage holds
+    FRAME_BATCHES batches) sends one frame per peer holding every executor's batches for it, in
+    the order they were staged. `combine` packs a frame of them all, or returns None when
+    they do not fit one frame (then each batch is packed on its own, as without staging)."""
 
     def __init__(
         self,
@@ -204,8 +210,12 @@ class DirectSender:
         pack: Callable[[list[Any]], bytes | None],
         dropped: Callable[[int], None],
         secure: Callable[[zmq.Socket[bytes]], None] | None = None,
+        combine: Callable[[list[Any]], bytes | None] | None = None,
     ) -> None:
         self.ctx = ctx
+        self.combine = combine
+        # peer -> batches staged this turn (with `combine`), and their tuples
+        self.staged: dict[WorkerSlot, list[list[Any]]] = {}
         self.address_of = address_of
         self.assigned = assigned
         self.pack = pack
@@ -227,7 +237,7 @@ class DirectSender:
         until it registers."""
         if self.assigned(slot):
             return False
-        lost = items + self.pending.pop(slot, (b"", 0))[1]
+        lost = items + self.pending.pop(slot, (b"", 0))[1] + sum(len(b) for b in self.staged.pop(slot, ()))
         have = self.socks.pop(slot, None)
         if have is not None:
             have[1].close(0)
@@ -264,6 +274,15 @@ class DirectSender:
         if not self._flush_pending(slot, sock):
             tries[1] += 1
             return False
+        if self.combine is not None:
+            stage = self.staged.get(slot)
+            if stage is None:
+                self.staged[slot] = [items]
+            else:
+                stage.append(items)
+                if len(stage) >= FRAME_BATCHES:
+                    self._send_staged(slot, sock)
+            return True
         frame = self.pack(items)
         if frame is None:
             return True
@@ -273,6 +292,43 @@ class DirectSender:
             tries[1] += 1
             self.pending[slot] = (frame, len(items))
         return True
+
+    def _send_staged(self, slot: WorkerSlot, sock: zmq.Socket[bytes]) -> None:
+        """The peer's staged batches as one frame, or each on its own where they do not fit one.
+        A frame its socket does not take becomes the peer's pending frame; batches behind it
+        stay staged until it left."""
+        stage = self.staged.pop(slot)
+        if len(stage) > 1 and self.combine is not None:
+            items = [it for batch in stage for it in batch]
+            frame = self.combine(items)
+            if frame is not None:
+                self._send_frame(slot, sock, frame, len(items))
+                return
+        for i, batch in enumerate(stage):
+            if slot in self.pending:
+                self.staged[slot] = stage[i:]
+                return
+            f = self.pack(batch)
+            if f is not None:
+                self._send_frame(slot, sock, f, len(batch))
+
+    def _send_frame(self, slot: WorkerSlot, sock: zmq.Socket[bytes], frame: bytes, n: int) -> None:
+        try:
+            sock.send(frame, zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            self.tries.setdefault(slot, [0, 0])[1] += 1
+            self.pending[slot] = (frame, n)
+
+    def push_staged(self) -> None:
+        """Send every peer's staged batches (the engine loop, at the end of each turn)."""
+        for slot in list(self.staged):
+            addr = self.address_of(slot)
+            if addr is None:
+                self._gone(slot, 0)
+                continue
+            sock = self._socket(slot, addr)
+            if self._flush_pending(slot, sock):
+                self._send_staged(slot, sock)
 
     def push(self) -> bool:
         """Send the pending frames the sockets take now; True when none is left."""
@@ -328,6 +384,8 @@ class DirectSender:
         """Close every socket (the executor's thread, when it ends): what they still hold is
         sent for up to `linger_ms` more (0: dropped)."""
         self.push()
+        if self.staged:
+            self.push_staged()
         for _addr, s in self.socks.values():
             s.close(linger_ms)
         self.socks.clear()

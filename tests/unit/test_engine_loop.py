@@ -1,0 +1,219 @@
+"""The engine loop's pure parts, on plain values: the order of a turn (`engine.step_order`) and
+the steps of real, unstarted executors (`BoltExecutor.step`, `SpoutExecutor.step`) against a
+worker made of plain values and real inboxes: backpressure as scheduling, the step's time
+budget, nothing lost, spouts under maxSpoutPending.
+
+The loop itself (sockets, sleeping, threads) runs in the integration tier: every topology test
+there runs on it."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from squall.builder import TopologyBuilder
+from squall.components import Bolt, Spout
+from squall.models import Topology
+from squall.models.cluster import WorkerSlot
+from squall.plan import TopologyPlan, build_plan
+from squall.validation import declared_streams
+from squall.worker.engine import step_order
+from squall.worker.errorlog import ErrorThrottle
+from squall.worker.executor import HELD_WAIT, SPOUT_BATCH, BoltExecutor, SpoutExecutor, is_isolated
+from squall.worker.routing import Inbox, Routing
+
+pytestmark = pytest.mark.unit
+
+HERE = WorkerSlot("node", 6700)
+
+
+class Numbers(Spout):
+    """Emits 0, 1, 2, ... with the number as its message id."""
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.n = 0
+        self.acked: list[int] = []
+
+    def next_tuple(self) -> None:
+        self.collector.emit([self.n], msg_id=self.n)
+        self.n += 1
+
+    def ack(self, msg_id: Any) -> None:
+        self.acked.append(msg_id)
+
+
+class Forward(Bolt):
+    """Emits each input's value on, unanchored."""
+
+    def execute(self, tup: Any) -> None:
+        self.collector.emit([tup.values[0]])
+
+
+class Blocks(Bolt):
+    isolated = True
+
+    def execute(self, tup: Any) -> None: ...
+
+
+def chain(**build: Any) -> Topology:
+    b = TopologyBuilder("chain")
+    b.set_spout("s", "x:Numbers", 1, outputs=["n"])
+    b.set_bolt("a", "x:Forward", 1, outputs=["n"]).shuffle_grouping("s")
+    b.set_bolt("b", "x:Forward", 1, outputs=["n"]).shuffle_grouping("a")
+    b.set_bolt("c", "x:Forward", 1, outputs=["n"]).shuffle_grouping("b")
+    return b.build(**build)
+
+
+def plan_of(topo: Topology) -> TopologyPlan:
+    return build_plan(topo, {c.name: declared_streams(c) for c in topo.spec.components})
+
+
+def worker(plan: TopologyPlan, inboxes: dict[str, Inbox], max_pending: int | None = None) -> Any:
+    """A worker of plain values: every task of `plan` local, each component's inbox given."""
+    task_dest: dict[int, Any] = {}
+    for comp, tasks in plan.component_tasks.items():
+        if comp in inboxes:
+            for t in tasks:
+                task_dest[t] = inboxes[comp]
+    task_slot = {t: HERE for t in plan.task_component}
+    routing = Routing(plan, frozenset(task_slot), task_dest, task_slot, {},
+                      {q: tuple(plan.component_tasks[c]) for c, q in inboxes.items()}, frozenset({HERE}))
+    return SimpleNamespace(
+        slot=HERE, conf={}, routing=routing, active=True, error_throttle=ErrorThrottle(), remote_bp={},
+        spec=SimpleNamespace(message_timeout_secs=30, max_spout_pending=max_pending),
+        init_trees=lambda inits, spill: [], handle_control=lambda items, caller, trusted=True: [],
+        report_error=lambda *a: None, executor_died=lambda *a: None,
+    )
+
+
+def bolt(w: Any, plan: TopologyPlan, comp: str, inbox: Inbox) -> BoltExecutor:
+    (task,) = plan.component_tasks[comp]
+    ex = BoltExecutor(w, plan, (task, task), comp, Forward, {}, None)
+    ex.inbox = inbox
+    ex.open()
+    return ex
+
+
+def batch_for(plan: TopologyPlan, comp: str, values: range) -> list[list[Any]]:
+    (task,) = plan.component_tasks[comp]
+    (src,) = plan.component_tasks["s"]
+    return [[task, src, "default", [v], None] for v in values]
+
+
+# -- the order of a turn ------------------------------------------------------------------------
+def test_a_turn_steps_bolts_furthest_from_the_spouts_first_then_the_spouts() -> None:
+    plan = plan_of(chain())
+    execs = [SimpleNamespace(kind=k, component=c, id=(i, i)) for i, (k, c) in
+             enumerate([("spout", "s"), ("bolt", "a"), ("bolt", "c"), ("bolt", "b")])]
+    assert [ex.component for ex in step_order(execs, plan)] == ["c", "b", "a", "s"]  # type: ignore[arg-type]
+
+
+def test_the_order_of_a_diamond_and_of_a_graph_with_a_cycle() -> None:
+    subs = {
+        ("s", "default"): (SimpleNamespace(component="left"), SimpleNamespace(component="right")),
+        ("left", "default"): (SimpleNamespace(component="join"),),
+        ("right", "default"): (SimpleNamespace(component="deep"),),
+        ("deep", "default"): (SimpleNamespace(component="join"),),
+    }
+    plan: Any = SimpleNamespace(spouts=frozenset({"s"}), subscriptions=subs)
+    execs: Any = [SimpleNamespace(kind="bolt" if c != "s" else "spout", component=c, id=(i, i))
+                  for i, c in enumerate(["s", "left", "right", "deep", "join"])]
+    # join is 3 hops away on its longest path (s, right, deep, join)
+    assert [ex.component for ex in step_order(execs, plan)] == ["join", "deep", "left", "right", "s"]
+    subs[("join", "default")] = (SimpleNamespace(component="right"),)  # a cycle back
+    order = [ex.component for ex in step_order(execs, plan)]
+    assert sorted(order) == sorted(ex.component for ex in execs) and order[-1] == "s"
+    assert order == [ex.component for ex in step_order(list(reversed(execs)), plan)]
+
+
+# -- backpressure as scheduling -----------------------------------------------------------------
+def test_a_bolt_whose_output_is_held_back_takes_no_input_until_it_left() -> None:
+    plan = plan_of(chain())
+    a_in, b_in = Inbox(8), Inbox(1)
+    w = worker(plan, {"a": a_in, "b": b_in})
+    a = bolt(w, plan, "a", a_in)
+    b_in.put_nowait([["full"]])  # b is full
+    for lo in (0, 10, 20):
+        a_in.put_nowait(batch_for(plan, "a", range(lo, lo + 10)))
+    assert a.step(0.0) == 0.0  # took a batch; its output stays in its buffers
+    assert a.stats.executed == 30 and a.bufs  # up to BOLT_BATCHES batches per step
+    a_in.put_nowait(batch_for(plan, "a", range(30, 40)))
+    assert a.step(0.0) == HELD_WAIT
+    assert a.stats.executed == 30 and a_in.qsize() == 1, "a bolt with output held back took input"
+    b_in.get_nowait()  # b drained its inbox
+    assert a.step(0.0) == 0.0  # its output left, so it took its next batch
+    assert a.stats.executed == 40
+    assert [it[3][0] for it in b_in.get_nowait()] == list(range(30)), "lost or reordered"
+    a.step(0.0)
+    assert not a.bufs and [it[3][0] for it in b_in.get_nowait()] == list(range(30, 40))
+
+
+def test_a_slow_batch_is_left_for_the_next_step_past_the_budget_with_nothing_lost() -> None:
+    plan = plan_of(chain())
+    a_in, b_in = Inbox(64), Inbox(64)
+    w = worker(plan, {"a": a_in, "b": b_in})
+    a = bolt(w, plan, "a", a_in)
+    a.step_budget = a.flush_secs = -1.0  # every check finds the step over its budget
+    a_in.put_nowait(batch_for(plan, "a", range(20)))
+    steps = 0
+    while a_in.qsize() or a.held is not None:
+        assert a.step(0.0) == 0.0
+        steps += 1
+        assert steps < 10
+    # the budget is checked every 8 tuples, never before the first: 8 + 8 + 4
+    assert steps == 3
+    out = []
+    while b_in.qsize():
+        out.extend(it[3][0] for it in b_in.get_nowait())
+    assert out == list(range(20))
+
+
+# -- spouts ---------------------------------------------------------------------------------------
+def spout(w: Any, plan: TopologyPlan) -> SpoutExecutor:
+    (task,) = plan.component_tasks["s"]
+    ex = SpoutExecutor(w, plan, (task, task), "s", Numbers, {})
+    ex.open()
+    return ex
+
+
+def test_a_spout_emits_a_batch_per_step_while_its_output_has_room() -> None:
+    plan = plan_of(chain(num_ackers=0))
+    a_in = Inbox(4)
+    w = worker(plan, {"a": a_in})
+    s = spout(w, plan)
+    assert s.step(0.0) == 0.0
+    assert s.stats.emitted == SPOUT_BATCH and a_in.qsize() == 1
+    w.active = False
+    assert s.step(0.0) == 0.1  # deactivated: nothing emitted, no hurry
+    assert s.stats.emitted == SPOUT_BATCH
+    w.active = True
+    for _ in range(3):
+        s.step(0.0)
+    assert a_in.full()
+    s.step(0.0)  # its output is held back: it emits no more
+    held = s.stats.emitted
+    assert s.step(0.0) > 0.0 and s.stats.emitted == held
+
+
+def test_a_spout_stops_at_max_spout_pending_and_goes_on_as_trees_complete() -> None:
+    plan = plan_of(chain(max_spout_pending=100))
+    w = worker(plan, {"a": Inbox(64)}, max_pending=100)
+    s = spout(w, plan)
+    s.step(0.0)
+    assert s.pending_count() == 100
+    assert s.step(0.0) > 0.0 and s.pending_count() == 100  # nothing more until completions
+    (task,) = plan.component_tasks["s"]
+    roots = list(s.collectors[task].pending.pending._head)[:10]
+    s.inbox.put_nowait([[0, task, r, 1, 0] for r in roots])  # ten trees completed
+    s.step(0.0)
+    assert s.instances[task].acked == list(range(10))
+    assert s.pending_count() == 100 and s.stats.emitted > 100
+
+
+def test_which_components_run_on_a_thread_of_their_own() -> None:
+    assert is_isolated(Blocks, {}) and not is_isolated(Forward, {})
+    assert is_isolated(Forward, {"squall.executor.isolated": True})
+    assert not is_isolated(Blocks, {"squall.executor.isolated": False})
