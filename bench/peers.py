@@ -14,8 +14,9 @@ Shapes, the same on every engine that has them:
   acking on, 2 workers, 2 ackers, `maxSpoutPending` --pending. Rate: words counted per second.
   Spark and Bytewax run the same sentences through split and a keyed count (no acks).
 
-Storm runs in a LocalCluster with Netty over loopback between its 2 workers, message timeouts
-on, log level ERROR, twice for word count: with its default load-aware shuffle (which keeps
+Storm runs in a LocalCluster with Netty over loopback between its 2 workers (`storm-*-inproc`:
+with its in-memory transport instead, a LocalCluster's default and the faster Storm), message
+timeouts on, log level ERROR, twice for word count: with its default load-aware shuffle (which keeps
 sentences in the spout's worker) and with `topology.disable.loadaware.messaging`. Squall runs
 three times: with its default `shuffle` (Storm 2's load-aware, locality-preferring shuffle, as
 Storm's default), with `topology.disable.loadaware.messaging` (uniform) and with
@@ -205,7 +206,8 @@ def run_result(cmd: list[str], timeout: float, cwd: Path = ROOT) -> Result:
     raise RuntimeError(f"{cmd[0]} exited {proc.returncode} without a result:\n{tail}")
 
 
-def storm_case(shape: str, seconds: float, warmup: float, pending: int, loadaware: bool, workers: int = 2) -> Result:
+def storm_case(shape: str, seconds: float, warmup: float, pending: int, loadaware: bool, workers: int = 2,
+               transport: str = "netty") -> Result:
     jar = STORM_DIR / "target" / "storm-bench-1.jar"
     cp_file = STORM_DIR / "target" / "classpath.txt"
     if not jar.exists() or not cp_file.exists():
@@ -214,7 +216,8 @@ def storm_case(shape: str, seconds: float, warmup: float, pending: int, loadawar
     cmd = [java, "-Xmx1g", f"-Dlog4j2.configurationFile={STORM_DIR / 'src/main/resources/log4j2-bench.xml'}",
            "-cp", f"{jar}:{cp_file.read_text().strip()}", "squallbench.StormBench",
            "--case", shape, "--seconds", str(seconds), "--warmup", str(warmup), "--pending", str(pending),
-           "--workers", str(workers), "--ackers", str(workers), "--loadaware", str(loadaware).lower()]
+           "--workers", str(workers), "--ackers", str(workers), "--loadaware", str(loadaware).lower(),
+           "--transport", transport]
     # a worker's Netty port is probed free before the cluster starts and bound later; on a busy
     # machine another process can take it in between (the worker then halts the JVM): try again
     errors = []
@@ -253,6 +256,10 @@ def cases(args: argparse.Namespace) -> dict[str, tuple[str, str, Callable[[], Re
         "storm-noop": ("noop", "Storm (defaults)", lambda: storm_case("noop", s, w, p, True)),
         "squall-noop": ("noop", "Squall (defaults)", lambda: squall_case(squall_noop(p), topo, s, w)),
         "storm-wc": ("wordcount", "Storm (defaults: load-aware shuffle)", lambda: storm_case("wordcount", s, w, p, True)),
+        "storm-noop-inproc": ("noop", "Storm (in-process transport)",
+                              lambda: storm_case("noop", s, w, p, True, transport="inproc")),
+        "storm-wc-inproc": ("wordcount", "Storm (in-process transport)",
+                            lambda: storm_case("wordcount", s, w, p, True, transport="inproc")),
         "storm-wc-uniform": ("wordcount", "Storm (load-aware messaging off)",
                              lambda: storm_case("wordcount", s, w, p, False)),
         "squall-wc": ("wordcount", "Squall (defaults: load-aware shuffle)",
@@ -298,6 +305,10 @@ def summarize(results: dict[str, Result], shapes: dict[str, tuple[str, str]]) ->
     pairs = [
         ("noop: Squall / Storm (defaults; one bolt task, so load-aware shuffle has no choice)", "squall-noop", "storm-noop"),
         ("wordcount, defaults (both load-aware shuffle): Squall / Storm", "squall-wc", "storm-wc"),
+        ("noop: Squall / Storm with its in-process transport (LocalCluster's default)", "squall-noop",
+         "storm-noop-inproc"),
+        ("wordcount: Squall / Storm with its in-process transport (LocalCluster's default)", "squall-wc",
+         "storm-wc-inproc"),
         ("wordcount, uniform (load-aware messaging off on both): Squall / Storm", "squall-wc-uniform", "storm-wc-uniform"),
         ("wordcount, like-for-like local: Squall localOrShuffle / Storm load-aware", "squall-wc-local", "storm-wc"),
         ("wordcount: Squall shuffle / Spark Structured Streaming", "squall-wc", "spark-wc"),
@@ -401,7 +412,8 @@ def main() -> None:
                     help="warm-up after the first tuples, per case (default 10: the JVMs' JIT needs it)")
     ap.add_argument("--pending", type=int, default=1000, help="maxSpoutPending on every engine that has it (default 1000)")
     ap.add_argument("--only", action="append", metavar="CASE",
-                    help="run only these cases: storm-noop, squall-noop, storm-wc, storm-wc-uniform, squall-wc, "
+                    help="run only these cases: storm-noop, storm-noop-inproc, squall-noop, storm-wc, storm-wc-inproc, "
+                         "storm-wc-uniform, squall-wc, "
                          "squall-wc-uniform, squall-wc-local, spark-wc, bytewax-wc (repeatable)")
     ap.add_argument("--spark-rows-per-batch", type=int, default=20000, help="sentences per Spark micro-batch")
     ap.add_argument("--workers", help="instead of the peers: Squall's word count at these worker counts, e.g. 1,2,4,8")

@@ -369,6 +369,11 @@ public final class StormBench {
         int ackers = Integer.parseInt(arg(args, "ackers", String.valueOf(workers)));
         boolean loadAware = Boolean.parseBoolean(arg(args, "loadaware", "true"));
         double timeoutSecs = Double.parseDouble(arg(args, "timeout", "30"));
+        String transport = arg(args, "transport", "netty");
+        if (!transport.equals("netty") && !transport.equals("inproc")) {
+            throw new IllegalArgumentException("--transport must be netty or inproc, not " + transport);
+        }
+        NETTY = transport.equals("netty");
 
         TopologyBuilder b = new TopologyBuilder();
         if (shape.equals("noop")) {
@@ -397,6 +402,7 @@ public final class StormBench {
         head.put("ackers", ackers);
         head.put("pending", pending);
         head.put("loadaware", loadAware);
+        head.put("transport", transport);
         runAndReport("bench-" + shape, conf, b.createTopology(), workers, warmup, seconds, head);
     }
 
@@ -407,12 +413,17 @@ public final class StormBench {
      * "MARK window-end" lines on stdout tell a caller when the window starts and ends (bench/
      * kafka_peers.py reads the broker's CPU over it).
      */
+    /** Netty between the LocalCluster's workers (false: the in-memory local transport). */
+    static boolean NETTY = true;
+
     static void runAndReport(String name, Config conf, StormTopology topology, int workers, double warmup,
                              double seconds, Map<String, Object> head) {
         // Netty over loopback between the workers (the in-memory local transport crashes on an
         // unacked flood), message timeouts on (LocalCluster.Builder turns them off).
         Map<String, Object> daemon = new HashMap<>();
-        daemon.put(Config.STORM_LOCAL_MODE_ZMQ, true);
+        // --transport inproc: Storm's in-memory local transport between the workers of the one
+        // JVM (what a LocalCluster uses by default; the faster Storm, no serialisation)
+        daemon.put(Config.STORM_LOCAL_MODE_ZMQ, NETTY);
         daemon.put(Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, true);
         try {
             LocalCluster cluster = new LocalCluster.Builder()
