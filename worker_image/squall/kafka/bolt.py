@@ -31,10 +31,16 @@ from squall.kafka.admin import ClientErrors, KafkaUnavailable, client_config, de
 from squall.kafka.config import BOLT_KEY, KafkaBoltConfig, KafkaConfigError, client_props, parse_bolt_config
 from squall.kafka.records import Encoder, import_function, make_encoder
 
-__all__ = ["KafkaBolt", "sink_record"]
+__all__ = ["KafkaBolt", "UnwritableTuple", "sink_record"]
 
 log = logging.getLogger("squall.kafka.bolt")
 REPORT_EVERY_S = 60.0
+
+
+class UnwritableTuple(ValueError):
+    """A tuple a Kafka sink cannot make a record of (no topic, a value its encoder refuses, a
+    mapper that raised): reported as the component's error under this name, not as Kafka being
+    unavailable, and the tuple failed."""
 
 
 class KafkaBolt(Bolt):
@@ -84,7 +90,7 @@ class KafkaBolt(Bolt):
         except Exception as exc:  # noqa: BLE001 - a tuple that cannot be written: failed, said why
             self.failed += 1
             self._report(f"{self.context.component_id}: cannot write tuple {tup.values!r:.200}: "
-                         f"{type(exc).__name__}: {exc}")
+                         f"{type(exc).__name__}: {exc}", UnwritableTuple)
             self.collector.fail(tup)
             return
         callback = functools.partial(self._delivered, tup)
@@ -131,13 +137,13 @@ class KafkaBolt(Bolt):
         old.poll(0)  # their delivery reports: failed inputs
         old.flush(0)
 
-    def _report(self, message: str) -> None:
-        """Log and report (one line, no traceback), at most every REPORT_EVERY_S."""
+    def _report(self, message: str, kind: type[Exception] = KafkaUnavailable) -> None:
+        """Log and report (one line, no traceback, as a `kind`), at most every REPORT_EVERY_S."""
         now = time.monotonic()
         if now - self.last_report >= REPORT_EVERY_S:
             self.last_report = now
             log.warning("%s: %s", self.name, message)
-            self.collector.report_error(KafkaUnavailable(message))
+            self.collector.report_error(kind(message))
 
     def cleanup(self) -> None:
         left = self.producer.flush(self.cfg.flushTimeoutMs / 1000.0)

@@ -29,7 +29,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from squall.components import TICK_STREAM, OutputCollector, StatefulBolt, TopologyContext, Tuple
 from squall.kafka.admin import ClientErrors, KafkaUnavailable, client_config, create_topics, describe_error
-from squall.kafka.bolt import sink_record
+from squall.kafka.bolt import UnwritableTuple, sink_record
 from squall.kafka.config import BOLT_KEY, KafkaConfigError, client_props
 from squall.kafka.records import import_function, make_encoder
 from squall.kafka.txn import (
@@ -236,13 +236,13 @@ class TransactionalKafkaBolt(StatefulBolt):
         try:
             record = self._record(tup)
         except Exception as exc:  # noqa: BLE001 - a tuple that cannot be written: failed, said why
-            self._report(f"cannot write tuple {tup.values!r:.200}: {type(exc).__name__}: {exc}")
+            self._report(f"cannot write tuple {tup.values!r:.200}: {type(exc).__name__}: {exc}", UnwritableTuple)
             self.collector.fail(tup)
             return
         size = record_size(record)
         if size + RECORD_MARGIN > self.max_record:  # refused at COMMIT it would fail every retry
             self._report(f"cannot write tuple {tup.values!r:.100}: the record is larger than "
-                         f"message.max.bytes={self.max_record}")
+                         f"message.max.bytes={self.max_record}", UnwritableTuple)
             self.collector.fail(tup)
             return
         if self.pending_bytes + size > self.cfg.maxIntervalBytes:
@@ -352,12 +352,12 @@ class TransactionalKafkaBolt(StatefulBolt):
         except KafkaException:
             self.producer = None
 
-    def _report(self, message: str) -> None:
+    def _report(self, message: str, kind: type[Exception] = KafkaUnavailable) -> None:
         now = time.monotonic()
         if now - self.last_report >= REPORT_EVERY_S:
             self.last_report = now
             log.warning("%s: %s", self.name, message)
-            self.collector.report_error(KafkaUnavailable(f"{self.context.component_id}: {message}"))
+            self.collector.report_error(kind(f"{self.context.component_id}: {message}"))
 
     def cleanup(self) -> None:
         log.info("%s: closed (%d transactions committed)", self.name, self.committed_txns)
