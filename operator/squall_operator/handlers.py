@@ -28,7 +28,11 @@ from squall_operator.kube_state import KubeClusterState
 from squall_operator.lease import LeaseElector
 from squall_operator.metrics import NimbusMetrics
 from squall_operator.pods import LABEL_COMPONENT, LABEL_MANAGED_BY
-from squall_operator.resources import kill_wait_from_annotations, rebalance_wait_from_annotations
+from squall_operator.resources import (
+    kill_wait_from_annotations,
+    log_levels_from_annotations,
+    rebalance_wait_from_annotations,
+)
 
 log = logging.getLogger("squall.operator")
 
@@ -127,6 +131,7 @@ def reconcile(meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, namespace: 
         namespace or "default", name, uid, int(meta.get("generation") or 1), dict(spec),
         dict(meta.get("labels") or {}), dict(status or {}),
         rebalance_wait=rebalance_wait_from_annotations(meta.get("annotations")),
+        log_levels=log_levels_from_annotations(meta.get("annotations")),
     )
 
 

@@ -149,9 +149,11 @@ class KubeNimbus(Nimbus):
     def register(self, namespace: str, name: str, uid: str, generation: int,
                  spec: Mapping[str, Any], labels: Mapping[str, str] | None = None,
                  status: Mapping[str, Any] | None = None, deleting: bool = False,
-                 rebalance_wait: tuple[int, float] | None = None) -> Resource:
+                 rebalance_wait: tuple[int, float] | None = None,
+                 log_levels: tuple[dict[str, dict[str, Any]], str | None] | None = None) -> Resource:
         """Record the resource as the API server has it now and wake the reconcile loop;
-        `rebalance_wait`: see `rebalance_wait_from_annotations`."""
+        `rebalance_wait`: see `rebalance_wait_from_annotations`; `log_levels`: see
+        `log_levels_from_annotations` (None: leave the recorded ones)."""
         with self.lock:
             res = self.resources.get(uid)
             if res is None:
@@ -163,6 +165,11 @@ class KubeNimbus(Nimbus):
             res.labels = dict(labels or {})
             res.deleting = res.deleting or deleting
             res.rebalance_wait = rebalance_wait
+            if log_levels is not None:
+                res.log_levels, problem = log_levels
+                if problem is not None and problem != res.log_levels_problem:
+                    self.post(res, "Warning", "LogLevelsRefused", problem)
+                res.log_levels_problem = problem
             if status and not res.status:
                 res.status = dict(status)
             saved = res.status.get("roll")
@@ -335,6 +342,14 @@ class KubeNimbus(Nimbus):
             except Exception:
                 log.exception("topology %s/%s: reconcile failed", res.namespace, res.name)
         marks.append(("specs", time.monotonic()))
+        for res in resources:
+            if res.log_levels != res.log_levels_written and not res.deleting:
+                try:
+                    self.write_log_levels(res)
+                except CONNECTION_ERRORS:
+                    raise
+                except Exception:
+                    log.exception("topology %s/%s: writing its log levels failed", res.namespace, res.name)
         self.tick()
         marks.append(("monitor", time.monotonic()))
         now = self.clock()
@@ -438,6 +453,19 @@ class KubeNimbus(Nimbus):
         if not res.deleting:
             self.validate(res)
         self.carry_out(res, reconcile.decide(res, self.snapshot(res)))
+
+    def write_log_levels(self, res: Resource) -> None:
+        """The resource's dynamic log levels into ZooKeeper, where its workers read them (once
+        its topology is stored: a log config never comes before its topology)."""
+        from squall.models.cluster import LogConfig, LogSetting
+
+        if self.state.get_storm(res.name) is None:
+            return
+        wanted = dict(res.log_levels)
+        self.state.set_log_config(res.name, LogConfig(loggers={k: LogSetting(**v) for k, v in wanted.items()}))
+        res.log_levels_written = wanted
+        log.info("topology %s/%s: log levels %s", res.namespace, res.name,
+                 ", ".join(f"{k}={v['level']}" for k, v in sorted(wanted.items())) or "none (each logger its own)")
 
     def _reconcile_kill(self, res: Resource) -> None:
         self.carry_out(res, reconcile.decide_kill(res, self.snapshot(res)))

@@ -66,6 +66,12 @@ class Resource:
     # (generation, seconds): the wait of the rebalance that generation asks for
     # (`kubectl squall rebalance -w`), else the running topology's rebalanceWaitSecs
     rebalance_wait: tuple[int, float] | None = None
+    # the dynamic log levels it asks for (`kubectl squall set-log-level`: LOG_LEVELS_ANNOTATION),
+    # what the operator last wrote to ZooKeeper of them (None: nothing yet since it started),
+    # and why the annotation could not be used
+    log_levels: dict[str, dict[str, Any]] = field(default_factory=dict)
+    log_levels_written: dict[str, dict[str, Any]] | None = None
+    log_levels_problem: str | None = None
 
 
 # `kubectl squall kill NAME -w SECONDS` sets it on the Topology before deleting it
@@ -75,6 +81,8 @@ KILL_WAIT_ANNOTATION = "squall.io/kill-wait-secs"
 # parallelism without -w waits rebalanceWaitSecs again
 REBALANCE_WAIT_ANNOTATION = "squall.io/rebalance-wait-secs"
 REBALANCE_WAIT_GENERATION_ANNOTATION = "squall.io/rebalance-wait-generation"
+# `kubectl squall set-log-level` keeps the topology's log config here as JSON (squall.loglevels)
+LOG_LEVELS_ANNOTATION = "squall.io/log-levels"
 
 
 def kill_wait_from_annotations(annotations: Mapping[str, str] | None) -> float | None:
@@ -105,6 +113,22 @@ def rebalance_wait_from_annotations(annotations: Mapping[str, str] | None) -> tu
     return int(generation), wait
 
 
+def log_levels_from_annotations(annotations: Mapping[str, str] | None) -> tuple[dict[str, dict[str, Any]], str | None]:
+    """The log config a resource asks for (`LOG_LEVELS_ANNOTATION`), and why it cannot be used
+    (then the config is empty: every logger at its own level)."""
+    import json
+
+    from squall import loglevels
+
+    raw = (annotations or {}).get(LOG_LEVELS_ANNOTATION)
+    if not raw:
+        return {}, None
+    try:
+        return loglevels.parse_config(json.loads(raw)), None
+    except (ValueError, loglevels.LogLevelError) as exc:
+        return {}, f"annotation {LOG_LEVELS_ANNOTATION}: {exc}"
+
+
 def topology_resource(res: Resource) -> dict[str, Any]:
     """The Topology as nimbus stores it: only name, namespace and labels of the metadata."""
     meta: dict[str, Any] = {"name": res.name, "namespace": res.namespace, "uid": res.uid}
@@ -129,6 +153,7 @@ __all__ = [
     "REBALANCE_WAIT_GENERATION_ANNOTATION",
     "Resource",
     "kill_wait_from_annotations",
+    "log_levels_from_annotations",
     "owns",
     "rebalance_wait_from_annotations",
     "topology_resource",

@@ -1,4 +1,5 @@
-"""Storm's CLI verbs on a running topology: list, activate, deactivate, rebalance, kill.
+"""Storm's CLI verbs on a running topology: list, activate, deactivate, rebalance, kill,
+set-log-level.
 
 Two targets, both behind `Target`:
 
@@ -11,7 +12,11 @@ Two targets, both behind `Target`:
   `spec.active`, rebalance patches `spec.numWorkers` and the components' `parallelism` (the
   operator does the rest), kill deletes the resource (the operator's finalizer runs Storm's
   kill). A rebalance's or a kill's `-w` rides on the resource as an annotation the operator
-  reads (`REBALANCE_WAIT_ANNOTATION`, `KILL_WAIT_ANNOTATION`).
+  reads (`REBALANCE_WAIT_ANNOTATION`, `KILL_WAIT_ANNOTATION`), and so do dynamic log levels
+  (`LOG_LEVELS_ANNOTATION`: the operator copies them into ZooKeeper, where the workers read them).
+
+`set-log-level` writes the topology's log config (squall.loglevels): directly in ZooKeeper on a
+local cluster (no nimbus involved, as Storm's nimbus only stores it too).
 
 Exit codes: 0 done; 1 refused or failed (no such topology, a transition the topology's state
 does not allow, more executors than tasks, an unreachable ZooKeeper or API server, no answer
@@ -40,6 +45,7 @@ __all__ = [
     "VerbError",
     "ZooKeeperTarget",
     "format_list",
+    "merge_log_levels",
     "parse_executors",
     "parse_zookeeper",
 ]
@@ -131,6 +137,7 @@ class Target(Protocol):
     def rebalance(self, name: str, num_workers: int | None, executors: Mapping[str, int],
                   wait_secs: float | None) -> str: ...
     def kill(self, name: str, wait_secs: float | None) -> str: ...
+    def set_log_level(self, name: str, settings: Sequence[str], remove: Sequence[str]) -> str: ...
     def close(self) -> None: ...
 
 
@@ -247,6 +254,17 @@ class ZooKeeperTarget:
     def kill(self, name: str, wait_secs: float | None) -> str:
         return self._ask(name, "kill", wait_secs=wait_secs)
 
+    def set_log_level(self, name: str, settings: Sequence[str], remove: Sequence[str]) -> str:
+        from squall.models.cluster import LogConfig, LogSetting
+
+        self._base(name)
+        stored = self.state.get_log_config(name)
+        current = {} if stored is None else {k: v.model_dump() for k, v in stored.loggers.items()}
+        now = time.time()
+        config = merge_log_levels(current, settings, remove, now)
+        self.state.set_log_config(name, LogConfig(loggers={k: LogSetting(**v) for k, v in config.items()}))
+        return describe_log_levels(name, config, now)
+
 
 # --- Kubernetes -----------------------------------------------------------------------------
 
@@ -256,6 +274,8 @@ KILL_WAIT_ANNOTATION = "squall.io/kill-wait-secs"
 # read by the operator's rebalance (resources.REBALANCE_WAIT_ANNOTATION): the wait, and the
 # generation of the spec it applies to
 REBALANCE_WAIT_ANNOTATION = "squall.io/rebalance-wait-secs"
+# the topology's dynamic log levels as JSON (squall.loglevels); the operator copies them to ZooKeeper
+LOG_LEVELS_ANNOTATION = "squall.io/log-levels"
 REBALANCE_WAIT_GENERATION_ANNOTATION = "squall.io/rebalance-wait-generation"
 
 
@@ -275,6 +295,31 @@ def _rows(got: Mapping[str, Any]) -> list[TopologyRow]:
             int(status.get("tasks") or 0), int(status.get("workers") or 0),
             int(status.get("uptimeSecs") or 0), item["metadata"].get("namespace")))
     return rows
+
+
+def merge_log_levels(current: Mapping[str, Any], settings: Sequence[str], remove: Sequence[str],
+                     now: float) -> dict[str, dict[str, Any]]:
+    """The log config after `-l LOGGER=LEVEL[:SECS]` settings and `-r LOGGER` removals (a bad one:
+    VerbError, exit 2)."""
+    from squall import loglevels
+
+    if not settings and not remove:
+        raise VerbError("set-log-level: give -l LOGGER=LEVEL[:TIMEOUT_SECS] and/or -r LOGGER", EXIT_USAGE)
+    try:
+        parsed = [loglevels.parse_setting(t) for t in settings]
+        return loglevels.merge(current, parsed, list(remove), now)
+    except loglevels.LogLevelError as exc:
+        raise VerbError(f"set-log-level: {exc}", EXIT_USAGE) from None
+
+
+def describe_log_levels(name: str, config: Mapping[str, Mapping[str, Any]], now: float) -> str:
+    if not config:
+        return f"topology {name}: no dynamic log levels (every logger at its own level)"
+    parts = []
+    for logger, setting in sorted(config.items()):
+        expires = setting.get("expires")
+        parts.append(f"{logger}={setting['level']}" + ("" if expires is None else f" for {expires - now:.0f}s"))
+    return f"topology {name}: log levels {', '.join(parts)}"
 
 
 class KubernetesTarget:
@@ -423,6 +468,23 @@ class KubernetesTarget:
         self._patch(name, ops)
         after = "rebalanceWaitSecs" if wait_secs is None else f"{wait_secs:g}s"
         return f"topology {name} is rebalancing ({', '.join(parts)}; reassigned after {after})"
+
+    def set_log_level(self, name: str, settings: Sequence[str], remove: Sequence[str]) -> str:
+        import json
+
+        from squall import loglevels
+
+        res = self._get(name)
+        raw = ((res.get("metadata") or {}).get("annotations") or {}).get(LOG_LEVELS_ANNOTATION)
+        try:
+            current = loglevels.parse_config(json.loads(raw)) if raw else {}
+        except (ValueError, loglevels.LogLevelError):
+            current = {}  # a hand-edited annotation the operator refuses anyway: replaced
+        now = time.time()
+        config = merge_log_levels(current, settings, remove, now)
+        self._patch(name, {"metadata": {"annotations": {
+            LOG_LEVELS_ANNOTATION: json.dumps(config, sort_keys=True) if config else None}}})
+        return describe_log_levels(name, config, now) + " (the operator hands them to the workers)"
 
     def kill(self, name: str, wait_secs: float | None) -> str:
         self._get(name)

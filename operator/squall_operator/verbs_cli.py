@@ -1,4 +1,4 @@
-"""The verbs as commands: `squall list|activate|deactivate|rebalance|kill` and the kubectl
+"""The verbs as commands: `squall list|activate|deactivate|rebalance|kill|set-log-level` and the kubectl
 plugin `kubectl-squall` (the same verbs, always on Kubernetes), so that
 `kubectl squall rebalance wordcount -n 3` works. See `squall_operator.verbs` for what they do.
 
@@ -153,11 +153,30 @@ def add_verbs(app: typer.Typer, *, kubectl: bool = False) -> None:
         run(zookeeper, kubernetes, namespace, kubeconfig, context, timeout,
             lambda t: t.kill(name, wait))
 
+    @app.command("set-log-level")
+    def set_log_level(
+        name: NameArg,
+        level: Annotated[list[str] | None, typer.Option(
+            "--log-level", "-l", metavar="LOGGER=LEVEL[:SECS]",
+            help="set LOGGER (ROOT: the root logger) to LEVEL (TRACE, DEBUG, INFO, WARN, ERROR, FATAL, "
+                 "OFF, ALL) in every worker of the topology, for SECS seconds if given (then it goes "
+                 "back to its own level); repeat for more")] = None,
+        reset: Annotated[list[str] | None, typer.Option(
+            "--reset", "-r", metavar="LOGGER", help="give LOGGER back its own level now; repeat for more")] = None,
+        zookeeper: ZooKeeperOpt = None, kubernetes: KubernetesOpt = False,
+        namespace: NamespaceOpt = None, kubeconfig: KubeconfigOpt = None,
+        context: ContextOpt = None, timeout: TimeoutOpt = 30.0,
+    ) -> None:
+        """Change loggers' levels in a running topology's workers (Storm's `set_log_level`)."""
+        run(zookeeper, kubernetes, namespace, kubeconfig, context, timeout,
+            lambda t: t.set_log_level(name, level or [], reset or []))
+
 
 kubectl_app = typer.Typer(
     name="kubectl squall",
     cls=OneLineUsageGroup,
-    help="Storm's verbs on Squall Topology resources: list, activate, deactivate, rebalance, kill.",
+    help="Storm's verbs on Squall Topology resources: list, activate, deactivate, rebalance, kill, "
+         "set-log-level.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,

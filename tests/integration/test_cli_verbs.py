@@ -110,6 +110,45 @@ def test_verbs_steer_a_local_cluster(make_cluster: Callable[..., LocalCluster], 
     assert cluster.state.request_ids() == [], "every answered request was removed"
 
 
+def test_set_log_level_reaches_every_worker_and_lapses(make_cluster: Callable[..., LocalCluster],
+                                                      tmp_path: Path) -> None:
+    """Storm's `set_log_level`: a logger set to DEBUG for a few seconds in a running topology's
+    workers logs its debug lines, then goes back to its own level by itself; bad settings are
+    one line and exit 2."""
+    middle = {"name": "pass", "class": "engine_components:ChattyPassBolt", "parallelism": 2,
+              "inputs": [{"component": "ids", "grouping": "shuffle"}]}
+    # a uniform shuffle: both `pass` executors (one per worker) get tuples
+    topo = id_pipeline("chatty", tmp_path / "out", 0, rate=100, workers=2, middle=middle,
+                       extra={"topology.disable.loadaware.messaging": True})
+    cluster = make_cluster(nodes=2, slots=1)
+    zk = ["--zookeeper", cluster.connect_string]
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: totals(cluster, topo.name)["pass"]["executed"] > 50, 60, "the bolt to run", cluster)
+
+    def debug_lines() -> int:
+        return sum(text.count("passing id") for text in cluster.worker_logs().values())
+
+    assert debug_lines() == 0
+    done = squall("set-log-level", "chatty", "-l", "engine_components.chatty=DEBUG:4", *zk)
+    assert done.returncode == 0, done.stderr
+    assert "engine_components.chatty=DEBUG for 4s" in done.stdout, done.stdout
+    # both workers run a `pass` executor: both hear it
+    wait_for(lambda: all("passing id" in t for t in cluster.worker_logs().values()) or None, 30,
+             "debug lines from every worker", cluster)
+    wait_for(lambda: all("engine_components.chatty back to" in t for t in cluster.worker_logs().values()) or None,
+             30, "the level to lapse in every worker", cluster)
+    settled = debug_lines()
+    time.sleep(1.5)
+    assert debug_lines() == settled, "debug lines after the level lapsed"
+
+    one_line_error(squall("set-log-level", "chatty", "-l", "ROOT=LOUD", *zk), 2, "unknown log level 'LOUD'")
+    one_line_error(squall("set-log-level", "chatty", *zk), 2, "give -l LOGGER=LEVEL")
+    one_line_error(squall("set-log-level", "nosuch", "-l", "ROOT=INFO", *zk), 1, "no topology named 'nosuch'")
+    removed = squall("set-log-level", "chatty", "-r", "ROOT", *zk)
+    assert removed.returncode == 0 and "no dynamic log levels" in removed.stdout, removed.stdout + removed.stderr
+
+
 def test_squall_kill_ends_squall_run(tmp_path: Path) -> None:
     """`squall run` prints where its cluster is; a `squall kill` from another shell ends the run
     cleanly (final table, exit 0), as a Ctrl-C would."""

@@ -1,9 +1,9 @@
 """The verbs on a real API server: `kubectl squall ...` found by kubectl as a plugin and
 `squall ... --kubernetes` patch or delete the Topology resource as `kubectl patch/delete` would
 (the operator's reaction to those is test_operator_e2e's), list every namespace's topologies
-with -A, carry a rebalance's and a kill's -w as annotations, refuse a rebalance beyond the
-tasks without patching, and report an unknown topology or an unreachable API server in one
-line."""
+with -A, carry a rebalance's and a kill's -w and set-log-level's settings as annotations, refuse
+a rebalance beyond the tasks without patching, and report an unknown topology or an unreachable
+API server in one line."""
 
 from __future__ import annotations
 
@@ -139,6 +139,20 @@ def test_verbs_patch_and_delete_the_topology(k8s_cluster: Cluster, ns: str, tmp_
         assert got["spec"]["numWorkers"] == 3
         assert not {"squall.io/rebalance-wait-secs", "squall.io/rebalance-wait-generation"} & set(
             got["metadata"].get("annotations") or {}), got["metadata"]
+        # set-log-level: the topology's log config rides on the resource as an annotation the
+        # operator copies to ZooKeeper (squall.loglevels); -r takes a logger out, and the last one
+        # out removes the annotation
+        import json
+
+        done = kubectl_squall(c, ns, "set-log-level", "steered", "-l", "ROOT=DEBUG:30", "-l", "squall.engine=WARN")
+        assert done.returncode == 0 and "ROOT=DEBUG for 30s" in done.stdout, done.stdout + done.stderr
+        config = json.loads(kget(c, "topology", "steered", "-n", ns)["metadata"]["annotations"]["squall.io/log-levels"])
+        assert config["ROOT"]["level"] == "DEBUG" and config["squall.engine"] == {"level": "WARN", "expires": None}
+        one_line_error(kubectl_squall(c, ns, "set-log-level", "steered", "-l", "ROOT=LOUD"), 2, "unknown log level")
+        for logger in ("ROOT", "squall.engine"):
+            done = kubectl_squall(c, ns, "set-log-level", "steered", "-r", logger)
+            assert done.returncode == 0, done.stderr
+        assert "squall.io/log-levels" not in (kget(c, "topology", "steered", "-n", ns)["metadata"].get("annotations") or {})
         # kill -w: the wait rides on the deleted resource for the operator's kill to read
         done = kubectl_squall(c, ns, "kill", "steered", "-w", "1.5")
         assert done.returncode == 0 and "after 1.5s" in done.stdout, done.stderr

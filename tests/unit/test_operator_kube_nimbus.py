@@ -35,6 +35,7 @@ class FakeState:
         self.storms: dict[str, StormBase] = {}
         self.assignments: dict[str, Assignment] = {}
         self.beats: dict[str, dict[WorkerSlot, WorkerHeartbeat]] = {}
+        self.log_configs: dict[str, Any] = {}
         self._nodes: pods.NodeSlots | None = None
         # ClusterState's session surface: `ready` and the listeners called when ZooKeeper is back
         self.ready = True
@@ -89,7 +90,14 @@ class FakeState:
     def topologies_with_state(self) -> set[str]:
         return set(self.storms) | set(self.assignments) | set(self.beats)
 
+    def set_log_config(self, topo: str, config: Any) -> None:
+        self.log_configs[topo] = config
+
+    def get_log_config(self, topo: str, watch: Any = None) -> Any:
+        return self.log_configs.get(topo)
+
     def teardown_topology(self, topo: str) -> None:
+        self.log_configs.pop(topo, None)
         self.storms.pop(topo, None)
         self.assignments.pop(topo, None)
         self.beats.pop(topo, None)
@@ -275,6 +283,28 @@ def test_deactivate_activate_and_ignored_changes() -> None:
     nimbus.round()
     assert state.storms["wc"].status is TopologyStatus.ACTIVE
     assert "Activated" in api.reasons("wc") and "SpecChangeIgnored" in api.reasons("wc")
+
+
+def test_log_levels_of_the_annotation_reach_zookeeper_once_the_topology_is_stored() -> None:
+    nimbus, state, api, clock = _make()
+    annotation = {resources.LOG_LEVELS_ANNOTATION: '{"ROOT": {"level": "DEBUG", "expires": 1e12}}'}
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC, log_levels=resources.log_levels_from_annotations(annotation))
+    nimbus.round()
+    assert {k: v.model_dump() for k, v in state.log_configs["wc"].loggers.items()} == {
+        "ROOT": {"level": "DEBUG", "expires": 1e12}}
+    state.log_configs.clear()
+    nimbus.round()
+    assert state.log_configs == {}, "written again although nothing changed"
+    # `-r ROOT`: the annotation goes; the workers are told (an empty config)
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC, log_levels=resources.log_levels_from_annotations({}))
+    nimbus.round()
+    assert state.log_configs["wc"].loggers == {}
+    # a hand-edited annotation that cannot be used: one Warning, and no dynamic levels
+    bad = {resources.LOG_LEVELS_ANNOTATION: '{"ROOT": {"level": "LOUD"}}'}
+    for _ in range(2):
+        nimbus.register("ns", "wc", "uid-1", 1, SPEC, log_levels=resources.log_levels_from_annotations(bad))
+        nimbus.round()
+    assert api.reasons("wc").count("LogLevelsRefused") == 1
 
 
 def test_rebalance_phases_and_restart_in_the_middle() -> None:

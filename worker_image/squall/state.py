@@ -14,6 +14,7 @@ Layout (``root`` defaults to ``/squall``; see docs/design.md, which is the contr
     <root>/errors/<topo>/<component>/e<seq>      ErrorInfo          persistent, sequential, last 10
     <root>/supervisors/<node>                    SupervisorInfo     ephemeral
     <root>/requests/r<seq>                       NimbusRequest      persistent, sequential
+    <root>/logconfigs/<topo>                     LogConfig          persistent
 
 Payloads are ``model_dump_json()`` bytes. A reader checks ``v`` first and raises
 ``PayloadVersionError`` on a version it does not know rather than misreading it.
@@ -79,6 +80,7 @@ from squall.models.cluster import (
     Assignment,
     Endpoint,
     ErrorInfo,
+    LogConfig,
     NimbusRequest,
     StormBase,
     SupervisorInfo,
@@ -116,6 +118,7 @@ M = TypeVar("M", bound=BaseModel)
 
 MAX_ERRORS = 10
 REQUESTS = "requests"
+LOGCONFIGS = "logconfigs"
 STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS, SUPERVISORS = (
     "storms",
     "assignments",
@@ -753,20 +756,28 @@ class ClusterState:
     def remove_request(self, rid: str) -> None:
         self._delete(self._path(REQUESTS, _name("request id", rid)))
 
+    # --- dynamic log levels (squall.loglevels) --------------------------------------------
+
+    def set_log_config(self, topo: str, config: LogConfig) -> None:
+        self._put(self._path(LOGCONFIGS, _name("topology id", topo)), _encode(config))
+
+    def get_log_config(self, topo: str, watch: Watch | None = None) -> LogConfig | None:
+        return self._read(LogConfig, self._path(LOGCONFIGS, _name("topology id", topo)), watch)
+
     # --- whole topologies -----------------------------------------------------------------
 
     def topologies_with_state(self) -> set[str]:
         """Every topology id with any node (storm, assignment, beats, endpoints, errors): what
         nimbus compares with ``storm_ids()`` to clean up leftovers."""
         ids: set[str] = set()
-        for sub in (STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS):
+        for sub in (STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS, LOGCONFIGS):
             ids.update(self._children(self._path(sub), None))
         return ids
 
     def teardown_topology(self, topo: str) -> None:
         """Remove every node of the topology; missing nodes are fine."""
         topo = _name("topology id", topo)
-        for sub in (STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS):
+        for sub in (STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS, LOGCONFIGS):
             self._delete(self._path(sub, topo), recursive=True)
 
 

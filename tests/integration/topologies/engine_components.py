@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -169,6 +170,18 @@ class PassBolt(BasicBolt):
 
     def process(self, tup: Tuple) -> None:
         self.collector.emit([tup.values[0]])
+
+
+_chatty = logging.getLogger("engine_components.chatty")
+
+
+class ChattyPassBolt(PassBolt):
+    """PassBolt that logs every id it passes at DEBUG (logger `engine_components.chatty`): silent
+    at the worker's own level, heard once that logger is set to DEBUG (`squall set-log-level`)."""
+
+    def process(self, tup: Tuple) -> None:
+        _chatty.debug("passing id %s", tup.values[0])
+        super().process(tup)
 
 
 class SinkBolt(Bolt):

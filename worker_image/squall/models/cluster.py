@@ -164,6 +164,23 @@ class SupervisorInfo(_Payload):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
+class LogSetting(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    # Storm's (log4j's) level name: TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF, ALL
+    level: str
+    # when it lapses (Unix time); None: until removed
+    expires: float | None = None
+
+
+class LogConfig(_Payload):
+    """A topology's dynamic log levels (`squall set-log-level`, Storm's `set_log_level`): logger
+    (`ROOT` for the root logger) -> setting; every worker of the topology applies it (squall
+    .loglevels)."""
+
+    loggers: dict[str, LogSetting] = Field(default_factory=dict)
+
+
 class NimbusRequest(_Payload):
     """A lifecycle verb for the local cluster's nimbus (`squall activate ... --zookeeper`),
     written under ``<root>/requests``; nimbus answers in the same node (``answered``, ``ok``,

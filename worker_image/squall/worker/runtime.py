@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import zmq
 
-from squall import serialization, wire
+from squall import loglevels, serialization, wire
 from squall.acker import AckerLedger
 from squall.models.cluster import (
     Assignment,
@@ -194,6 +194,12 @@ class Worker:
         self._busy = BusyMeter(warmup=1)  # its first second is this worker's start, not its load
         self._next_announce = 0.0
         self.assignment: Assignment | None = None
+        # dynamic log levels (squall.loglevels): the topology's config as last read, the levels
+        # its loggers had before this worker first changed them, and when a setting lapses next
+        self.log_config: dict[str, dict[str, Any]] = {}
+        self.log_originals: dict[str, int] = {}
+        self.log_next_check: float | None = None
+        self.log_config_problem: str | None = None
         self.acker_executors: list[ExecutorId] = []
         self.routing: Routing
         self.exit_code = 0
@@ -364,6 +370,7 @@ class Worker:
             self.stop_event.set()
             return
         self.storm_active = base.status is TopologyStatus.ACTIVE
+        self._read_log_config()
         assignment = self.state.get_assignment(self.topology_id, watch=self._watch)
         endpoints = self.state.get_endpoints(self.topology_id, watch=self._watch)
         if endpoints != self.endpoints:
@@ -390,6 +397,46 @@ class Worker:
             self.active = active
             if self.engine is not None:
                 self.engine.ring()  # spouts (de)activate at their next step
+
+    def _read_log_config(self) -> None:
+        """The topology's dynamic log levels from ZooKeeper (watched), applied at once."""
+        stored = self.state.get_log_config(self.topology_id, watch=self._watch)
+        raw = {} if stored is None else {k: v.model_dump() for k, v in stored.loggers.items()}
+        try:
+            self.log_config = loglevels.parse_config(raw)
+            self.log_config_problem = None
+        except loglevels.LogLevelError as exc:
+            if self.log_config_problem != str(exc):
+                self.log_config_problem = str(exc)
+                log.warning("worker %s: the topology's log config is not used: %s", self.slot.key(), exc)
+            return
+        self.apply_log_levels(time.time())
+
+    def apply_log_levels(self, now: float) -> None:
+        """Set the loggers the log config names; give back their own level to those whose
+        setting lapsed or left it (`now`: Unix time)."""
+        def logger(name: str) -> logging.Logger:
+            return logging.getLogger(None if name == loglevels.ROOT else name)
+
+        names = set(self.log_config) | set(self.log_originals)
+        plan = loglevels.plan(self.log_config, now, self.log_originals,
+                              {name: logger(name).level for name in names})
+        for name, level in plan.set.items():
+            lg = logger(name)
+            self.log_originals.setdefault(name, lg.level)
+            lg.setLevel(level)
+            log.warning("worker %s: logger %s set to %s (dynamic log level%s)", self.slot.key(), name,
+                        logging.getLevelName(level), self._lapse(name))
+        for name, level in plan.reset.items():
+            logger(name).setLevel(level)
+            del self.log_originals[name]
+            log.warning("worker %s: logger %s back to %s (its dynamic log level lapsed or was removed)",
+                        self.slot.key(), name, logging.getLevelName(level))
+        self.log_next_check = plan.next_check
+
+    def _lapse(self, name: str) -> str:
+        expires = self.log_config.get(name, {}).get("expires")
+        return "" if expires is None else f", for {max(0.0, expires - time.time()):.0f}s"
 
     def _apply_assignment(self, assignment: Assignment) -> None:
         """Hot update: start executors newly assigned here, retire removed ones, keep the rest.
@@ -972,6 +1019,8 @@ class Worker:
             if self.stop_requested is not None and self._leaving(now):
                 self.stop_event.set()
                 break
+            if self.log_next_check is not None and time.time() >= self.log_next_check:
+                self.apply_log_levels(time.time())
             beat_due = now >= next_hb
             if beat_due:
                 next_hb = now + hb_every
