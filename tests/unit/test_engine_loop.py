@@ -217,3 +217,43 @@ def test_which_components_run_on_a_thread_of_their_own() -> None:
     assert is_isolated(Blocks, {}) and not is_isolated(Forward, {})
     assert is_isolated(Forward, {"squall.executor.isolated": True})
     assert not is_isolated(Blocks, {"squall.executor.isolated": False})
+
+
+def test_a_failure_of_the_loop_itself_stops_the_worker_and_closes_its_executors() -> None:
+    """Not an executor's error (those are reported and the executor leaves): the loop's own. The
+    worker is told (it exits to be restarted) and every executor is closed, spouts first."""
+    import threading
+
+    import zmq
+
+    from squall.worker.engine import Engine
+    from squall.worker.transport import DirectSender
+
+    ctx = zmq.Context()
+    data, control = ctx.socket(zmq.PULL), ctx.socket(zmq.PULL)
+    failed: list[BaseException] = []
+    closed: list[str] = []
+
+    def data_turn() -> tuple[bool, int]:
+        raise RuntimeError("a bug of ours")
+
+    host: Any = SimpleNamespace(
+        routing=None, stop_event=threading.Event(), loop_turns={}, conf={},
+        control_peers=SimpleNamespace(over_hard_limit=lambda: False),
+        data_turn=data_turn, loop_failed=failed.append,
+        shared_sender=lambda: DirectSender(ctx, lambda s: None, lambda s: True, lambda i: None, lambda n: None),
+    )
+    engine = Engine(host, data, control, peer_addresses=False)
+    for kind in ("bolt", "spout"):
+        engine.executors.append(SimpleNamespace(  # type: ignore[arg-type]
+            kind=kind, retiring=False, stop_event=threading.Event(), done=False,
+            close=lambda kind=kind: closed.append(kind), flush=lambda: True))
+    try:
+        engine.run()
+        assert [str(e) for e in failed] == ["a bug of ours"]
+        assert closed == ["spout", "bolt"] and all(ex.done for ex in engine.executors)
+    finally:
+        engine.close()
+        data.close(0)
+        control.close(0)
+        ctx.term()

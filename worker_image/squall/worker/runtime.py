@@ -589,6 +589,12 @@ class Worker:
         if changed:
             self._retiring_spouts()
 
+    def loop_failed(self, exc: BaseException) -> None:
+        log.error("worker %s: the engine loop failed; the worker exits so that it is restarted", self.slot.key(),
+                  exc_info=exc)
+        self.exit_code = 3
+        self.stop_event.set()
+
     def executor_died(self, ex: Executor, exc: BaseException) -> None:
         log.error("executor %s died: %s; the worker exits so that it is restarted", ex.id, exc)
         self.exit_code = 3
