@@ -115,11 +115,16 @@ def test_without_resolve_classes_the_loader_is_not_asked() -> None:
     assert loader.asked == [] and resolved.classes == {}
 
 
-def test_classload_puts_the_search_paths_first_for_the_duration_only() -> None:
+def test_classload_puts_the_search_paths_first_for_the_duration_only(tmp_path: Path) -> None:
+    # a directory of its own: one already on sys.path (pytest puts the test directories there, in
+    # an order that depends on which tiers run together) is left where it is
+    (tmp_path / "loader_probe_mod.py").write_text("class Probe:\n    pass\n")
     before = list(sys.path)
-    with classload.importing([HERE]) as loader:
-        assert sys.path[0] == str(HERE)
-        assert getattr(loader.load("fixtures_components:SplitBolt"), "__name__", None) == "SplitBolt"
+    with classload.importing([tmp_path]) as loader:
+        assert sys.path[0] == str(tmp_path.resolve())
+        assert getattr(loader.load("loader_probe_mod:Probe"), "__name__", None) == "Probe"
     assert sys.path == before
+    with classload.importing([HERE]):
+        assert sys.path == before, "a path already there was added again"
     with pytest.raises(ImportError, match="must be a class path 'module:Class'"):
         classload.ModuleLoader().load("no_colon")
