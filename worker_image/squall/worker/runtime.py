@@ -132,7 +132,7 @@ class Worker:
         self.peer_reconnects = 0
         self.zk_reconnects = 0
         self.zk_sessions_expired = 0
-        # task -> seconds its inbox was full (tuples for it parked by receive-data)
+        # task -> seconds its inbox was full (tuples for it parked by the loop's data receive)
         self.bp_secs: dict[int, float] = {}
         self.stop_event = threading.Event()
         self.wake = threading.Event()
@@ -150,16 +150,16 @@ class Worker:
         self.executors: dict[ExecutorId, Executor] = {}
         self.data_peers = PeerQueues(SEND_QUEUE_BATCHES, SEND_QUEUE_HARD_LIMIT)
         self.control_peers = PeerQueues(SEND_QUEUE_BATCHES, SEND_QUEUE_HARD_LIMIT)
-        # remote task -> until when it is backpressured (monotonic); written by receive-control
+        # remote task -> until when it is backpressured (monotonic); written from the control port
         self.remote_bp: dict[int, float] = {}
-        # this worker's busy fraction (measured by receive-data) and what its peers announce
-        # of theirs (heard by receive-control), for the load-aware shuffles
+        # this worker's busy fraction (measured at the data receive) and what its peers announce
+        # of theirs (heard on the control port), for the load-aware shuffles
         self.loads = PeerLoads()
         # executors removed by a hot update that are still finishing what they hold
         self.retiring: list[Executor] = []
         # task -> a retiring spout executor of it, for the completions of its pending trees
         self.retiring_spouts: dict[int, Executor] = {}
-        # the routing the receive-data thread last dispatched with
+        # the routing the loop's data receive last dispatched with
         self.recv_routing: Routing | None = None
         # when a stop was requested (SIGTERM), monotonic; see `request_stop`
         self.stop_requested: float | None = None
@@ -608,11 +608,11 @@ class Worker:
         Items from the network (`trusted=False`) are shape-checked here, in the same pass;
         `peer` is the address they came from when the transport is not sealed (CURVE).
 
-        Never blocks a spout: what a full peer queue does not take goes back to the calling
-        spout's `out.control` (it stops emitting until that left, and keeps draining its
-        completions meanwhile). The receive-control thread (`caller is None`) never blocks on a
-        peer either (it queues past the bound); only a spout's inbox can make it wait, and
-        spouts always drain theirs. A bolt waits for room: that is backpressure."""
+        Never waits: what a full peer queue does not take goes back to the calling executor's
+        `out.control` (a spout stops emitting, a bolt takes no input, until that left; a spout
+        keeps taking its completions meanwhile). Traffic from the control port (`caller is None`)
+        is queued for a peer past the bound; completions go into a spout's inbox past its bound
+        if need be (`_put`): the engine loop that calls this also steps those spouts."""
         routing = self.routing
         ledgers = self.ledgers
         done: list[list[int]] = []
@@ -733,9 +733,10 @@ class Worker:
         self.handle_control(items, None, trusted=False, peer=peer)
 
     def data_turn(self) -> tuple[bool, int]:
-        """Each turn of receive-data: move parked batches into inboxes that have room again,
-        re-dispatch those parked for an inbox that left the routing, and announce which local
-        tasks are backpressured. Reads the socket only while no inbox is past PARK_LIMIT."""
+        """Each turn of the engine loop, before it reads the data port: move parked batches into
+        inboxes that have room again, re-dispatch those parked for an inbox that left the
+        routing, and announce which local tasks are backpressured. Returns whether the port may
+        be read (no inbox past PARK_LIMIT) and how long the loop may sleep (ms)."""
         routing = self.routing
         self.recv_routing = routing
         parked = self._parked
