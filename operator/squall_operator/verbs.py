@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from squall import limits
+from squall_operator.resources import LOG_LEVELS_ANNOTATION
 
 __all__ = [
     "EXIT_FAILED",
@@ -274,8 +275,6 @@ KILL_WAIT_ANNOTATION = "squall.io/kill-wait-secs"
 # read by the operator's rebalance (resources.REBALANCE_WAIT_ANNOTATION): the wait, and the
 # generation of the spec it applies to
 REBALANCE_WAIT_ANNOTATION = "squall.io/rebalance-wait-secs"
-# the topology's dynamic log levels as JSON (squall.loglevels); the operator copies them to ZooKeeper
-LOG_LEVELS_ANNOTATION = "squall.io/log-levels"
 REBALANCE_WAIT_GENERATION_ANNOTATION = "squall.io/rebalance-wait-generation"
 
 

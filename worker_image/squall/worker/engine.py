@@ -107,7 +107,6 @@ class EngineHost(Protocol):
     def executor_died(self, ex: Any, exc: BaseException) -> None: ...
     def loop_failed(self, exc: BaseException) -> None: ...
     def shared_sender(self) -> DirectSender: ...
-    def direct_sender(self) -> DirectSender: ...
 
 
 class Engine:
@@ -138,7 +137,9 @@ class Engine:
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self.thread = NamedThread(target=self.run, name=LOOP_NAME, daemon=True)
-        self.turns = 0
+
+    def _dispatch(self, items: list[Any], _peer: str | None) -> None:
+        self.host.dispatch_data(items)
 
     # -- from other threads --------------------------------------------------------------------
     def ring(self) -> None:
@@ -191,16 +192,16 @@ class Engine:
             while not stop.is_set():
                 now = self.clock()
                 turns[LOOP_NAME] = now
-                self.turns += 1
                 if self.new:
                     self._open_new()
                 if self.draining:
                     self._drain(now)
                 read_data, wait_ms = host.data_turn()
-                got = self._read_data() if read_data else 0
+                got = self._read(self.data_sock, wire.unpack_data, self._dispatch, False) if read_data else 0
                 read_control = not host.control_peers.over_hard_limit()
                 if read_control:
-                    got += self._read_control()
+                    got += self._read(self.control_sock, wire.unpack_control, host.receive_control,
+                                      self.peer_addresses)
                 wait = self._step_all(now)
                 self.sender.push_staged()
                 if self.slow:
@@ -311,26 +312,11 @@ class Engine:
                 del self.draining[ex]
                 ex.done = True
 
-    def _read_data(self) -> int:
-        sock, host = self.data_sock, self.host
-        n = 0
-        while n < FRAMES_PER_TURN:
-            try:
-                frame = sock.recv(zmq.NOBLOCK, copy=True)
-            except zmq.Again:
-                break
-            n += 1
-            try:
-                items = wire.unpack_data(frame)
-            except wire.WireError as exc:
-                host.bad_frame(exc)
-                continue
-            host.dispatch_data(items)
-        return n
-
-    def _read_control(self) -> int:
-        sock, host = self.control_sock, self.host
-        with_peer = self.peer_addresses
+    def _read(self, sock: zmq.Socket[bytes], unpack: Callable[[bytes], Any],
+              handle: Callable[[Any, str | None], None], with_peer: bool) -> int:
+        """Up to FRAMES_PER_TURN frames of a port, each decoded and handed on (with the sender's
+        address when `with_peer`); a frame that does not decode is counted and dropped."""
+        host = self.host
         n = 0
         while n < FRAMES_PER_TURN:
             peer = None
@@ -345,11 +331,11 @@ class Engine:
                 break
             n += 1
             try:
-                items = wire.unpack_control(frame)
+                items = unpack(frame)
             except wire.WireError as exc:
                 host.bad_frame(exc)
                 continue
-            host.receive_control(items, peer)
+            handle(items, peer)
         return n
 
     def _sleep(self, secs: float, read_data: bool, read_control: bool) -> None:
