@@ -284,13 +284,8 @@ class DirectSender:
                     self._send_staged(slot, sock)
             return True
         frame = self.pack(items)
-        if frame is None:
-            return True
-        try:
-            sock.send(frame, zmq.NOBLOCK, copy=False)
-        except zmq.Again:
-            tries[1] += 1
-            self.pending[slot] = (frame, len(items))
+        if frame is not None:
+            self._send_frame(slot, sock, frame, len(items))
         return True
 
     def _send_staged(self, slot: WorkerSlot, sock: zmq.Socket[bytes]) -> None:
