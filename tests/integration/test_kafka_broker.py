@@ -20,7 +20,10 @@ pytestmark = pytest.mark.integration
 
 def test_records_go_in_and_come_out(kafka_broker: EmbeddedKafka) -> None:
     topic = new_topic(kafka_broker, partitions=3)
-    produce(kafka_broker, topic, [str(i).encode() for i in range(300)])
+    # Keyed: a keyless batch may all go to one partition (librdkafka's sticky partitioner sticks to
+    # one for sticky.partitioning.linger.ms), while 300 distinct keys hash onto all three.
+    values = [str(i).encode() for i in range(300)]
+    produce(kafka_broker, topic, values, keys=values)
     got = consume_all(kafka_broker, topic, 300)
     assert sorted(int(m.value()) for m in got) == list(range(300))
     assert {m.partition() for m in got} == {0, 1, 2}
