@@ -1,7 +1,7 @@
 """Entrypoint of the `squall-kafka` image (Dockerfile.kafka): one Apache Kafka node in KRaft mode
 (broker and controller), from the Maven Central jars that scripts/setup fetches for
 `squall kafka up` (copied to /opt/kafka/libs by scripts/k8s-images), with the same
-server.properties as `squall.kafka.broker` except for its listeners:
+server.properties (and log4j2 configuration) as `squall.kafka.broker` except for its listeners:
 
 - PLAINTEXT on KAFKA_LISTENER_PORT (9092) on every address, advertised as KAFKA_ADVERTISED_HOST (default:
   the pod's hostname; a Service name such as `kafka` for clients in the cluster);
@@ -33,19 +33,7 @@ import time
 import uuid
 from pathlib import Path
 
-from squall.kafka.broker import server_properties
-
-LOG4J2 = """\
-status = warn
-appender.console.type = Console
-appender.console.name = console
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{ISO8601} %-5p [%t] %c{1}: %m%n
-rootLogger.level = warn
-rootLogger.appenderRef.console.ref = console
-logger.started.name = kafka.server.KafkaRaftServer
-logger.started.level = info
-"""
+from squall.kafka.broker import LOG4J2_CONFIG, server_properties
 
 
 def main() -> int:
@@ -76,7 +64,7 @@ def main() -> int:
         extra={"listeners": ",".join(listeners), "advertised.listeners": ",".join(advertised),
                "listener.security.protocol.map": ",".join(protocols)})
     (conf / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    (conf / "log4j2.properties").write_text(LOG4J2)
+    (conf / "log4j2.properties").write_text(LOG4J2_CONFIG)
     java = str(Path(env["JAVA_HOME"], "bin", "java")) if env.get("JAVA_HOME") else shutil.which("java") or "java"
     jars = sorted(glob.glob(env.get("KAFKA_LIBS", "/opt/kafka/libs") + "/*.jar"))
     # -XX:-UsePerfData: no hsperfdata file under /tmp; the heap as asked

@@ -35,13 +35,16 @@ from pathlib import Path
 
 from squall.jvm import LOG4J2_CONSOLE, JvmServer, free_port
 
-__all__ = ["KAFKA_VERSION", "EmbeddedKafka", "KafkaBrokerError", "kafka_jars", "kafka_jars_dir"]
+__all__ = [
+    "KAFKA_VERSION", "LOG4J2_CONFIG", "EmbeddedKafka", "KafkaBrokerError", "kafka_jars", "kafka_jars_dir",
+]
 
 # Must equal <kafka.version> in scripts/kafka/pom.xml (tests/unit/test_kafka_broker.py checks it).
 KAFKA_VERSION = "4.1.1"
 JARS_ENV = "SQUALL_KAFKA_JARS"
 _READY_LINE = b"Kafka Server started"
-_LOG4J2_CONFIG = LOG4J2_CONSOLE + """\
+# the broker's log4j2 configuration (also the k8s test image's, tests/k8s/images/kafka.py)
+LOG4J2_CONFIG = LOG4J2_CONSOLE + """\
 logger.kafka.name = kafka
 logger.kafka.level = warn
 logger.apache.name = org.apache.kafka
@@ -261,7 +264,7 @@ class EmbeddedKafka(JvmServer):
         )
         cfg = Path(self._dir, "server.properties")
         cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        Path(self._dir, "log4j2.properties").write_text(_LOG4J2_CONFIG)
+        Path(self._dir, "log4j2.properties").write_text(LOG4J2_CONFIG)
         if Path(data, "meta.properties").exists():
             return  # a kept --data-dir: formatted already
         fmt = subprocess.run(
