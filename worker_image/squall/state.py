@@ -15,6 +15,8 @@ Layout (``root`` defaults to ``/squall``; see docs/design.md, which is the contr
     <root>/supervisors/<node>                    SupervisorInfo     ephemeral
     <root>/requests/r<seq>                       NimbusRequest      persistent, sequential
     <root>/logconfigs/<topo>                     LogConfig          persistent
+    <root>/debug/<topo>                          DebugRequest       persistent
+    <root>/debug/<topo>/<node>-<port>            WorkerDebug        persistent
 
 Payloads are ``model_dump_json()`` bytes. A reader checks ``v`` first and raises
 ``PayloadVersionError`` on a version it does not know rather than misreading it.
@@ -87,6 +89,7 @@ from squall.models.cluster import (
     WorkerHeartbeat,
     WorkerSlot,
 )
+from squall.models.debugging import DebugRequest, WorkerDebug
 
 __all__ = [
     "ACCESS_ERRORS",
@@ -119,6 +122,7 @@ M = TypeVar("M", bound=BaseModel)
 MAX_ERRORS = 10
 REQUESTS = "requests"
 LOGCONFIGS = "logconfigs"
+DEBUG = "debug"
 STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS, SUPERVISORS = (
     "storms",
     "assignments",
@@ -764,20 +768,38 @@ class ClusterState:
     def get_log_config(self, topo: str, watch: Watch | None = None) -> LogConfig | None:
         return self._read(LogConfig, self._path(LOGCONFIGS, _name("topology id", topo)), watch)
 
+    # --- the debugging channel (squall.worker.debugging) -----------------------------------
+
+    def set_debug_request(self, topo: str, request: DebugRequest) -> None:
+        self._put(self._path(DEBUG, _name("topology id", topo)), _encode(request))
+
+    def get_debug_request(self, topo: str, watch: Watch | None = None) -> DebugRequest | None:
+        return self._read(DebugRequest, self._path(DEBUG, _name("topology id", topo)), watch)
+
+    def put_worker_debug(self, topo: str, card: WorkerDebug) -> None:
+        self._put(self._path(DEBUG, _name("topology id", topo), _name("slot", card.slot)), _encode(card))
+
+    def get_worker_debug(self, topo: str, slot: str) -> WorkerDebug | None:
+        return self._read(WorkerDebug, self._path(DEBUG, _name("topology id", topo), _name("slot", slot)))
+
+    def worker_debugs(self, topo: str) -> dict[str, WorkerDebug]:
+        """Slot key -> the card its worker wrote last."""
+        return self._read_children(WorkerDebug, self._path(DEBUG, _name("topology id", topo)), None)
+
     # --- whole topologies -----------------------------------------------------------------
 
     def topologies_with_state(self) -> set[str]:
         """Every topology id with any node (storm, assignment, beats, endpoints, errors): what
         nimbus compares with ``storm_ids()`` to clean up leftovers."""
         ids: set[str] = set()
-        for sub in (STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS, LOGCONFIGS):
+        for sub in (STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS, LOGCONFIGS, DEBUG):
             ids.update(self._children(self._path(sub), None))
         return ids
 
     def teardown_topology(self, topo: str) -> None:
         """Remove every node of the topology; missing nodes are fine."""
         topo = _name("topology id", topo)
-        for sub in (STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS, LOGCONFIGS):
+        for sub in (STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS, LOGCONFIGS, DEBUG):
             self._delete(self._path(sub, topo), recursive=True)
 
 
