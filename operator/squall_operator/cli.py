@@ -12,7 +12,6 @@ argument, a value out of range) is one line on stderr and exit 2 (`cli_usage.One
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import select
@@ -20,8 +19,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -30,6 +28,7 @@ import typer
 from squall import limits
 from squall.builder import TopologyBuilder, topology_to_yaml
 from squall.classcheck import DEFAULT_IMPORT_TIMEOUT, check_topology_isolated
+from squall.classload import ModuleLoader, describe, on_sys_path
 from squall.errors import NO_VALUE, Problem, TopologyError
 from squall.models import Topology
 from squall.validation import ResolvedTopology, check_topology, load_topology, parse_topology
@@ -73,26 +72,6 @@ def _main() -> None:
     """Squall: Apache Storm's model in Python."""
 
 
-@contextmanager
-def _cwd_on_path() -> Iterator[None]:
-    cwd = str(Path.cwd())
-    added = cwd not in sys.path and "" not in sys.path
-    if added:
-        sys.path.insert(0, cwd)
-        importlib.invalidate_caches()
-    try:
-        yield
-    finally:
-        if added and cwd in sys.path:
-            sys.path.remove(cwd)
-
-
-def _escape(exc: BaseException) -> str:
-    if isinstance(exc, SystemExit):
-        return f"it called sys.exit({exc.code!r})"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
 def topology_from_target(target: str, stage: Callable[[str], None] | None = None) -> Topology:
     """The `Topology` named by "module:attribute" (the current directory is importable).
 
@@ -104,21 +83,13 @@ def topology_from_target(target: str, stage: Callable[[str], None] | None = None
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise CliError(f"expected MODULE:FUNCTION, got {target!r}")
-    with _cwd_on_path():
+    with on_sys_path([Path.cwd()]):
         if stage is not None:
             stage("import")
         try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            raise CliError(f"cannot import module '{module_name}': {exc}") from exc
-        except (Exception, SystemExit, KeyboardInterrupt) as exc:
-            raise CliError(f"importing module '{module_name}' failed: {_escape(exc)}") from exc
-        obj: Any = module
-        for part in attr.split("."):
-            try:
-                obj = getattr(obj, part)
-            except AttributeError:
-                raise CliError(f"module '{module_name}' has no attribute '{attr}'") from None
+            obj: Any = ModuleLoader().load(target)
+        except ImportError as exc:
+            raise CliError(str(exc)) from exc
         if callable(obj) and not isinstance(obj, (Topology, TopologyBuilder)):
             if stage is not None:
                 stage("call")
@@ -127,7 +98,7 @@ def topology_from_target(target: str, stage: Callable[[str], None] | None = None
             except TopologyError:
                 raise
             except (Exception, SystemExit, KeyboardInterrupt) as exc:
-                raise CliError(f"{target}() failed: {_escape(exc)}") from exc
+                raise CliError(f"{target}() failed: {describe(exc)}") from exc
     if isinstance(obj, TopologyBuilder):
         obj = obj.build()
     if isinstance(obj, Mapping):
@@ -251,7 +222,7 @@ def _build_in_child(target: str, reply: IO[str], alive: IO[bytes]) -> None:
     except CliError as exc:
         send({"error": str(exc)})
     except BaseException as exc:  # noqa: BLE001 - reported, whatever it is
-        send({"error": f"{target} failed: {_escape(exc)}"})
+        send({"error": f"{target} failed: {describe(exc)}"})
     os._exit(0)  # no interpreter shutdown: threads the user's code started could hang it
 
 
@@ -304,7 +275,7 @@ def build(
     """Build a topology from Python, check it, and print it as YAML."""
     with user_errors():
         topo = build_topology_isolated(target, build_timeout)
-        with _cwd_on_path():
+        with on_sys_path([Path.cwd()]):
             check_topology_isolated(topo, search_paths=(Path.cwd(),), source=target,
                                     timeout=import_timeout)
         text = topology_to_yaml(topo)

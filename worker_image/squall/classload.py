@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["ModuleLoader", "importing", "on_sys_path"]
+__all__ = ["ModuleLoader", "describe", "importing", "on_sys_path"]
 
 
 @contextmanager
@@ -76,10 +76,16 @@ def importing(search_paths: Iterable[str | Path] = ()) -> Iterator[ModuleLoader]
         yield ModuleLoader()
 
 
+def describe(exc: BaseException) -> str:
+    """What user code did, for a message: ``it called sys.exit(1)``, ``ValueError: boom``, or
+    the bare type name of an exception with no text."""
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 def _escaped(what: str, exc: BaseException) -> ImportError:
     """A problem for user code that raised, or tried to end the process (SystemExit and
     KeyboardInterrupt are not the checker's to obey: they are reported like any exception)."""
-    if isinstance(exc, SystemExit):
-        return ImportError(f"{what}: it called sys.exit({exc.code!r})")
-    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return ImportError(f"{what}: {'' if isinstance(exc, Exception) else 'raised '}{text}")
+    raised = "" if isinstance(exc, (Exception, SystemExit)) else "raised "
+    return ImportError(f"{what}: {raised}{describe(exc)}")
