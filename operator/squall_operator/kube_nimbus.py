@@ -175,8 +175,10 @@ class KubeNimbus(Nimbus):
             saved = res.status.get("roll")
             if res.roll is None and isinstance(saved, Mapping) and saved.get("step"):
                 # a roll this resource was in when the operator stopped: resume it
+                # (a roll saved before `mode` was kept is a drain: the only roll there was)
                 res.roll = rolls.Roll(str(saved["step"]), parse_time(saved.get("due")) or 0.0,
-                                      str(saved.get("image", "")), tuple(saved.get("from") or ()))
+                                      str(saved.get("image", "")), tuple(saved.get("from") or ()),
+                                      str(saved.get("mode") or rolls.DRAIN), parse_time(saved.get("since")) or 0.0)
         self.loop_wake.set()
         return res
 
@@ -663,6 +665,19 @@ class KubeNimbus(Nimbus):
         ready = {v.slot for v in live if v.ready and v.template == want}
         assigned = set(assignment.slots().values())
         running = stored.topology(base)
+        spec = res.topology.spec if res.topology is not None else running.spec
+        mode = (spec.upgrade.mode.value if spec.upgrade is not None else rolls.HANDOVER)
+        spouts: dict[str, tuple[float, int] | None] = {}
+        if res.roll is not None and res.roll.step == rolls.DRAINING:
+            # what the spouts have pending, for a drain that ends when nothing is
+            plan = stored.plan(base)
+            beats = self.state.get_worker_heartbeats(res.name)
+            for executor, slot in assignment.slots().items():
+                if plan.executor_component(executor) in plan.spouts:
+                    beat = beats.get(slot)
+                    stats = beat.executors.get(f"{executor[0]}-{executor[1]}") if beat is not None else None
+                    spouts[f"{executor[0]}-{executor[1]}"] = (
+                        (beat.time_secs, stats.pending) if beat is not None and stats is not None else None)
         inp = rolls.RollInput(
             now=now, storm=base.status,
             outdated=[(v.name, v.slot, v.image) for v in live if v.template != want],
@@ -671,7 +686,9 @@ class KubeNimbus(Nimbus):
             unavailable=len(assigned - {v.slot for v in live if v.ready}),
             image=pods.worker_image(self.config.worker, worker),
             rebalance_wait=running.spec.rebalance_wait,
-            active=res.topology.spec.active if res.topology is not None else running.spec.active,
+            active=spec.active,
+            mode=mode,
+            spouts=spouts,
         )
         res.roll, effects = rolls.step(res.roll, inp)
         for effect in effects:
@@ -748,7 +765,11 @@ class KubeNimbus(Nimbus):
             r = res.roll
             if r.step == rolls.DRAINING:
                 msg = (f"spouts deactivated, in-flight tuples finishing; replacing the workers "
-                       f"({', '.join(r.from_images)} -> {r.image}) at {pods.iso_time(r.due)}")
+                       f"({', '.join(r.from_images)} -> {r.image}) once nothing is pending, at "
+                       f"{pods.iso_time(r.due)} at the latest")
+            elif r.mode == rolls.HANDOVER:
+                msg = (f"outdated worker pods replaced by pods running {r.image}, one slot at a time, "
+                       "each serving its slot until its new pod has registered; spouts active")
             else:
                 msg = (f"outdated worker pods replaced by pods running {r.image}, one slot at a time (the next "
                        "when the previous is ready); spouts activate when all are ready")

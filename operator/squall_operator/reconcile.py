@@ -99,14 +99,16 @@ def needs_pods(res: Resource, base: StormBase | None) -> bool:
 
 def comparable_spec(topology: Topology) -> dict[str, Any]:
     """The spec without what a running topology may change (workers, parallelism, active, the
-    worker pod settings, the health thresholds)."""
+    worker pod settings, the health thresholds, the upgrade mode)."""
     data = topology.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     data.pop("numWorkers", None)
     data.pop("active", None)
     # worker pod settings roll the workers (`KubeNimbus.reconcile_roll`); the Degraded
-    # thresholds are the operator's, read from the latest spec at every status write
+    # thresholds are the operator's, read from the latest spec at every status write; the
+    # upgrade mode is read when a roll begins
     data.pop("worker", None)
     data.pop("health", None)
+    data.pop("upgrade", None)
     for kind in ("spouts", "bolts"):
         for comp in data.get(kind, []):
             comp.pop("parallelism", None)

@@ -234,13 +234,14 @@ def _make(state: FakeState | None = None, api: FakeApi | None = None, clock: Clo
     return nimbus, state, api, clock
 
 
-def _beat_all(state: FakeState, clock: Clock, topo: str) -> None:
+def _beat_all(state: FakeState, clock: Clock, topo: str, pending: int = 0) -> None:
     a = state.assignments[topo]
     beats: dict[WorkerSlot, WorkerHeartbeat] = {}
     for ex, slot in a.executor_slots.items():
         s = WorkerSlot.from_key(slot)
         beat = beats.setdefault(s, WorkerHeartbeat(time_secs=clock.now, uptime_secs=1))
-        beat.executors[ex] = __import__("squall.models.cluster", fromlist=["ExecutorStats"]).ExecutorStats(component="x")
+        beat.executors[ex] = __import__("squall.models.cluster", fromlist=["ExecutorStats"]).ExecutorStats(
+            component="x", pending=pending)
     state.beats[topo] = beats
 
 
@@ -557,16 +558,21 @@ def _images(api: FakeApi) -> set[str]:
     return {p["spec"]["containers"][0]["image"] for p in api.pods.values()}
 
 
+DRAIN = {"upgrade": {"mode": "drain"}}
+
+
 def test_image_change_rolls_the_workers_like_a_rebalance() -> None:
+    """spec.upgrade.mode drain, with tuples pending throughout the drain: it lasts
+    rebalanceWaitSecs."""
     nimbus, state, api, clock = _make()
-    nimbus.register("ns", "wc", "uid-1", 1, {**SPEC, "worker": {"image": "team/wc:1"}})
+    nimbus.register("ns", "wc", "uid-1", 1, {**SPEC, **DRAIN, "worker": {"image": "team/wc:1"}})
     nimbus.round()
     api.ready_all()
     _beat_all(state, clock, "wc")
     nimbus.round()
     assert _images(api) == {"team/wc:1"} and set(_status(api)["images"].values()) == {"team/wc:1"}
     before = set(state.assignments["wc"].slots().values())
-    nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "worker": {"image": "team/wc:2"}})
+    nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, **DRAIN, "worker": {"image": "team/wc:2"}})
     nimbus.round()
     # Draining: spouts deactivated, old pods still running, for rebalanceWaitSecs (5)
     assert state.storms["wc"].status is TopologyStatus.INACTIVE
@@ -576,13 +582,13 @@ def test_image_change_rolls_the_workers_like_a_rebalance() -> None:
     assert "SpecChangeIgnored" not in api.reasons("wc") and "RollStarted" in api.reasons("wc")
     # the operator restarts mid-roll: the new one resumes from the status
     nimbus, _, _, _ = _make(state, api, clock)
-    nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "worker": {"image": "team/wc:2"}}, status=_status(api))
+    nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, **DRAIN, "worker": {"image": "team/wc:2"}}, status=_status(api))
     clock.now += 3
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "wc", pending=7)
     nimbus.round()
     assert not api.deleted and state.storms["wc"].status is TopologyStatus.INACTIVE
     clock.now += 3
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "wc", pending=7)
     nimbus.round()
     # Replacing, a slot at a time: one outdated pod goes (gracefully) and comes back with the new
     # image on its slot; the other waits until that one is ready
@@ -626,8 +632,80 @@ def test_chart_default_image_change_rolls_too() -> None:
     nimbus2.startup()
     nimbus2.register("ns", "wc", "uid-1", 1, SPEC, status=_status(api))
     nimbus2.round()
-    assert state.storms["wc"].status is TopologyStatus.INACTIVE and "RollStarted" in api.reasons("wc")
+    # the hand-over roll (the default): spouts active, the first slot's pod replaced at once
+    assert state.storms["wc"].status is TopologyStatus.ACTIVE and "RollStarted" in api.reasons("wc")
     assert "squall-worker:t -> squall-worker:new" in [m for n, r, m in api.events if r == "RollStarted"][0]
+    assert len(api.deleted) == 1
+
+
+def test_image_change_rolls_through_the_hand_over_with_spouts_active() -> None:
+    """The default roll: no deactivation at any round; one slot at a time (the next pod goes when
+    the previous slot's new pod is ready); a restarted operator resumes it from the status."""
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, {**SPEC, "worker": {"image": "team/wc:1"}})
+    nimbus.round()
+    api.ready_all()
+    _beat_all(state, clock, "wc")
+    nimbus.round()
+    before = set(state.assignments["wc"].slots().values())
+    nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "worker": {"image": "team/wc:2"}})
+    nimbus.round()
+    assert state.storms["wc"].status is TopologyStatus.ACTIVE
+    assert len(api.deleted) == 1 and all(grace is None for _, grace in api.deleted)
+    st = _status(api)
+    assert st["phase"] == "Rolling" and _cond(st, "Rolling")["reason"] == "Replacing"
+    assert st["roll"]["mode"] == "handover" and "spouts active" in _cond(st, "Rolling")["message"]
+    assert "spouts stay active" in [m for n, r, m in api.events if r == "RollStarted"][0]
+    # the slot's new pod is made in the same round: the deleted worker hands its slot over to it
+    assert _images(api) == {"team/wc:1", "team/wc:2"}
+    nimbus, _, _, _ = _make(state, api, clock)
+    nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "worker": {"image": "team/wc:2"}}, status=_status(api))
+    for _ in range(2):
+        nimbus.round()
+        assert len(api.deleted) == 1, "a second pod went before the first slot's new pod was ready"
+        assert state.storms["wc"].status is TopologyStatus.ACTIVE
+    api.ready_all()
+    _beat_all(state, clock, "wc")
+    nimbus.round()
+    assert len(api.deleted) == 2 and state.storms["wc"].status is TopologyStatus.ACTIVE
+    nimbus.round()
+    api.ready_all()
+    _beat_all(state, clock, "wc")
+    clock.now += 1
+    nimbus.round()
+    st = _status(api)
+    assert st["phase"] == "Running" and _cond(st, "Rolling")["reason"] == "Completed" and "roll" not in st
+    assert _images(api) == {"team/wc:2"} and set(state.assignments["wc"].slots().values()) == before
+    assert state.storms["wc"].status is TopologyStatus.ACTIVE
+    assert "Deactivated" not in api.reasons("wc") and "RollCompleted" in api.reasons("wc")
+
+
+def test_drain_roll_ends_as_soon_as_nothing_is_pending() -> None:
+    """spec.upgrade.mode drain: the spouts' heartbeats after the deactivation say nothing is
+    pending, 2 s in, so the pods are replaced then and not at rebalanceWaitSecs (5)."""
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, {**SPEC, **DRAIN, "worker": {"image": "team/wc:1"}})
+    nimbus.round()
+    api.ready_all()
+    _beat_all(state, clock, "wc", pending=40)
+    nimbus.round()
+    nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, **DRAIN, "worker": {"image": "team/wc:2"}})
+    nimbus.round()
+    assert state.storms["wc"].status is TopologyStatus.INACTIVE and not api.deleted
+    # a heartbeat from before the deactivation (or just after it) says nothing yet
+    _beat_all(state, clock, "wc", pending=0)
+    clock.now += 0.5
+    nimbus.round()
+    assert not api.deleted
+    clock.now += 0.5
+    _beat_all(state, clock, "wc", pending=3)
+    nimbus.round()
+    assert not api.deleted
+    clock.now += 1
+    _beat_all(state, clock, "wc", pending=0)
+    nimbus.round()
+    assert len(api.deleted) == 1
+    assert "nothing pending 2.0s after the deactivation" in [m for n, r, m in api.events if r == "RollReplacing"][0]
 
 
 def test_inactive_topology_rolls_without_waiting_and_stays_inactive() -> None:

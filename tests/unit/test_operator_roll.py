@@ -1,4 +1,6 @@
-"""The roll of a topology's workers to new pod settings, step by step on plain values."""
+"""The roll of a topology's workers to new pod settings, step by step on plain values: the drain
+roll (`spec.upgrade.mode: drain`) and what both modes share (tests/unit/test_roll_modes.py: the
+hand-over roll, and the drain that ends when nothing is pending)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from typing import Any
 import pytest
 
 from squall.models.cluster import TopologyStatus, WorkerSlot
-from squall_operator.roll import DRAINING, REPLACING, Roll, RollInput, step
+from squall_operator.roll import DRAIN, DRAINING, REPLACING, Roll, RollInput, step
 
 pytestmark = pytest.mark.unit
 
@@ -17,7 +19,7 @@ OLD = [("wc-n1-6700", A, "img:1"), ("wc-n2-6700", B, "img:1")]
 
 def _inp(**over: Any) -> RollInput:
     base: dict[str, Any] = dict(now=100.0, storm=TopologyStatus.ACTIVE, outdated=OLD, all_ready=False,
-                                image="img:2", rebalance_wait=5.0, active=True)
+                                image="img:2", rebalance_wait=5.0, active=True, mode=DRAIN)
     return RollInput(**{**base, **over})
 
 
@@ -28,7 +30,7 @@ def _kinds(effects: list[Any]) -> list[str]:
 def test_a_roll_drains_then_replaces_a_slot_at_a_time_and_reactivates() -> None:
     both = frozenset({"wc-n1-6700", "wc-n2-6700"})
     roll, effects = step(None, _inp(ready=both))
-    assert roll == Roll(DRAINING, 105.0, "img:2", ("img:1",))
+    assert roll == Roll(DRAINING, 105.0, "img:2", ("img:1",), DRAIN, 100.0)
     assert _kinds(effects) == ["deactivate", "RollStarted"]
     assert "image img:1 -> img:2" in effects[-1].message and "in 5s" in effects[-1].message
     # draining: nothing is deleted before the due time

@@ -468,6 +468,21 @@ class HealthSpec(_Model):
     window_secs: float = Field(60.0, alias="windowSecs", gt=0, le=limits.MAX_SECONDS, allow_inf_nan=False)
 
 
+class UpgradeMode(str, enum.Enum):
+    # each outdated worker pod replaced slot by slot through the worker hand-over, spouts active
+    HANDOVER = "handover"
+    # spouts deactivated and in-flight tuples finished first (nothing pending, at most
+    # rebalanceWaitSecs), then the pods replaced, then the spouts activated again
+    DRAIN = "drain"
+
+
+class UpgradeSpec(_Model):
+    """How the operator rolls the worker pods onto new pod settings (another image, env,
+    resources). Kubernetes only: `squall run` ignores it; a change applies to the next roll."""
+
+    mode: UpgradeMode = Field(UpgradeMode.HANDOVER, strict=False)
+
+
 class TopologySpec(_Model):
     # limits: squall.limits (docs/topology.md, "Limits"); the totals over the topology (all
     # components, executors, tasks) are `limits.limit_problems`'. Durations are finite: the
@@ -491,6 +506,8 @@ class TopologySpec(_Model):
     worker: WorkerSpec | None = None
     # when the operator calls the running topology Degraded (Kubernetes only)
     health: HealthSpec | None = None
+    # how image and pod-settings changes roll the worker pods (Kubernetes only)
+    upgrade: UpgradeSpec | None = None
 
     @property
     def components(self) -> list[ComponentSpec]:
