@@ -1,5 +1,5 @@
 """Storm's CLI verbs on a running topology: list, activate, deactivate, rebalance, kill,
-set-log-level.
+set-log-level, and the debugging verbs logs and dump-stacks.
 
 Two targets, both behind `Target`:
 
@@ -18,6 +18,13 @@ Two targets, both behind `Target`:
 `set-log-level` writes the topology's log config (squall.loglevels): directly in ZooKeeper on a
 local cluster (no nimbus involved, as Storm's nimbus only stores it too).
 
+`logs` and `dump-stacks` find the workers that hold a component or a task (its executors) from the
+topology's plan and assignment, and ask them through ZooKeeper (squall.worker.debugging). Locally
+the verb reads ZooKeeper and the worker log files (each worker's card names its file); on
+Kubernetes it runs ``python -m squall.worker.debugging`` in one of the topology's worker pods
+(pod exec: the pod has the ZooKeeper and its credentials) and reads the right pods' logs through
+the API server's pod log endpoint, as `kubectl logs` does.
+
 Exit codes: 0 done; 1 refused or failed (no such topology, a transition the topology's state
 does not allow, more executors than tasks, an unreachable ZooKeeper or API server, no answer
 from nimbus); 2 a malformed argument. Every failure is one line on stderr, never a traceback.
@@ -27,10 +34,11 @@ a kill or a rebalance runs after that.
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import IO, Any, Final, Protocol
 
 from squall import limits
 from squall_operator.resources import LOG_LEVELS_ANNOTATION
@@ -45,8 +53,11 @@ __all__ = [
     "TopologyRow",
     "VerbError",
     "ZooKeeperTarget",
+    "follow_files",
+    "format_answer",
     "format_list",
     "merge_log_levels",
+    "tail_offset",
     "parse_executors",
     "parse_zookeeper",
 ]
@@ -139,6 +150,9 @@ class Target(Protocol):
                   wait_secs: float | None) -> str: ...
     def kill(self, name: str, wait_secs: float | None) -> str: ...
     def set_log_level(self, name: str, settings: Sequence[str], remove: Sequence[str]) -> str: ...
+    def logs(self, name: str, target: str | None, follow: bool, tail: int, out: Callable[[str], None]) -> str: ...
+    def dump_stacks(self, name: str, target: str | None, profile_secs: float | None,
+                    out: Callable[[str], None]) -> str: ...
     def close(self) -> None: ...
 
 
@@ -149,6 +163,92 @@ def _check_executors(name: str, tasks: Mapping[str, int], executors: Mapping[str
             raise VerbError(f"rebalance: topology {name!r} has no component {comp!r} (it has {known})")
         if n > tasks[comp]:
             raise VerbError(f"rebalance: {comp} has {tasks[comp]} tasks, cannot run {n} executors")
+
+
+# --- logs and stack dumps -------------------------------------------------------------------
+
+# seconds between two looks at a followed log file
+FOLLOW_POLL_SECS = 0.25
+
+
+def tail_offset(f: IO[bytes], lines: int, block: int = 1 << 16) -> int:
+    """Where the last `lines` lines of the open file `f` start (lines < 0: the whole file)."""
+    end = f.seek(0, os.SEEK_END)
+    if lines < 0:
+        return 0
+    if lines == 0:
+        return end
+    pos = end
+    if end:
+        f.seek(end - 1)
+        if f.read(1) == b"\n":  # the last line's own newline starts no line after it
+            pos = end - 1
+    need = lines
+    while pos > 0:
+        start = max(0, pos - block)
+        f.seek(start)
+        chunk = f.read(pos - start)
+        i = len(chunk)
+        while (i := chunk.rfind(b"\n", 0, i)) >= 0:
+            need -= 1
+            if need == 0:
+                return start + i + 1
+        pos = start
+    return 0
+
+
+def follow_files(paths: Mapping[str, str], tail: int, follow: bool, out: Callable[[str], None], *,
+                 alive: Callable[[], bool] = lambda: True, sleep: Callable[[float], None] = time.sleep,
+                 check_every: int = 8) -> None:
+    """Write the last `tail` lines (tail < 0: all) of each file (name -> path) to `out`, each line
+    prefixed with "[name] " when there are several; `follow`: then their new lines as they come,
+    until `alive()` says no (asked every `check_every` looks)."""
+    prefix = len(paths) > 1
+    files = {name: open(path, "rb") for name, path in sorted(paths.items())}  # noqa: SIM115
+    try:
+        pos = {name: tail_offset(f, tail) for name, f in files.items()}
+        pending = {name: b"" for name in files}
+
+        def drain(name: str, final: bool) -> None:
+            f = files[name]
+            size = f.seek(0, os.SEEK_END)
+            if size < pos[name]:  # cut short (a new file at the same path): from its start
+                pos[name], pending[name] = 0, b""
+            f.seek(pos[name])
+            while chunk := f.read(1 << 16):
+                pos[name] += len(chunk)
+                *whole, pending[name] = (pending[name] + chunk).split(b"\n")
+                for line in whole:
+                    out(("[" + name + "] " if prefix else "") + line.decode("utf-8", "replace"))
+            if final and pending[name]:
+                out(("[" + name + "] " if prefix else "") + pending[name].decode("utf-8", "replace"))
+                pending[name] = b""
+
+        for name in files:
+            drain(name, not follow)
+        looks = 0
+        while follow:
+            sleep(FOLLOW_POLL_SECS)
+            for name in files:
+                drain(name, False)
+            looks += 1
+            if looks % check_every == 0 and not alive():
+                for name in files:
+                    drain(name, True)
+                return
+    finally:
+        for f in files.values():
+            f.close()
+
+
+def format_answer(slot: str, components: Sequence[str], host: str, pid: int, text: str) -> str:
+    """One worker's answer to dump-stacks, under a line naming the worker."""
+    return f"==== worker {slot} on {host} (pid {pid}), running {', '.join(components)} ====\n{text.rstrip()}\n"
+
+
+def _no_answer(name: str, missing: Sequence[str], timeout: float) -> VerbError:
+    return VerbError(f"topology {name}: no answer from worker {', '.join(missing)} within {timeout:g}s "
+                     "(is it running? a worker answers once it has started)")
 
 
 # --- a local cluster, by its ZooKeeper --------------------------------------------------------
@@ -266,6 +366,43 @@ class ZooKeeperTarget:
         self.state.set_log_config(name, LogConfig(loggers={k: LogSetting(**v) for k, v in config.items()}))
         return describe_log_levels(name, config, now)
 
+    def _holders(self, name: str, target: str | None) -> Mapping[str, Sequence[str]]:
+        from squall.worker import debugging
+
+        self._base(name)
+        try:
+            return debugging.resolve(self.state, name, target)
+        except debugging.TargetError as exc:
+            raise VerbError(f"topology {name}: {exc}") from None
+
+    def logs(self, name: str, target: str | None, follow: bool, tail: int, out: Callable[[str], None]) -> str:
+        found = self._holders(name, target)
+        cards = self.state.worker_debugs(name)
+        paths = {}
+        for slot in found:
+            card = cards.get(slot)
+            if card is None:
+                raise VerbError(f"topology {name}: worker {slot} has not said where its log is yet (is it starting?)")
+            if card.log_path is None or not os.path.isfile(card.log_path):
+                where = "no file" if card.log_path is None else f"{card.log_path}, not on this machine"
+                raise VerbError(f"topology {name}: worker {slot} on {card.host} logs to {where}")
+            paths[slot] = card.log_path
+        follow_files(paths, tail, follow, out, alive=lambda: self.state.get_storm(name) is not None)
+        return ""
+
+    def dump_stacks(self, name: str, target: str | None, profile_secs: float | None,
+                    out: Callable[[str], None]) -> str:
+        from squall.worker import debugging
+
+        found = self._holders(name, target)
+        got, missing = debugging.ask(self.state, name, "stacks" if profile_secs is None else "profile",
+                                     list(found), seconds=profile_secs or 0.0, timeout=self.timeout)
+        for slot, card in sorted(got.items()):
+            out(format_answer(slot, found[slot], card.host, card.pid, card.answer))
+        if missing:
+            raise _no_answer(name, missing, self.timeout)
+        return ""
+
 
 # --- Kubernetes -----------------------------------------------------------------------------
 
@@ -294,6 +431,10 @@ def _rows(got: Mapping[str, Any]) -> list[TopologyRow]:
             int(status.get("tasks") or 0), int(status.get("workers") or 0),
             int(status.get("uptimeSecs") or 0), item["metadata"].get("namespace")))
     return rows
+
+
+def _phase(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("status") or {}).get("phase") or "")
 
 
 def merge_log_levels(current: Mapping[str, Any], settings: Sequence[str], remove: Sequence[str],
@@ -356,6 +497,7 @@ class KubernetesTarget:
             raise VerbError(f"kubeconfig: {exc}") from exc
         conf.retries = 0
         self.server = conf.host
+        self.request_timeout = request_timeout
         self.namespace = namespace or ns_from_config or "default"
         self.api = client.CustomObjectsApi(client.ApiClient(conf))
 
@@ -484,6 +626,162 @@ class KubernetesTarget:
         self._patch(name, {"metadata": {"annotations": {
             LOG_LEVELS_ANNOTATION: json.dumps(config, sort_keys=True) if config else None}}})
         return describe_log_levels(name, config, now) + " (the operator hands them to the workers)"
+
+    # --- logs and stack dumps: the worker pods --------------------------------------------
+
+    def _core(self) -> Any:
+        from kubernetes import client
+
+        return client.CoreV1Api(self.api.api_client)
+
+    def _worker_pods(self, name: str) -> dict[str, dict[str, Any]]:
+        """Slot key -> the topology's worker pod serving it (a running one before others)."""
+        from squall_operator.pods import ANNOTATION_SLOT, selector_string
+
+        got = self._call("", self._core().list_namespaced_pod, self.namespace,
+                         label_selector=selector_string(name))
+        pods: dict[str, dict[str, Any]] = {}
+        for pod in self.api.api_client.sanitize_for_serialization(got).get("items") or []:
+            meta = pod.get("metadata") or {}
+            slot = (meta.get("annotations") or {}).get(ANNOTATION_SLOT)
+            if not slot or meta.get("deletionTimestamp"):
+                continue
+            if slot not in pods or _phase(pod) == "Running" != _phase(pods[slot]):
+                pods[slot] = pod
+        return pods
+
+    def _debug_exec(self, name: str, pods: Mapping[str, Mapping[str, Any]], target: str | None,
+                    action: str, seconds: float = 0.0) -> dict[str, Any]:
+        """``python -m squall.worker.debugging`` run in one of the topology's running worker pods
+        (it has the topology's ZooKeeper and credentials): its JSON answer."""
+        import json
+
+        from kubernetes.client.exceptions import ApiException
+        from kubernetes.stream import stream
+
+        running = [p for _, p in sorted(pods.items()) if _phase(p) == "Running"]
+        if not running:
+            raise VerbError(f"topology {name}: no worker pod is running in namespace {self.namespace!r} "
+                            "(the workers are asked through one)")
+        pod = running[0]
+        pod_name = pod["metadata"]["name"]
+        container = next((c for c in pod["spec"]["containers"] if c.get("name") == "worker"), pod["spec"]["containers"][0])
+        args = list(container.get("args") or [])
+
+        def arg(flag: str, default: str) -> str:
+            return args[args.index(flag) + 1] if flag in args[:-1] else default
+
+        command = ["python", "-m", "squall.worker.debugging", "--zookeeper", arg("--zookeeper", ""),
+                   "--root", arg("--root", DEFAULT_ROOT), "--topology", name, "--action", action,
+                   "--seconds", f"{seconds:g}", "--timeout", f"{self.request_timeout:g}",
+                   *(["--target", target] if target else [])]
+        try:
+            ws = stream(self._core().connect_get_namespaced_pod_exec, pod_name, self.namespace,
+                        container=container.get("name"), command=command, stdin=False, stdout=True,
+                        stderr=True, tty=False, _preload_content=False)
+            try:
+                ws.run_forever(timeout=self.request_timeout + seconds + 20.0)
+                stdout, stderr = ws.read_channel(1), ws.read_channel(2)
+            finally:
+                ws.close()
+        except ApiException as exc:
+            raise VerbError(f"the API server at {self.server} refused to exec in pod {pod_name}: "
+                            f"{exc.status} {exc.reason} (the debugging verbs need create on pods/exec)") from None
+        except Exception as exc:
+            raise VerbError(f"exec in pod {pod_name} through {self.server} failed ({type(exc).__name__}: {exc})") from None
+        try:
+            data: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            said = (stderr or stdout).strip().splitlines()
+            raise VerbError(f"topology {name}: pod {pod_name} gave no answer"
+                            + (f" ({said[-1][:300]})" if said else "")) from None
+        if "error" in data:
+            raise VerbError(f"topology {name}: {data['error']}")
+        data["pod"] = pod_name
+        return data
+
+    def logs(self, name: str, target: str | None, follow: bool, tail: int, out: Callable[[str], None]) -> str:
+        self._get(name)
+        pods = self._worker_pods(name)
+        if target is None:
+            slots = list(pods)
+            if not slots:
+                raise VerbError(f"topology {name}: no worker pod in namespace {self.namespace!r} yet")
+        else:
+            slots = list(self._debug_exec(name, pods, target, "where")["holders"])
+        chosen = {}
+        for slot in sorted(slots):
+            if slot not in pods:
+                raise VerbError(f"topology {name}: worker {slot} has no pod (yet)")
+            chosen[slot] = pods[slot]["metadata"]["name"]
+        prefix = len(chosen) > 1
+        core = self._core()
+        tail_lines = tail if tail >= 0 else None
+        if not follow:
+            for slot, pod in chosen.items():
+                text = self._call("", core.read_namespaced_pod_log, pod, self.namespace, container="worker",
+                                  tail_lines=tail_lines)
+                for line in str(text).splitlines():
+                    out(f"[{slot}] {line}" if prefix else line)
+            return ""
+        return self._follow(chosen, tail_lines, out)
+
+    def _follow(self, chosen: Mapping[str, str], tail_lines: int | None, out: Callable[[str], None]) -> str:
+        """The pods' logs as they come (`kubectl logs -f`), until every pod's stream ends."""
+        import queue
+        import threading
+
+        lines: queue.Queue[tuple[str, str | None]] = queue.Queue(maxsize=10_000)
+        core = self._core()
+        prefix = len(chosen) > 1
+        failures: list[str] = []
+
+        def pump(slot: str, pod: str) -> None:
+            try:
+                resp = core.read_namespaced_pod_log(pod, self.namespace, container="worker", follow=True,
+                                                    tail_lines=tail_lines, _preload_content=False,
+                                                    _request_timeout=(5.0, None))
+                rest = b""
+                for chunk in resp.stream(4096):
+                    *whole, rest = (rest + chunk).split(b"\n")
+                    for line in whole:
+                        lines.put((slot, line.decode("utf-8", "replace")))
+                if rest:
+                    lines.put((slot, rest.decode("utf-8", "replace")))
+            except Exception as exc:
+                failures.append(f"pod {pod}: {type(exc).__name__}: {exc}"[:300])
+            finally:
+                lines.put((slot, None))
+
+        for slot, pod in chosen.items():
+            threading.Thread(target=pump, args=(slot, pod), name=f"logs-{pod}", daemon=True).start()
+        live = len(chosen)
+        while live:
+            try:
+                slot, line = lines.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if line is None:
+                live -= 1
+            else:
+                out(f"[{slot}] {line}" if prefix else line)
+        if failures:
+            raise VerbError(f"following the logs failed: {'; '.join(failures)}")
+        return ""
+
+    def dump_stacks(self, name: str, target: str | None, profile_secs: float | None,
+                    out: Callable[[str], None]) -> str:
+        self._get(name)
+        pods = self._worker_pods(name)
+        data = self._debug_exec(name, pods, target, "stacks" if profile_secs is None else "profile",
+                                profile_secs or 0.0)
+        for slot, card in sorted(data.get("answers", {}).items()):
+            pod = (pods.get(slot) or {}).get("metadata", {}).get("name")
+            out(format_answer(f"{slot} (pod {pod})" if pod else slot, data["holders"].get(slot, []),
+                              card["host"], card["pid"], card["answer"]))
+        if data.get("missing"):
+            raise _no_answer(name, data["missing"], self.request_timeout)
+        return ""
 
     def kill(self, name: str, wait_secs: float | None) -> str:
         self._get(name)

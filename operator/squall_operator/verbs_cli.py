@@ -1,4 +1,4 @@
-"""The verbs as commands: `squall list|activate|deactivate|rebalance|kill|set-log-level` and the kubectl
+"""The verbs as commands: `squall list|activate|deactivate|rebalance|kill|set-log-level|logs|dump-stacks` and the kubectl
 plugin `kubectl-squall` (the same verbs, always on Kubernetes), so that
 `kubectl squall rebalance wordcount -n 3` works. See `squall_operator.verbs` for what they do.
 
@@ -6,12 +6,15 @@ No `from __future__ import annotations` here: the option types depend on `kubect
 evaluated when `add_verbs` defines the commands.
 """
 
+import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated
 
 import typer
 
+from squall.worker.debugging import MAX_PROFILE_SECS
 from squall_operator.cli_usage import MAX_SECONDS, OneLineUsageGroup, print_error
 from squall_operator.verbs import (
     EXIT_USAGE,
@@ -80,7 +83,14 @@ def add_verbs(app: typer.Typer, *, kubectl: bool = False) -> None:
         with _verb_errors():
             t = target(zookeeper, kubernetes, namespace, kubeconfig, context, timeout)
             try:
-                typer.echo(fn(t))
+                text = fn(t)
+                if text:
+                    typer.echo(text)
+            except KeyboardInterrupt:  # `logs --follow` ends with Ctrl-C, as `kubectl logs -f`
+                raise typer.Exit(130) from None
+            except BrokenPipeError:  # `squall logs ... | head`
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                raise typer.Exit(0) from None
             finally:
                 t.close()
 
@@ -172,11 +182,49 @@ def add_verbs(app: typer.Typer, *, kubectl: bool = False) -> None:
             lambda t: t.set_log_level(name, level or [], reset or []))
 
 
+    TargetArg = Annotated[str | None, typer.Argument(
+        metavar="[COMPONENT|TASK]",
+        help="the worker(s) running this component's executors, or this task's (default: every worker)")]
+
+    @app.command()
+    def logs(
+        name: NameArg,
+        component_or_task: TargetArg = None,
+        follow: Annotated[bool, typer.Option("--follow", "-f", help="go on printing new lines as they come")] = False,
+        tail: Annotated[int, typer.Option(
+            "--tail", min=-1, metavar="LINES", help="the last LINES lines of each log (-1: all)")] = -1,
+        zookeeper: ZooKeeperOpt = None, kubernetes: KubernetesOpt = False,
+        namespace: NamespaceOpt = None, kubeconfig: KubeconfigOpt = None,
+        context: ContextOpt = None, timeout: TimeoutOpt = 30.0,
+    ) -> None:
+        """Show the log of the worker(s) running a component or a task (Storm UI's log viewer).
+
+        Lines start with [NODE-PORT] when several workers' logs are shown."""
+        run(zookeeper, kubernetes, namespace, kubeconfig, context, timeout,
+            lambda t: t.logs(name, component_or_task, follow, tail, typer.echo))
+
+    @app.command("dump-stacks")
+    def dump_stacks(
+        name: NameArg,
+        component_or_task: TargetArg = None,
+        profile: Annotated[float | None, typer.Option(
+            "--profile", min=0.1, max=MAX_PROFILE_SECS, metavar="SECONDS",
+            help="instead of the stacks, sample where the threads spend SECONDS seconds (a short profile: "
+                 "CPU per thread, the hottest functions and stacks)")] = None,
+        zookeeper: ZooKeeperOpt = None, kubernetes: KubernetesOpt = False,
+        namespace: NamespaceOpt = None, kubeconfig: KubeconfigOpt = None,
+        context: ContextOpt = None, timeout: TimeoutOpt = 30.0,
+    ) -> None:
+        """Print every thread's stack of the workers running a component or task (Storm UI's jstack)."""
+        run(zookeeper, kubernetes, namespace, kubeconfig, context, timeout,
+            lambda t: t.dump_stacks(name, component_or_task, profile, typer.echo))
+
+
 kubectl_app = typer.Typer(
     name="kubectl squall",
     cls=OneLineUsageGroup,
     help="Storm's verbs on Squall Topology resources: list, activate, deactivate, rebalance, kill, "
-         "set-log-level.",
+         "set-log-level, logs, dump-stacks.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,

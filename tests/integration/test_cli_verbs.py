@@ -241,3 +241,77 @@ def test_squall_kill_w_waits_the_time_asked_under_squall_run() -> None:
     assert code == 0, text
     assert "Traceback" not in text and "KILLED" in text, text
     assert "waiting for nimbus to remove it" in text, text
+
+
+def test_logs_and_dump_stacks_find_the_workers_of_a_component_or_task(
+        make_cluster: Callable[..., LocalCluster], tmp_path: Path) -> None:
+    """Storm UI's log viewer and jstack as verbs: `squall logs` shows the log file of the worker
+    that runs a component or a task (every worker's, prefixed, without one; new lines with -f),
+    `squall dump-stacks` prints every thread's stack of those workers (or a short profile), asked
+    through ZooKeeper; unknown topologies, components and tasks are one line and exit 1."""
+    import re
+    import threading
+
+    from squall.plan import build_plan
+    from squall.worker.debugging import holders
+
+    topo = id_pipeline("inspected", tmp_path / "out", 0, rate=50, workers=2)
+    cluster = make_cluster(nodes=2, slots=1)
+    zk = ["--zookeeper", cluster.connect_string]
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: totals(cluster, topo.name)["pass"]["executed"] > 0, 60, "the bolt to run", cluster)
+    assignment = cluster.state.get_assignment(topo.name)
+    assert assignment is not None
+    plan = build_plan(topo, {}, None)
+    both = sorted(s.key() for s in assigned_slots(cluster, topo.name))
+    assert len(both) == 2
+    spout_slot = assignment.executor_slots["1-1"]  # task 1: the spout `ids`
+    assert holders(plan.component_tasks, assignment.executor_slots, "ids") == {spout_slot: ["ids"]}
+
+    # dump-stacks of a component spread over both workers: both answer, with every thread
+    dump = squall("dump-stacks", "inspected", "pass", *zk)
+    assert dump.returncode == 0, dump.stdout + dump.stderr
+    headers = re.findall(r"^==== worker (\S+) on \S+ \(pid \d+\), running pass ====$", dump.stdout, re.M)
+    assert sorted(headers) == both, dump.stdout
+    assert dump.stdout.count('"MainThread" ident=') == 2 and '"squall-debug" ident=' in dump.stdout
+    assert "squall/worker/" in dump.stdout, dump.stdout[:3000]
+    # a task: the one worker running its executor
+    one = squall("dump-stacks", "inspected", "1", *zk)
+    assert one.returncode == 0, one.stderr
+    assert re.findall(r"^==== worker (\S+) ", one.stdout, re.M) == [spout_slot], one.stdout[:500]
+    # a short profile instead of the stacks
+    prof = squall("dump-stacks", "inspected", "ids", "--profile", "0.5", *zk)
+    assert prof.returncode == 0, prof.stderr
+    assert "samples over 0.5s" in prof.stdout and "\nMainThread;" in prof.stdout, prof.stdout[:2000]
+
+    # logs: the spout's worker's log file, its last lines
+    spout_log = next(p for n, p in ((p.name, p) for p in cluster.workdir.glob("worker-*.log")) if spout_slot in n)
+    shown = squall("logs", "inspected", "ids", "--tail", "3", *zk)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert 0 < len(lines) <= 3 and all(line in spout_log.read_text() for line in lines), shown.stdout
+    everything = squall("logs", "inspected", *zk)
+    assert everything.returncode == 0, everything.stderr
+    assert {line.split(" ", 1)[0] for line in everything.stdout.splitlines()} == {f"[{s}]" for s in both}
+
+    # -f: new lines as the worker writes them (a dynamic log level is logged at WARNING)
+    follow = subprocess.Popen([sys.executable, "-m", "squall_operator", "logs", "inspected", "1", "-f",
+                               "--tail", "0", *zk], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(iter(follow.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        time.sleep(3)  # the follower is past the file's end
+        assert squall("set-log-level", "inspected", "-l", "squall.followed=INFO:2", *zk).returncode == 0
+        wait_for(lambda: any("logger squall.followed set to INFO" in line for line in seen) or None, 30,
+                 "the followed log to show the new line", cluster)
+        assert follow.poll() is None, follow.stderr.read()  # type: ignore[union-attr]
+    finally:
+        follow.terminate()
+        follow.wait(10)
+
+    one_line_error(squall("logs", "nosuch", *zk), 1, "no topology named 'nosuch'")
+    one_line_error(squall("logs", "inspected", "cuont", *zk), 1, "no component 'cuont' (it has ids, pass, sink)")
+    one_line_error(squall("dump-stacks", "inspected", "999", *zk), 1, "no task 999")
+    one_line_error(squall("dump-stacks", "nosuch", *zk), 1, "no topology named 'nosuch'")
