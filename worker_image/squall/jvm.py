@@ -31,7 +31,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Self
 
-__all__ = ["LOG4J2_CONSOLE", "JvmServer", "find_java", "free_port", "java_available", "log_tail"]
+__all__ = ["LOG4J2_CONSOLE", "JvmServer", "find_java", "free_port", "java_available", "log_tail", "wait_ready"]
 
 # log4j2 to the console (the JVM's stdout goes to the server's log file); a server adds loggers
 LOG4J2_CONSOLE = """\
@@ -86,6 +86,28 @@ def log_tail(path: str | None, max_bytes: int = 4000) -> str:
         return f.read().decode("utf-8", "replace")
 
 
+def wait_ready(
+    ready: Callable[[], bool],
+    exit_status: Callable[[], int | None],
+    timeout_s: float,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    interval_s: float = 0.05,
+) -> int | None:
+    """Poll until ``ready()``: None then; the process's status if ``exit_status()`` says it ended
+    first; ``TimeoutError`` once ``timeout_s`` have passed on ``clock``."""
+    deadline = clock() + timeout_s
+    while clock() < deadline:
+        status = exit_status()
+        if status is not None:
+            return status
+        if ready():
+            return None
+        sleep(interval_s)
+    raise TimeoutError(f"not ready within {timeout_s:g} s")
+
+
 def die_with_parent(parent_pid: int) -> None:  # runs in the child between fork and exec
     """Own session, and SIGKILL when the starting thread dies (Linux)."""
     os.setsid()
@@ -110,8 +132,18 @@ class JvmServer:
     log_name: ClassVar[str] = "server"  # the log file is <work dir>/<log_name>.log
     stop_timeout_s: ClassVar[float] = 10.0  # SIGTERM's grace before SIGKILL
 
-    def __init__(self, *, startup_timeout_s: float, env: Mapping[str, str] | None) -> None:
+    def __init__(
+        self,
+        *,
+        startup_timeout_s: float,
+        env: Mapping[str, str] | None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.startup_timeout_s = startup_timeout_s
+        # what waiting for the server to come up counts and sleeps with (tests pass their own)
+        self._clock = clock
+        self._sleep = sleep
         # environment for finding java and running it; None = os.environ
         self._env = dict(os.environ if env is None else env)
         self._proc: subprocess.Popen[bytes] | None = None
@@ -177,16 +209,13 @@ class JvmServer:
 
     def _wait_ready(self, ready: Callable[[], bool], timeout_message: str) -> None:
         assert self._proc is not None
-        deadline = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise self.error(
-                    f"{self.name} exited with status {self._proc.returncode} during startup"
-                )
-            if ready():
-                return
-            time.sleep(0.05)
-        raise self.error(timeout_message)
+        try:
+            status = wait_ready(ready, self._proc.poll, self.startup_timeout_s,
+                                clock=self._clock, sleep=self._sleep)
+        except TimeoutError:
+            raise self.error(timeout_message) from None
+        if status is not None:
+            raise self.error(f"{self.name} exited with status {status} during startup")
 
     def _log_tail(self, max_bytes: int = 4000) -> str:
         return log_tail(self.log_path, max_bytes)
