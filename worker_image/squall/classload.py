@@ -17,8 +17,19 @@ import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
 
-__all__ = ["ModuleLoader", "describe", "importing", "on_sys_path"]
+__all__ = ["ClassLoader", "ModuleLoader", "describe", "importing", "on_sys_path"]
+
+
+class ClassLoader(Protocol):
+    """What loads user objects by ``module:attr``: `ModuleLoader` imports them from ``sys.path``;
+    a test can hand plain objects."""
+
+    def load(self, class_path: str) -> object:
+        """The object at ``module:attr``; ``ImportError`` with a message fit for a user if none
+        (caused by a ``ModuleNotFoundError`` when the module is not there)."""
+        ...
 
 
 @contextmanager

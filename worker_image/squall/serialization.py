@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import importlib
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -40,6 +39,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgpack
+
+from squall.classload import ClassLoader, ModuleLoader
 
 __all__ = [
     "Registration",
@@ -273,8 +274,8 @@ def registered() -> dict[str, Registration]:
 
 
 # -- the topology config ------------------------------------------------------------------------
-def _import(path: str, what: str) -> Any:
-    """`module:attr` (or, for a type, `module.Attr`): the object it names."""
+def _import(loader: ClassLoader, path: str, what: str) -> Any:
+    """`module:attr` (or, for a type, `module.Attr`): the object it names, through `loader`."""
     if ":" in path:
         module_name, _, attr = path.partition(":")
         candidates = [(module_name, attr)]
@@ -283,21 +284,14 @@ def _import(path: str, what: str) -> Any:
         candidates = [(".".join(parts[:i]), ".".join(parts[i:])) for i in range(len(parts) - 1, 0, -1)]
     if not all(m and a for m, a in candidates) or not candidates:
         raise SerializationError(f"{what} {path!r}: expected 'module:name' or 'module.name'")
-    last: Exception | None = None
+    last: BaseException | None = None
     for module_name, attr in candidates:
         try:
-            obj: Any = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            last = exc
-            continue
-        except Exception as exc:
-            raise SerializationError(f"{what} {path!r}: importing {module_name} failed: {type(exc).__name__}: {exc}") from exc
-        try:
-            for part in attr.split("."):
-                obj = getattr(obj, part)
-        except AttributeError:
-            raise SerializationError(f"{what} {path!r}: module {module_name} has no attribute {attr!r}") from None
-        return obj
+            return loader.load(f"{module_name}:{attr}")
+        except ImportError as exc:
+            if not isinstance(exc.__cause__, ModuleNotFoundError):
+                raise SerializationError(f"{what} {path!r}: {exc}") from exc
+            last = exc.__cause__  # a dotted type name: perhaps a shorter module
     raise SerializationError(f"{what} {path!r}: cannot import it ({last})")
 
 
@@ -345,11 +339,13 @@ def _is_path(text: str) -> bool:
     return bool(sep and module_name and attr)
 
 
-def resolve_config(value: Any) -> list[Registration]:
-    """Import what `topology.serializers` names. Each entry is `type: 'module:Serializer'` (a
-    class or object with encode and decode) or `type: {encode: 'module:fn', decode:
-    'module:fn', name: optional wire name}`. Raises SerializationError naming the entry; does
-    not register anything (`register_all` does)."""
+def resolve_config(value: Any, loader: ClassLoader | None = None) -> list[Registration]:
+    """Load what `topology.serializers` names, with `loader` (by default a
+    `squall.classload.ModuleLoader`, importing from `sys.path`). Each entry is `type:
+    'module:Serializer'` (a class or object with encode and decode) or `type: {encode:
+    'module:fn', decode: 'module:fn', name: optional wire name}`. Raises SerializationError
+    naming the entry; does not register anything (`register_all` does)."""
+    loader = ModuleLoader() if loader is None else loader
     problems = check_config(value)
     if problems:
         key, message = problems[0]
@@ -357,17 +353,17 @@ def resolve_config(value: Any) -> list[Registration]:
     out: list[Registration] = []
     for key, spec in value.items():
         try:
-            cls = _import(key, "type")
+            cls = _import(loader, key, "type")
             if not isinstance(cls, type):
                 raise SerializationError(f"type {key!r} is not a class (it is a {type(cls).__name__})")
             if isinstance(spec, str):
-                ser = _instance(_import(spec, "serializer"), f"serializer {spec!r}")
+                ser = _instance(_import(loader, spec, "serializer"), f"serializer {spec!r}")
                 encode, decode, name = getattr(ser, "encode", None), getattr(ser, "decode", None), None
                 if not callable(encode) or not callable(decode):
                     raise SerializationError(f"serializer {spec!r} has no callable encode and decode")
             else:
-                encode = _import(spec["encode"], "encode")
-                decode = _import(spec["decode"], "decode")
+                encode = _import(loader, spec["encode"], "encode")
+                decode = _import(loader, spec["decode"], "decode")
                 name = spec.get("name")
                 for part, fn in (("encode", encode), ("decode", decode)):
                     if not callable(fn):

@@ -834,7 +834,7 @@ class _Checker:
         out: list[serialization.Registration] = []
         for key, spec in value.items():
             try:
-                out.extend(serialization.resolve_config({key: spec}))
+                out.extend(serialization.resolve_config({key: spec}, self.loader))
             except serialization.SerializationError as exc:
                 self.add(_format_loc([*base, key]), spec, str(exc).removeprefix(f"{key}: "))
         return out
