@@ -16,6 +16,13 @@ JSON API (shaped after Storm UI's `/api/v1`):
     POST /api/v1/topology/{id}/rebalance/{wait-time}   {"rebalanceOptions": {"numWorkers": N,
                                                           "executors": {"component": P}}}
     POST /api/v1/topology/{id}/kill/{wait-time}
+    GET  /api/v1/topology/{id}/profiling/dumpjstack/{node-port}   every thread's stack of a worker
+                                   (Storm's jstack; `/topology/{id}/stacks/{node-port}`: the same as text)
+
+A stack dump (squall.worker.debugging) asks the worker through ZooKeeper, as `squall
+dump-stacks` does: it changes nothing, so it needs no enabled actions, but a browser must ask from
+the UI's own pages (403 otherwise: another site's link cannot set workers dumping), one dump at a
+time (429 while one runs), and a worker that does not answer in `STACKS_TIMEOUT_SECS` is 504.
 
 The actions answer 403 unless the UI was started with them enabled (`squall run --ui-actions`,
 the chart's `ui.actions`), and 403 to a browser that says the request comes from another site
@@ -63,6 +70,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from squall.models.cluster import NimbusRequest
 from squall.state import CONNECTION_ERRORS, ClusterState, StateError
+from squall.worker import debugging
 from squall_operator import stored
 from squall_operator.nimbus import Nimbus, NimbusError
 from squall_operator.requests import perform
@@ -86,6 +94,8 @@ log = logging.getLogger("squall.ui")
 HERE = Path(__file__).resolve().parent
 MAX_WAIT_SECS = 86400.0
 MAX_BODY_BYTES = 64 * 1024  # a rebalance's options are a few hundred bytes
+# seconds a stack dump waits for its worker's answer
+STACKS_TIMEOUT_SECS = 15.0
 
 
 class ActionRefused(Exception):
@@ -423,8 +433,40 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
         return JSONResponse({"topologyOperation": op, "topologyId": name, "status": "success",
                              "message": message})
 
+    dumping = threading.Lock()
+
+    async def stacks(request: Request) -> Response:
+        name, slot = request.path_params["id"], request.path_params["slot"]
+        text = request.url.path.startswith("/topology/")
+        site = request.headers.get("sec-fetch-site")
+        if site is not None and site not in ("same-origin", "none"):
+            return _error(403, f"stack dumps come from the UI's own pages only (Sec-Fetch-Site: {_shown(site)})")
+        if not is_topology_id(name):
+            return _error(404, no_topology(name))
+        if data.state.get_storm(name) is None:
+            return _error(404, no_topology(name))
+        assignment = data.state.get_assignment(name)
+        if assignment is None or slot not in set(assignment.executor_slots.values()):
+            return _error(404, f"topology {_shown(name)} has no worker {_shown(slot)}")
+        if not dumping.acquire(blocking=False):
+            return _error(429, "a stack dump is under way; retry in a moment")
+        try:
+            got, _ = await run_in_threadpool(debugging.ask, data.state, name, "stacks", [slot],
+                                             timeout=STACKS_TIMEOUT_SECS)
+        finally:
+            dumping.release()
+        card = got.get(slot)
+        if card is None:
+            return _error(504, f"worker {_shown(slot)} did not answer within {STACKS_TIMEOUT_SECS:g}s")
+        if text:
+            return Response(card.answer, media_type="text/plain; charset=utf-8")
+        return JSONResponse({"topologyId": name, "worker": slot, "host": card.host, "pid": card.pid,
+                             "dump": card.answer})
+
     routes = [
         Route("/", index),
+        Route("/topology/{id}/stacks/{slot}", stacks),
+        Route("/api/v1/topology/{id}/profiling/dumpjstack/{slot}", stacks),
         Route("/topology/{id}", topology_page),
         Route("/api/v1/cluster/summary", cluster_summary),
         Route("/api/v1/topology/summary", topology_summary),

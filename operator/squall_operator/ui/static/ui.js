@@ -39,6 +39,15 @@
     }
     return tr;
   }
+  // Storm UI's jstack: every thread's stack of the worker, as text in a new tab
+  function stacksLink(topology, slot) {
+    const a = document.createElement("a");
+    a.href = "/topology/" + encodeURIComponent(topology) + "/stacks/" + encodeURIComponent(slot);
+    a.target = "_blank";
+    a.rel = "noopener";
+    a.textContent = "stacks";
+    return a;
+  }
   function empty(span, message) {
     const tr = row([[message, "", {colspan: String(span)}]]);
     tr.className = "empty";
@@ -79,7 +88,7 @@
     set("window-label", "(" + label + ")");
     const wb = document.querySelector("#workers tbody");
     if (wb) wb.replaceChildren(...t.workers.map((w) => row([w.node + "-" + w.port, w.host, w.port, w.uptime,
-      w.heartbeatAgeSecs, w.components.join(", "), w.executors.join(" ")])));
+      w.heartbeatAgeSecs, w.components.join(", "), w.executors.join(" "), stacksLink(t.id, w.node + "-" + w.port)])));
     const eb = document.querySelector("#errors tbody");
     if (eb) eb.replaceChildren(...(t.errors.length ? t.errors.map((e) => row([e.timePretty, e.component, e.executor || "",
       e.task, e.host + ":" + e.port, [e.error, "err", {title: String(e.errorFull ?? "")}]])) : [empty(6, "No errors.")]));
