@@ -1,24 +1,31 @@
 """The UI's stack dump (Storm UI's jstack) on a LocalCluster (real ZooKeeper, real workers): the
 topology page links every worker's stacks; the link and the JSON API ask that worker through
 ZooKeeper and show its threads; an unknown worker is 404 and another site's request 403, even on
-a read-only UI."""
+a read-only UI. In headless Chromium (as test_ui_browser): the link the page's script renders
+opens the worker's threads in a new tab (docs/ui-stacks.png when SQUALL_UI_SCREENSHOTS=docs)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import assigned_slots, id_pipeline, wait_running  # the integration tests' helpers
+from helpers import assigned_slots, id_pipeline, wait_for, wait_running  # the integration tests' helpers
 
 from squall_operator.local import LocalCluster
 from squall_operator.ui import UiServer, create_app
 from squall_operator.ui.data import UiData
 
 pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
 
 
 def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -61,5 +68,48 @@ def test_ui_links_and_serves_every_workers_stacks(make_cluster: Callable[..., Lo
         status, _, body = get(ui.url + f"topology/dumped/stacks/{slots[0]}", {"Sec-Fetch-Site": "cross-site"})
         assert status == 403 and "UI's own pages" in body
     finally:
+        ui.stop()
+        data.stop()
+
+
+@pytest.mark.skipif(not CHROMIUM or not CHROMEDRIVER, reason="Debian's chromium and chromium-driver are not "
+                    "installed (scripts/setup-browser installs them as root)")
+def test_stacks_link_in_headless_chromium(make_cluster: Callable[..., LocalCluster], tmp_path: Path) -> None:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    cluster = make_cluster(nodes=1, slots=1)
+    topo = id_pipeline("dumped", tmp_path / "out", 0, rate=20, workers=1)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    (slot,) = sorted(s.key() for s in assigned_slots(cluster, "dumped"))
+    data = UiData(cluster.state, interval=0.5)
+    data.start()
+    ui = UiServer(create_app(data, None)).start()
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1360,1000", "--hide-scrollbars", "--force-device-scale-factor=1"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        driver.get(ui.url + "topology/dumped")
+        # the script's own rendering of the workers' table (it replaces the server's every poll)
+        wait_for(lambda: driver.execute_script("return document.body.dataset.updated || ''"), 30,
+                 "the page's script to render the topology")
+        href = driver.execute_script(
+            "const a = document.querySelector('#workers tbody a'); if (a) a.click(); return a ? a.getAttribute('href') : '';")
+        assert href == f"/topology/dumped/stacks/{slot}", href
+        wait_for(lambda: len(driver.window_handles) == 2 or None, 30, "the stacks tab to open")
+        driver.switch_to.window(driver.window_handles[1])
+        body = wait_for(lambda: '"MainThread" ident=' in (t := driver.execute_script(
+            "return document.body ? document.body.innerText : ''")) and t, 30, "the worker's threads")
+        assert body.startswith(f"worker {slot} (pid ") and '"squall-debug" ident=' in body, body[:1000]
+        driver.save_screenshot(str(tmp_path / "ui-stacks.png"))
+        if os.environ.get("SQUALL_UI_SCREENSHOTS") == "docs":
+            driver.save_screenshot(str(REPO / "docs" / "ui-stacks.png"))
+    finally:
+        driver.quit()
         ui.stop()
         data.stop()
