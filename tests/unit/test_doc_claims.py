@@ -2,9 +2,10 @@
 every `squall` verb, and every name in a `squall`/`squall_operator` module. Docs drifted from
 the code before (tests moved or removed, a module renamed) with nothing to say so.
 
-Read as text, nothing imported but the CLI's command table. docs/performance-log.md is left out:
-it is a dated history and names what was tried and reverted. A table whose first header cell is
-`removed` names what is gone on purpose (its first column is not checked).
+Read as text, nothing imported but the CLI's command table. Left out: docs/performance-log.md, a
+dated history that names what was tried and reverted, and a design note whose title says it is
+"(not built yet)": it names what is to come. A table whose first header cell is `removed` names
+what is gone on purpose (its first column is not checked).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from squall_operator.cli import app
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "performance-log.md") + [ROOT / "README.md"]
+DOCS = sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "performance-log.md"
+              and "(not built yet)" not in p.read_text(encoding="utf-8").partition("\n")[0]) + [ROOT / "README.md"]
 # paths a doc names without claiming they are in the repository, and why
 NOT_IN_THE_REPOSITORY = {
     "scripts/test.cold": "docs/testing.md: the copy of scripts/test that its cold-run recipe has the reader make",
