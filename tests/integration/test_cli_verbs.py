@@ -311,6 +311,22 @@ def test_logs_and_dump_stacks_find_the_workers_of_a_component_or_task(
         follow.terminate()
         follow.wait(10)
 
+    # what the verbs run inside a worker pod on Kubernetes (pod exec): the same question, as JSON
+    import json
+
+    host, _, root = cluster.connect_string.partition("/")
+    inside = subprocess.run([sys.executable, "-m", "squall.worker.debugging", "--zookeeper", host, "--root",
+                             "/" + root, "--topology", "inspected", "--target", "pass", "--action", "stacks"],
+                            capture_output=True, text=True, timeout=60)
+    assert inside.returncode == 0, inside.stdout + inside.stderr
+    answer = json.loads(inside.stdout)
+    assert sorted(answer["holders"]) == both and sorted(answer["answers"]) == both and answer["missing"] == []
+    assert all('"MainThread"' in a["answer"] for a in answer["answers"].values())
+    where = subprocess.run([sys.executable, "-m", "squall.worker.debugging", "--zookeeper", host, "--root",
+                            "/" + root, "--topology", "inspected", "--target", "9999"],
+                           capture_output=True, text=True, timeout=60)
+    assert where.returncode == 1 and "no task 9999" in json.loads(where.stdout)["error"], where.stdout
+
     one_line_error(squall("logs", "nosuch", *zk), 1, "no topology named 'nosuch'")
     one_line_error(squall("logs", "inspected", "cuont", *zk), 1, "no component 'cuont' (it has ids, pass, sink)")
     one_line_error(squall("dump-stacks", "inspected", "999", *zk), 1, "no task 999")
