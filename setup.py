@@ -30,9 +30,12 @@ COMPILED = [
     "squall/counters.py",
     "squall/groupings.py",
     "squall/tuples.py",
+    "squall/worker/anchoring.py",
+    "squall/worker/bolt.py",
     "squall/worker/control.py",
     "squall/worker/executor.py",
     "squall/worker/routing.py",
+    "squall/worker/spout.py",
     "squall/worker/transport.py",
 ]
 

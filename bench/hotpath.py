@@ -37,7 +37,7 @@ from squall.components import BasicBolt, Bolt, Spout, Tuple
 from squall.groupings import Chooser, make_chooser
 from squall.models.cluster import WorkerSlot
 from squall.models.v1alpha1 import Grouping
-from squall.worker import executor as exm
+from squall.worker import bolt as boltm, spout as spoutm
 from squall.worker import runtime as rtm
 from squall.gcpolicy import POLICY as GC_POLICY
 from squall.worker.routing import Inbox
@@ -104,7 +104,7 @@ def main() -> None:
     plan = SimpleNamespace(topology_id="t", task_component={1: "spout", 2: "split", 3: "count", 4: "count"})
 
     def bolt(cls: type, task: int, comp: str, chooser: Chooser) -> Any:
-        ex = exm.BoltExecutor(worker, plan, (task, task), comp, cls, {}, None)  # type: ignore[arg-type]
+        ex = boltm.BoltExecutor(worker, plan, (task, task), comp, cls, {}, None)  # type: ignore[arg-type]
         ex._task_component = plan.task_component
         ex._fields_by_comp = {("spout", "default"): {"sentence": 0}, ("split", "default"): {"word": 0}}
         ex.routes = {task: {"default": [chooser]}}
@@ -140,7 +140,7 @@ def main() -> None:
         return go
 
     # the spout: acked emits with a shuffle to one remote split task, its acker in this worker
-    spout = exm.SpoutExecutor(worker, plan, (1, 1), "spout", Sentences, {})  # type: ignore[arg-type]
+    spout = spoutm.SpoutExecutor(worker, plan, (1, 1), "spout", Sentences, {})  # type: ignore[arg-type]
     spout.routes = {1: {"default": [make_chooser(Grouping.SHUFFLE, [2])]}}
     spout.task_dest = {2: WorkerSlot("n", 2)}
     spout.acker_tasks = (9,)

@@ -33,7 +33,9 @@ sys.path.insert(0, str(HERE / "topologies"))
 
 from squall.components import Tuple  # noqa: E402
 from squall.windowing import WindowConfig, WindowedBoltExecutor  # noqa: E402
-from squall.worker.executor import SETTLE_AT, BoltCollector, Executor, WindowFeed  # noqa: E402
+from squall.worker.anchoring import BoltCollector  # noqa: E402
+from squall.worker.bolt import WindowFeed  # noqa: E402
+from squall.worker.executor import SETTLE_AT, Executor  # noqa: E402
 from windowed import SlidingWordCount  # noqa: E402
 
 WORDS = ("the cow jumped over the moon an apple a day keeps the doctor away four score and "

@@ -18,7 +18,8 @@ import pytest
 from squall import wire
 from squall.acker import AckerLedger
 from squall.components import Tuple
-from squall.worker.executor import BoltCollector, Executor
+from squall.worker.anchoring import BoltCollector
+from squall.worker.executor import Executor
 
 pytestmark = pytest.mark.unit
 

@@ -21,7 +21,9 @@ from squall.plan import TopologyPlan, build_plan
 from squall.validation import declared_streams
 from squall.worker.engine import step_order
 from squall.worker.errorlog import ErrorThrottle
-from squall.worker.executor import HELD_WAIT, SPOUT_BATCH, BoltExecutor, SpoutExecutor, is_isolated
+from squall.worker.bolt import BoltExecutor
+from squall.worker.executor import HELD_WAIT, SPOUT_BATCH, is_isolated
+from squall.worker.spout import SpoutExecutor
 from squall.worker.routing import Inbox, Routing
 
 pytestmark = pytest.mark.unit

@@ -22,7 +22,8 @@ from squall import WindowedBolt, wire
 from squall.acker import AckerLedger
 from squall.components import Tuple
 from squall.windowing import WindowConfig, WindowedBoltExecutor
-from squall.worker.executor import BoltCollector, WindowFeed
+from squall.worker.anchoring import BoltCollector
+from squall.worker.bolt import WindowFeed
 from test_collector_anchoring import executor  # the same real, unstarted executor (tests/unit)
 
 pytestmark = pytest.mark.unit

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from squall.worker.executor import WindowFeed
+from squall.worker.bolt import WindowFeed
 from test_window_acking import Run, random_run
 
 pytestmark = pytest.mark.unit

@@ -27,9 +27,12 @@ MODULES = (
     "squall.counters",
     "squall.groupings",
     "squall.tuples",
+    "squall.worker.anchoring",
+    "squall.worker.bolt",
     "squall.worker.control",
     "squall.worker.executor",
     "squall.worker.routing",
+    "squall.worker.spout",
     "squall.worker.transport",
 )
 ROOT = Path(__file__).resolve().parent  # the squall package

@@ -823,7 +823,7 @@ class WindowedBoltExecutor:
     def _execute_mirrored(self, tup: Tuple) -> None:
         """`_execute_timed` that also moves the tuple's anchors to the window's lists, for
         `settle` to copy into its arrays (the worker's executor runs the same steps compiled:
-        `squall.worker.executor.WindowFeed`, and settles after each batch)."""
+        `squall.worker.bolt.WindowFeed`, and settles after each batch)."""
         if self._execute_timed(tup) is None:
             return
         rooted = self.rooted

@@ -46,7 +46,9 @@ from squall.worker import allocator, health, metrics
 from squall.worker.control import group_inits, route_done, sort_control
 from squall.worker.errorlog import ErrorThrottle, throttle_settings
 from squall.worker.engine import Engine
-from squall.worker.executor import BoltExecutor, Executor, SpoutExecutor, is_isolated
+from squall.worker.bolt import BoltExecutor
+from squall.worker.executor import Executor, is_isolated
+from squall.worker.spout import SpoutExecutor
 from squall.gcpolicy import POLICY as GC_POLICY
 from squall.worker.handover import DRAIN_SECS, Leaving, should_leave
 from squall.worker.host import HostedExecutor
