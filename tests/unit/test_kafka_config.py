@@ -132,3 +132,12 @@ def test_the_default_translator_emits_the_declared_fields() -> None:
         "clicks", 2, "k", {"h": b"v"}, 1_700_000_000_500]
     with pytest.raises(ValueError, match=r"output fields \['word'\] are not record attributes"):
         default_translator(["value", "word"])
+
+
+def test_each_submission_is_its_own_deployment() -> None:
+    """Storm's storm id differs with each submission; the spout's commit metadata says which
+    submission committed by the topology's name and launch time (milliseconds)."""
+    assert assignment.deployment_id("clicks", 1764250000.5) == "clicks-1764250000500"
+    assert assignment.deployment_id("clicks", 1764250000.5) != assignment.deployment_id("clicks", 1764250001.0)
+    assert assignment.deployment_id("clicks", "1764250000.5") == "clicks-1764250000500"
+    assert assignment.deployment_id("clicks", None) == "clicks"  # no launch time: the name alone

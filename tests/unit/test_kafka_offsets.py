@@ -128,3 +128,51 @@ def test_never_commits_past_an_unacked_offset(emitted: list[int], rnd: random.Ra
     expected = max(done_below) + 1 if done_below else 0
     assert all(c <= first_unacked for c in commits)
     assert (m.next_commit_offset() or m.committed) == expected
+
+
+def reference_ready(committed: int, emitted: set[int], acked: set[int]) -> int:
+    """The commit point by its definition: just past the last acked offset below the first emitted
+    offset not acked (offsets never emitted in between do not count), else the committed point."""
+    unacked = [o for o in emitted if o >= committed and o not in acked]
+    first_unacked = min(unacked) if unacked else None
+    done = [o for o in acked if o >= committed and (first_unacked is None or o < first_unacked)]
+    return max(done) + 1 if done else committed
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("eeeaaacx"), st.integers(0, 5)), max_size=120))
+def test_matches_its_definition_through_emits_acks_and_commits(ops: list[tuple[str, int]]) -> None:
+    """Emits in order with gaps, acks (in order, out of order, twice), re-emits of retried
+    offsets, commits of the commit point and commits from elsewhere past it: the manager's commit
+    point is always the definition's, and it counts exactly the emitted offsets not committed."""
+    m = OffsetManager(3)
+    committed, emitted, acked = 3, set(), set()
+    nxt = 3
+    for op, n in ops:
+        if op == "e":
+            nxt += n  # a gap of n offsets never emitted (compaction, markers)
+            m.add_emitted(nxt)
+            emitted.add(nxt)
+            nxt += 1
+        elif op == "a" and emitted:
+            o = sorted(emitted)[n % len(emitted)]
+            m.add_acked(o)
+            acked.add(o)
+        elif op == "x" and emitted:
+            o = sorted(emitted)[n % len(emitted)]
+            m.add_emitted(o)  # a retry emitted again: counted once
+        elif op == "c":
+            point = m.next_commit_offset()
+            if point is not None:
+                m.commit(point)
+                committed = point
+        if op == "c" and n == 5:
+            # a commit from elsewhere (another reader, a state's start) past the commit point
+            committed = max(committed, nxt - n)
+            m.commit(committed)
+        emitted = {o for o in emitted if o >= committed}
+        acked = {o for o in acked if o >= committed}
+        expected = reference_ready(committed, emitted, acked)
+        assert (m.next_commit_offset() or m.committed) == max(expected, m.committed)
+        assert m.num_uncommitted == len(emitted)
+        assert all(m.is_emitted(o) for o in emitted)

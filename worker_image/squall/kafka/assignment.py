@@ -13,8 +13,18 @@ Pure: plain values.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
-__all__ = ["BEGINNING", "END", "TopicPartitionKey", "assign_partitions", "first_poll_position", "task_index"]
+__all__ = [
+    "BEGINNING",
+    "END",
+    "LAUNCH_TIME_KEY",
+    "TopicPartitionKey",
+    "assign_partitions",
+    "deployment_id",
+    "first_poll_position",
+    "task_index",
+]
 
 TopicPartitionKey = tuple[str, int]
 
@@ -32,6 +42,19 @@ def assign_partitions(partitions: Iterable[TopicPartitionKey], index: int, total
     return ordered[index::total]
 
 
+# the worker's config key for when the topology was submitted (StormBase.launch_time_secs)
+LAUNCH_TIME_KEY = "topology.launch.time.secs"
+
+
+def deployment_id(topology_id: str, launch_time_secs: Any) -> str:
+    """"This topology" in the spout's commit metadata: Storm's storm id (`name-N-launchtime`)
+    differs with each submission, and so does this, the topology's name and when it was
+    submitted (milliseconds). Without a launch time: the name alone."""
+    if launch_time_secs is None:
+        return topology_id
+    return f"{topology_id}-{round(float(launch_time_secs) * 1000)}"
+
+
 BEGINNING = "beginning"
 END = "end"
 
@@ -40,8 +63,11 @@ def first_poll_position(strategy: str, committed: int | None, committed_by_this_
     """Where a newly assigned partition is read from (storm-kafka-client's `doSeek`): an offset,
     or `BEGINNING` / `END` of the partition.
 
-    A commit of this topology is always resumed from; another's only by the UNCOMMITTED_*
-    strategies; without a commit, *EARLIEST starts at the beginning and *LATEST at the end."""
+    A commit of this deployment of the topology (`deployment_id`) is always resumed from (a
+    worker restarted, a partition moved); any other commit (an earlier submission's, another
+    topology's) only by the UNCOMMITTED_* strategies: EARLIEST and LATEST apply at every
+    submission, regardless of previous commits. Without a commit, *EARLIEST starts at the
+    beginning and *LATEST at the end."""
     if committed is not None and committed >= 0:
         if committed_by_this_topology or strategy.startswith("UNCOMMITTED_"):
             return committed

@@ -110,6 +110,9 @@ class KafkaSpoutConfig(_Client):
     maxUncommittedOffsets: int = Field(default=100_000, ge=1)
     partitionRefreshPeriodMs: int = Field(default=2_000, ge=100)
     pollBatchSize: int = Field(default=500, ge=1, le=100_000)
+    # records one next_tuple call may emit from the polled batch (1: Storm's one per call); the
+    # spout never takes its tuples in flight past topology.max.spout.pending with them
+    emitBatch: int = Field(default=64, ge=1, le=100_000)
     metadataTimeoutMs: int = Field(default=10_000, ge=100)
     retry: RetryConfig = RetryConfig()
     deadLetterTopic: str | None = None

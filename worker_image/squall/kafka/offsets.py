@@ -13,7 +13,6 @@ Pure: plain ints, no client, no clock. The spout marks offsets emitted and acked
 from __future__ import annotations
 
 import bisect
-import heapq
 
 __all__ = ["OffsetManager"]
 
@@ -23,40 +22,69 @@ class OffsetManager:
 
     `committed`: Kafka's meaning, the next offset to read after a restart (every offset below it
     is processed). Memory: one int per emitted, un-committed offset (the spout bounds their number
-    with `maxUncommittedOffsets`).
+    with `maxUncommittedOffsets`), plus one per offset acked out of order ahead of the first
+    un-acked one.
+
+    The emitted offsets are one sorted list; `_head` counts its leading offsets that are acked
+    (the commit point is just past the last of them). Polled records come in order and are
+    mostly acked in order, so emitting is an append and an ack moves `_head` by one: no per-offset
+    set or heap entry. An ack out of order waits in `_acked` until `_head` reaches it.
     """
 
-    __slots__ = ("committed", "_emitted", "_emitted_set", "_acked", "_ready", "latest_emitted")
+    __slots__ = ("committed", "_emitted", "_head", "_acked", "_ready", "latest_emitted")
 
     def __init__(self, committed: int) -> None:
         self.committed = committed
-        self._emitted: list[int] = []  # sorted; offsets >= committed
-        self._emitted_set: set[int] = set()
-        self._acked: list[int] = []  # a min-heap of acked offsets not yet below _ready
+        self._emitted: list[int] = []  # sorted, distinct; offsets >= committed
+        self._head = 0  # _emitted[:_head] are acked (or below _ready: done)
+        self._acked: set[int] = set()  # acked offsets of _emitted[_head:] (out of order)
         self._ready = committed  # everything below it is acked (or was never emitted)
         self.latest_emitted: int | None = None
 
     # -- what the spout tells it -------------------------------------------------------------
     def add_emitted(self, offset: int) -> None:
-        if offset < self.committed or offset in self._emitted_set:
-            return  # a retry of an offset already counted, or one committed already
-        self._emitted_set.add(offset)
-        if not self._emitted or offset > self._emitted[-1]:
-            self._emitted.append(offset)  # the usual case: polled in order
-        else:
-            bisect.insort(self._emitted, offset)
-        if self.latest_emitted is None or offset > self.latest_emitted:
+        if offset < self.committed:
+            return  # committed already
+        emitted = self._emitted
+        if not emitted or offset > emitted[-1]:
+            emitted.append(offset)  # the usual case: polled in order
             self.latest_emitted = offset
+            return
+        i = bisect.bisect_left(emitted, offset)
+        if emitted[i] == offset:
+            return  # a retry of an offset already counted
+        emitted.insert(i, offset)
+        if i < self._head:
+            self._head += 1  # below the commit point already (a gap it skipped): it cannot hold it back
 
     def add_acked(self, offset: int) -> None:
         """`offset` is processed (acked, or skipped for good: retries spent, a poison record)."""
         if offset < self._ready:
             return  # acked twice, or already counted as committable
-        heapq.heappush(self._acked, offset)
-        self._advance()
+        emitted = self._emitted
+        h = self._head
+        if h < len(emitted) and emitted[h] == offset:
+            h += 1  # the usual case: the first un-acked offset
+            acked = self._acked
+            if acked:
+                n = len(emitted)
+                while h < n and emitted[h] in acked:
+                    acked.discard(emitted[h])
+                    h += 1
+            self._head = h
+            self._ready = emitted[h - 1] + 1
+        elif offset == self._ready and not self.is_emitted(offset):
+            self._ready = offset + 1  # never emitted, and next in line
+        else:
+            self._acked.add(offset)
 
     def is_emitted(self, offset: int) -> bool:
-        return offset in self._emitted_set
+        latest = self.latest_emitted
+        if latest is None or offset > latest:
+            return False
+        emitted = self._emitted
+        i = bisect.bisect_left(emitted, offset)
+        return i < len(emitted) and emitted[i] == offset
 
     # -- what the spout asks ------------------------------------------------------------------
     @property
@@ -73,37 +101,25 @@ class OffsetManager:
         if offset <= self.committed:
             return
         self.committed = offset
-        cut = bisect.bisect_left(self._emitted, offset)
-        for o in self._emitted[:cut]:
-            self._emitted_set.discard(o)
-        del self._emitted[:cut]
-        if self._ready < offset:
-            self._ready = offset
-            while self._acked and self._acked[0] < offset:
-                heapq.heappop(self._acked)
-            self._advance()
-
-    def _advance(self) -> None:
-        nxt = self._ready
+        emitted = self._emitted
+        cut = bisect.bisect_left(emitted, offset)
+        del emitted[:cut]
+        h = self._head - cut
         acked = self._acked
-        while acked:
-            cur = acked[0]
-            if cur < nxt:
-                heapq.heappop(acked)  # a duplicate
-            elif cur == nxt:
-                heapq.heappop(acked)
-                nxt = cur + 1
-            elif nxt in self._emitted_set:
-                break  # emitted and not acked yet: the commit point stops here
-            else:
-                # nxt was never emitted: skip the gap when no emitted offset lies in [nxt, cur)
-                i = bisect.bisect_left(self._emitted, nxt)
-                if i < len(self._emitted) and self._emitted[i] == cur:
-                    heapq.heappop(acked)
-                    nxt = cur + 1
-                else:
-                    break
-        self._ready = nxt
+        if acked:
+            self._acked = acked = {o for o in acked if o >= offset}
+        if h < 0 or self._ready < offset:
+            # committed past the commit point (another reader's commit, a state's start): what
+            # lies above it counts from there
+            h = 0
+            self._ready = offset
+            n = len(emitted)
+            while h < n and emitted[h] in acked:
+                acked.discard(emitted[h])
+                h += 1
+            if h:
+                self._ready = emitted[h - 1] + 1
+        self._head = h
 
     def __repr__(self) -> str:
         return (f"<OffsetManager committed={self.committed} ready={self._ready} "

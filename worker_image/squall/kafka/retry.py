@@ -43,6 +43,10 @@ class RetrySchedule(Generic[M]):
         self._partition_of = partition_of
         self._fails: dict[M, int] = {}  # failures so far, of messages seen failing
         self._due: dict[M, float] = {}  # scheduled message -> when it is due
+        # the same dicts, read by the spout's loop without a call: `if schedule.due:` is whether
+        # any retry is scheduled, `if schedule.failing:` whether any message has failed
+        self.due = self._due
+        self.failing = self._fails
         self._heap: list[tuple[float, int, M]] = []  # (due, seq, msg); stale entries skipped
         self._seq = 0
 

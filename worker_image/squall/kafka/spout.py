@@ -9,6 +9,12 @@ dead-letter topic, or is dropped and counted. A record whose decoder or translat
 poison record) is counted, logged with its topic/partition/offset, sent to the dead-letter topic
 when there is one, and its partition moves on.
 
+A `next_tuple` call emits up to `emitBatch` of the polled records (amortising its per-call checks:
+metadata, the commit timer, retries), never more than maxSpoutPending less the tuples in flight.
+Commits carry this deployment's id (`assignment.deployment_id`: the name and the submission's
+launch time, as Storm's storm id), and where a deployment starts a partition is committed as its
+own before the partition is read: EARLIEST / LATEST apply once per submission, not per worker start.
+
 `next_tuple` never blocks: records come from librdkafka's prefetch queue (`consume(timeout=0)`),
 commits are asynchronous (confirmed by their callback before the bookkeeping moves), and the
 metadata (partitions, committed offsets: calls that wait on the broker) is fetched by a helper
@@ -47,8 +53,10 @@ from squall.components import SpoutOutputCollector, Spout, TopologyContext
 from squall.kafka.admin import ClientErrors, KafkaUnavailable, client_config, describe_error
 from squall.kafka.assignment import (
     BEGINNING,
+    LAUNCH_TIME_KEY,
     TopicPartitionKey,
     assign_partitions,
+    deployment_id,
     first_poll_position,
     task_index,
 )
@@ -111,6 +119,10 @@ def _librdkafka_offset(start: int | str) -> int:
     return OFFSET_BEGINNING if start == BEGINNING else OFFSET_END
 
 
+def _no_pick(row: tuple[Any, ...]) -> list[Any]:
+    raise AssertionError("a custom translator: the spout calls it, not a picker")
+
+
 class _Snapshot:
     """What the metadata thread last learnt (handed over whole: nothing is lost by replacing)."""
 
@@ -129,12 +141,15 @@ class _MetadataThread:
     with a client of its own, off the spout's thread (those calls wait on the broker)."""
 
     def __init__(self, cfg: KafkaSpoutConfig, props: dict[str, Any], index: int, total: int,
-                 topology_id: str, name: str, resolve: bool = False) -> None:
+                 deployment: str, name: str, resolve: bool = False, claim: str | None = None) -> None:
         self.cfg = cfg
-        self.resolve = resolve  # symbolic starts (beginning, end) as offsets: the stateful spout's
+        # a new partition's start, unless this deployment committed it, is committed with this
+        # metadata before the spout is given the partition (None: not)
+        self.claim = claim
+        self.resolve = resolve  # symbolic starts (beginning, end) as offsets
         self.index = index
         self.total = total
-        self.topology_id = topology_id
+        self.deployment = deployment  # whose commits are this deployment's (`deployment_id`)
         self.errors = ClientErrors()
         self.client = Consumer(client_config(props, self.errors))
         self.out: queue.Queue[_Snapshot] = queue.Queue(maxsize=1)
@@ -191,12 +206,13 @@ class _MetadataThread:
     def _committed(self, tps: list[TopicPartitionKey], timeout: float) -> dict[TopicPartitionKey, int | str]:
         got = self.client.committed([TopicPartition(t, p) for t, p in tps], timeout=timeout)
         out: dict[TopicPartitionKey, int | str] = {}
+        claims: list[TopicPartition] = []
         for tp in got:
             offset = tp.offset if tp.offset >= 0 else None
             ours = False
             if tp.metadata:
                 try:
-                    ours = json.loads(tp.metadata).get("topologyId") == self.topology_id
+                    ours = json.loads(tp.metadata).get("topologyId") == self.deployment
                 except (ValueError, AttributeError):
                     ours = False
             start = first_poll_position(self.cfg.firstPollOffsetStrategy.value, offset, ours)
@@ -204,7 +220,17 @@ class _MetadataThread:
                 low, high = self.client.get_watermark_offsets(TopicPartition(tp.topic, tp.partition),
                                                               timeout=timeout)
                 start = low if start == BEGINNING else high
+            if self.claim is not None and isinstance(start, int) and not (ours and start == offset):
+                claims.append(TopicPartition(tp.topic, tp.partition, start, metadata=self.claim))
             out[(tp.topic, tp.partition)] = start
+        if claims:
+            # Where this deployment starts, committed as its own before the spout reads (and so
+            # before any commit of its own can follow): a worker of this deployment that starts
+            # again before the first ack (kill -9, a partition moved back) resumes from there
+            # instead of applying EARLIEST / LATEST a second time. Synchronous, on this thread.
+            for claimed in self.client.commit(offsets=claims, asynchronous=False) or []:
+                if claimed.error is not None:
+                    raise KafkaException(claimed.error)
         return out
 
     def _post(self, mine: list[TopicPartitionKey] | None, error: str | None, missing: list[str]) -> None:
@@ -231,7 +257,12 @@ class KafkaSpout(Spout):
     # time for retries and commits (monotonic seconds); a test may set it before `open`
     clock: Callable[[], float]
 
-    resolve_starts: ClassVar[bool] = False
+    # symbolic starts (the partition's beginning, its end) resolved to offsets by the metadata
+    # thread, and a start not resolved from this deployment's own commit committed as its own
+    # before the partition is read (`_MetadataThread`): the stateful spout keeps its positions
+    # in its state instead
+    resolve_starts: ClassVar[bool] = True
+    claim_starts: ClassVar[bool] = True
 
     # counters (read by tests and logged at close)
     poison: int
@@ -251,6 +282,10 @@ class KafkaSpout(Spout):
             # the default translator's fast path: the values straight from the record's
             # attributes, its headers and timestamp read only when the fields name them
             self.picker: FieldPicker | None = None if cfg.translator else field_picker(fields)
+            # the picker needs nothing but the record's attributes: `_emit` picks them itself
+            self.plain_picker = self.picker is not None and not (self.picker.headers or self.picker.timestamp)
+            self.pick: Callable[[tuple[Any, ...]], list[Any]] = (self.picker.pick if self.picker is not None
+                                                                  else _no_pick)
             self.key_decoder = make_decoder(cfg.keyDecoder, f"{SPOUT_KEY}.keyDecoder")
             self.value_decoder = make_decoder(cfg.valueDecoder, f"{SPOUT_KEY}.valueDecoder")
         except ValueError as exc:
@@ -261,7 +296,10 @@ class KafkaSpout(Spout):
         self.keep_raw = cfg.deadLetterTopic is not None  # the record as it came, for the dead-letter topic
         topology = str(conf.get("topology.name", context.topology_id))
         self.group_id = cfg.groupId or f"squall-{topology}-{context.component_id}"
-        self.commit_metadata = json.dumps({"topologyId": context.topology_id, "taskId": context.task_id})
+        # Storm's commit metadata: {"topologyId": this deployment's id, ...}; the first poll of
+        # a partition resumes from a commit of this deployment whatever the strategy
+        self.deployment = deployment_id(context.topology_id, conf.get(LAUNCH_TIME_KEY))
+        self.commit_metadata = json.dumps({"topologyId": self.deployment, "taskId": context.task_id})
         props = client_props(cfg, SPOUT_KEY)
         props["group.id"] = self.group_id
         props.setdefault("client.id", f"squall-{topology}-{context.component_id}-{context.task_id}")
@@ -278,9 +316,10 @@ class KafkaSpout(Spout):
         self.producer_props = props
         self.producer: Producer | None = None  # the dead-letter topic's, made on first use
         index = task_index(context.task_id, context.this_component_tasks())
-        self.meta = _MetadataThread(cfg, props, index, len(context.this_component_tasks()), context.topology_id,
+        self.meta = _MetadataThread(cfg, props, index, len(context.this_component_tasks()), self.deployment,
                                     f"kafka-metadata-{context.component_id}-{context.task_id}",
-                                    resolve=self.resolve_starts)
+                                    resolve=self.resolve_starts,
+                                    claim=self.commit_metadata if self.claim_starts else None)
         self.starts: dict[TopicPartitionKey, int | str] = {}
         self.assigned: set[TopicPartitionKey] = set()
         self.managers: dict[TopicPartitionKey, OffsetManager | None] = {}  # None: starts at the first record
@@ -293,6 +332,11 @@ class KafkaSpout(Spout):
             initial_delay_s=r.initialDelayMs / 1000.0, delay_period_s=r.delayPeriodMs / 1000.0,
             max_retries=r.maxRetries, max_delay_s=r.maxDelayMs / 1000.0, partition_of=lambda m: (m[0], m[1]))
         self.buffer: collections.deque[Message] = collections.deque()
+        # records one next_tuple call may emit, and what bounds them: the executor's pending
+        # tuples are all in `in_flight`, so a batch never takes them past maxSpoutPending
+        self.emit_batch = cfg.emitBatch
+        pending = conf.get("topology.max.spout.pending")
+        self.max_pending: int | None = int(pending) if pending else None
         self.poison = self.dropped = self.dead_lettered = 0
         self.commit_period = cfg.offsetCommitPeriodMs / 1000.0
         self.next_commit = self.clock() + self.commit_period
@@ -304,24 +348,47 @@ class KafkaSpout(Spout):
     # -- the loop ---------------------------------------------------------------------------
     def next_tuple(self) -> None:
         now = self.clock()
-        self._take_metadata(now)
+        if self.meta.out.queue:
+            # a snapshot handed over: the queue's deque read without its lock (one atomic test
+            # under the GIL; a snapshot posted just after is taken by the next call)
+            self._take_metadata(now)
         if self.producer is not None:
             self.producer.poll(0)
         if now >= self.next_commit:
             self.next_commit = now + self.commit_period
             self._commit()
-        if self.retries.scheduled:
+        if self.retries.due:
             msg_id = self.retries.pop_ready(now)
             if msg_id is not None and msg_id in self.in_flight:
                 self.collector.emit(self.in_flight[msg_id], msg_id=msg_id)
                 return
-        if not self.buffer:
-            if not self.assigned:
-                return
-            self._poll()
-        while self.buffer:
-            if self._emit(self.buffer.popleft()):
-                return
+        # up to `emitBatch` buffered records per call (Storm's spout emits one per nextTuple;
+        # the per-call checks above are paid once for the batch), never past maxSpoutPending
+        room = self._room()
+        buffer = self.buffer
+        emit = self._emit
+        polled = False
+        while True:
+            if not buffer:
+                if polled or not self.assigned:
+                    return
+                self._poll()  # at most once per call: a poll's records may all be skipped
+                polled = True
+                if not buffer:
+                    return
+            if emit(buffer.popleft()):
+                room -= 1
+                if room <= 0:
+                    return
+
+    def _room(self) -> int:
+        """How many records this call may emit (at least one): `emitBatch`, and no more than
+        maxSpoutPending less the tuples in flight (every tuple the executor counts as pending
+        for this task is in `in_flight`, so a batch never takes it past maxSpoutPending)."""
+        room = self.emit_batch
+        if self.max_pending is not None and self.tracked:
+            room = min(room, self.max_pending - len(self.in_flight))
+        return room
 
     def _poll(self) -> None:
         self._pause_full_partitions()
@@ -365,14 +432,26 @@ class KafkaSpout(Spout):
             mgr = self.managers.get(tp)
             if mgr is None:
                 mgr = self.managers[tp] = OffsetManager(offset)
-            if offset < mgr.committed or mgr.is_emitted(offset):
+            elif offset < mgr.committed or mgr.is_emitted(offset):
                 return False  # read again after a seek: already handled
         else:
             self.positions[tp] = offset + 1
         msg_id: MessageId = (topic, partition, offset)
-        values = self._values(m, msg_id, mgr)
-        if values is None:
-            return False
+        if self.plain_picker:
+            # the default translator without headers or timestamp (`_values`' first branch, inlined)
+            try:
+                raw_key, raw_value = m.key(), m.value()
+                key = None if raw_key is None else self.key_decoder(raw_key)
+                value = None if raw_value is None else self.value_decoder(raw_value)
+            except Exception as exc:  # noqa: BLE001 - the user's decoder refused it
+                self._poison(m, msg_id, mgr, exc)
+                return False
+            values = self.pick((topic, partition, offset, key, value, None, None, None))
+        else:
+            got = self._values(m, msg_id, mgr)
+            if got is None:
+                return False
+            values = got
         if not self.tracked:
             self.collector.emit(values)
             return True
@@ -417,7 +496,7 @@ class KafkaSpout(Spout):
             return
         if self.keep_raw:
             self.raw.pop(key, None)
-        if self.retries:  # it may have failed before: its failure count goes
+        if self.retries.failing:  # it may have failed before: its failure count goes
             self.retries.remove(key)
         mgr = self.managers.get((key[0], key[1]))
         if mgr is not None:
@@ -545,10 +624,6 @@ class KafkaSpout(Spout):
 
     # -- assignment ----------------------------------------------------------------------------
     def _take_metadata(self, now: float) -> None:
-        if not self.meta.out.queue:
-            # nothing handed over: the queue's deque read without its lock (one atomic test
-            # under the GIL; a snapshot posted just after is taken by the next call)
-            return
         try:
             snap = self.meta.out.get_nowait()
         except queue.Empty:
@@ -599,7 +674,7 @@ class KafkaSpout(Spout):
         return start
 
     def _track_start(self, tp: TopicPartitionKey, start: int | str) -> None:
-        # a symbolic start: the committed point is the first record read
+        # a symbolic start (not resolved): the committed point is the first record read
         self.managers[tp] = OffsetManager(start) if isinstance(start, int) else None
 
     def _pause_full_partitions(self) -> None:

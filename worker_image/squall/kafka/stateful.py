@@ -37,8 +37,6 @@ def state_key(tp: TopicPartitionKey) -> str:
 class StatefulKafkaSpout(KafkaSpout, StatefulSpout):
     """Reads Kafka topics with the positions in the checkpointed state (exactly once)."""
 
-    resolve_starts: ClassVar[bool] = True
-
     def init_state(self, state: Any) -> None:
         """At the start and after every rollback: read on from the committed positions."""
         self.state = state
@@ -62,6 +60,8 @@ class StatefulKafkaSpout(KafkaSpout, StatefulSpout):
         saved = self.state.get(state_key(tp)) if getattr(self, "state", None) is not None else None
         return int(saved) if saved is not None else start
 
+    claim_starts: ClassVar[bool] = False  # the position is in the state, not the group's offsets
+
     def _track_start(self, tp: TopicPartitionKey, start: int | str) -> None:
         if isinstance(start, int):
             self.positions[tp] = start
@@ -83,6 +83,9 @@ class StatefulKafkaSpout(KafkaSpout, StatefulSpout):
             return False
         self.collector.emit(values, msg_id=msg_id)
         return True
+
+    def _room(self) -> int:
+        return 1  # one record per call: its tuples are not in `in_flight`, so a batch could pass maxSpoutPending
 
     def ack(self, msg_id: Any) -> None:
         pass  # the checkpoint that holds its effects committed; the position was in it
