@@ -411,11 +411,16 @@ def test_rebalance_2_to_3_workers_loses_no_message_id(release: Release) -> None:
 def test_two_images_side_by_side_and_an_image_roll_loses_no_message_id(release: Release) -> None:
     """`ids` runs squall-worker beside the word count on squall-wordcount; changing its
     spec.worker.image rolls its pods to the other image with every message id acked, and the word
-    count is untouched."""
+    count is untouched. The drain roll (`spec.upgrade.mode: drain`): spouts deactivated while the
+    pods are replaced, the drain ending once nothing is pending, well before rebalanceWaitSecs
+    (the hand-over roll, the default: test_image_roll_measured_under_steady_acked_load)."""
     r = release
     n = 1500
     out = r.out_dir("roll")
-    r.apply(r.id_pipeline("roll", out, n, workers=2))
+    doc = r.id_pipeline("roll", out, n, workers=2)
+    doc["spec"]["upgrade"] = {"mode": "drain"}
+    doc["spec"]["rebalanceWaitSecs"] = 60
+    r.apply(doc)
     wait_for(lambda: r.running("roll", 2), 240, interval=1, what="roll Running 2/2")
 
     def images(name: str) -> set[str]:
@@ -451,10 +456,111 @@ def test_two_images_side_by_side_and_an_image_roll_loses_no_message_id(release: 
              what="the old worker pods gone")
     assert {"RollStarted", "RollReplacing", "RollCompleted"} <= set(r.reasons("roll"))
     assert "SpecChangeIgnored" not in r.reasons("roll")
+    # the drain ended on the spouts' heartbeats (nothing pending), not after rebalanceWaitSecs
+    (replacing,) = [e["message"] for e in r.get("events", "--field-selector", "involvedObject.name=roll")["items"]
+                    if e["reason"] == "RollReplacing"]
+    print(f"drain roll: {replacing}")
+    assert replacing.startswith("nothing pending"), replacing
     assert {p["metadata"]["uid"] for p in r.workers("wordcount")} == other
     assert r.status("wordcount")["phase"] == "Running"
     r.all_ids_acked("roll", out, n)
 
+
+
+ROLL_RATE = float(os.environ.get("SQUALL_K8S_ROLL_RATE", "200"))
+
+
+@pytest.mark.parametrize("mode", ["handover", "drain"])
+def test_image_roll_measured_under_steady_acked_load(release: Release, mode: str) -> None:
+    """Issue 30 item 1, measured: bench/chaos.py's durable source -> pass -> sink topology (2
+    workers, ROLL_RATE ids/s, every ack and every delivery recorded in files on a hostPath) has its
+    spec.worker.image changed under that steady load (rebalanceWaitSecs 30, as the issue's run).
+    Figures: the fewest acks in any 1 s window from the patch until the last old pod is gone,
+    against the steady rate before; the longest stretch with no ack; ids lost (must be 0);
+    duplicates. `handover` (the default): spouts active throughout, the worst 1 s at 80% of the
+    steady rate or more (the issue's goal). `drain`: the stream stops while the pods are replaced,
+    but the drain ends once nothing is pending, not after rebalanceWaitSecs."""
+    chaos = load_bench_chaos()
+    r = release
+    name, rate, warmup, wait = f"roll-{mode}", ROLL_RATE, 8.0, 30
+    load_secs = 150.0  # the roll takes well under two minutes; the spout then runs out of ids
+    count = int(rate * load_secs)
+    out = r.out_dir(name)
+    doc = r.id_pipeline(name, out, 0, workers=2)
+    spec = doc["spec"]
+    spec["maxSpoutPending"] = 1000
+    spec["rebalanceWaitSecs"] = wait
+    spec["upgrade"] = {"mode": mode}
+    spec["config"] = {"chaos.count": count, "chaos.rate": rate, "chaos.out": "/out"}
+    spec["worker"]["volumes"][0]["configMap"]["name"] = "chaos-components"
+    spec["spouts"] = [{"name": "ids", "class": "chaos_components:DurableSpout", "parallelism": 2}]
+    for b in spec["bolts"]:
+        b["class"] = f"chaos_components:{b['class'].split(':')[1]}"
+    r.apply(doc)
+    wait_for(lambda: r.running(name, 2), 240, interval=1, what=f"{name} Running 2/2")
+    wait_for(lambda: len(chaos.read_records(out)[0]) >= rate, 120, interval=1, what="the first second of acks")
+    time.sleep(warmup)
+    before_pods = {p["metadata"]["uid"] for p in r.workers(name)}
+    at = time.time()
+    before = chaos.steady_rate(chaos.read_records(out)[0], at)
+    print(f"{mode}: steady {before:.0f} acks/s (target {rate:g}); {count} ids")
+    assert before >= 0.9 * rate, f"no steady load to measure against: {before:.0f} acks/s"
+    r.kubectl("patch", "topology", name, "--type", "merge", "-p",
+              json.dumps({"spec": {"worker": {"image": WORDCOUNT_IMAGE}}}))
+    storm: list[str] = []  # the spouts' activation, sampled during the roll
+
+    def rolled() -> dict[str, Any] | None:
+        s = r.status(name)
+        storm.append(str(s.get("stormStatus")))
+        done = s.get("phase") == "Running" and s.get("workers") == "2/2" \
+            and set((s.get("images") or {}).values()) == {WORDCOUNT_IMAGE} \
+            and _cond(s, "Rolling").get("reason") == "Completed"
+        return s if done else None
+
+    wait_for(rolled, 240, interval=0.5, what=f"{name} rolled onto {WORDCOUNT_IMAGE}")
+    completed = time.time()
+    wait_for(lambda: not before_pods & {p["metadata"]["uid"] for p in r.workers(name)}, 60, interval=0.5,
+             what="the old worker pods gone")
+    until = time.time()
+    assert until < at + load_secs - 10, "the roll outlasted the load: measure with a longer one"
+    wait_for(lambda: len(chaos.read_records(out)[1] & set(range(count))) == count, 300, interval=1,
+             what=f"every one of the {count} ids acked at the spout")
+    reasons = r.reasons(name)
+    replacing = [e["message"] for e in r.get("events", "--field-selector", f"involvedObject.name={name}")["items"]
+                 if e["reason"] == "RollReplacing"]
+    r.delete_and_wait_gone(name)
+
+    times, acked, deliveries = chaos.read_records(out)
+    starts = [at + i / 10 for i in range(max(1, int((until - at - 1) * 10)))]
+    worst = min(chaos.count_between(times, t, t + 1) for t in starts)
+    during = [t for t in times if at <= t < until]
+    gaps = [b - a for a, b in zip([at, *during], [*during, until])]
+    pause = max(gaps)
+    lost = count - len(acked & set(range(count)))
+    duplicates = len(deliveries) - len(set(deliveries))
+    figures = {
+        "mode": mode, "steady_acks_per_s": round(before, 1), "worst_1s_acks": worst,
+        "worst_1s_of_steady": round(worst / before, 3), "longest_no_ack_s": round(pause, 2),
+        "roll_s": round(completed - at, 1), "old_pods_gone_s": round(until - at, 1), "ids": count,
+        "lost": lost, "acked_undelivered": len(acked - set(deliveries)), "duplicates": duplicates,
+        "storm_status_sampled": sorted(set(storm)), "drain": replacing,
+    }
+    print(f"roll figures: {json.dumps(figures)}")
+    if os.environ.get("SQUALL_K8S_ROLL_JSON"):
+        with open(os.environ["SQUALL_K8S_ROLL_JSON"], "a") as f:
+            f.write(json.dumps(figures) + "\n")
+    assert lost == 0, figures
+    assert figures["acked_undelivered"] == 0, figures
+    assert {"RollStarted", "RollCompleted"} <= set(reasons), reasons
+    if mode == "handover":
+        # spouts active at every sample, never deactivated; the stream barely dips
+        assert set(storm) == {"ACTIVE"} and "Deactivated" not in reasons, (storm, reasons)
+        assert worst >= 0.8 * before, figures
+    else:
+        assert "INACTIVE" in storm, storm
+        # the drain ended once nothing was pending: the stream stopped for the pods' replacement,
+        # not for rebalanceWaitSecs on top of it
+        assert len(replacing) == 1 and replacing[0].startswith("nothing pending"), figures
 
 
 def load_bench_chaos() -> ModuleType:
