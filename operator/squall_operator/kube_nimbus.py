@@ -175,10 +175,12 @@ class KubeNimbus(Nimbus):
             saved = res.status.get("roll")
             if res.roll is None and isinstance(saved, Mapping) and saved.get("step"):
                 # a roll this resource was in when the operator stopped: resume it
-                # (a roll saved before `mode` was kept is a drain: the only roll there was)
-                res.roll = rolls.Roll(str(saved["step"]), parse_time(saved.get("due")) or 0.0,
-                                      str(saved.get("image", "")), tuple(saved.get("from") or ()),
-                                      str(saved.get("mode") or rolls.DRAIN), parse_time(saved.get("since")) or 0.0)
+                # (a roll saved before `mode` and `since` were kept is a drain, the only roll there
+                # was, that ends at its due time as it would have)
+                due = parse_time(saved.get("due")) or 0.0
+                res.roll = rolls.Roll(str(saved["step"]), due, str(saved.get("image", "")),
+                                      tuple(saved.get("from") or ()), str(saved.get("mode") or rolls.DRAIN),
+                                      parse_time(saved.get("since")) or due)
         self.loop_wake.set()
         return res
 

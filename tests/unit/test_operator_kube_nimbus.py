@@ -680,6 +680,17 @@ def test_image_change_rolls_through_the_hand_over_with_spouts_active() -> None:
     assert "Deactivated" not in api.reasons("wc") and "RollCompleted" in api.reasons("wc")
 
 
+def test_a_roll_saved_by_an_older_operator_resumes_as_the_drain_it_was() -> None:
+    """status.roll without `mode` and `since` (the operator before spec.upgrade): a drain, which
+    ends at its due time as it would have, heartbeats notwithstanding."""
+    nimbus, state, api, clock = _make()
+    saved = {"roll": {"step": "Draining", "due": pods.iso_time(clock.now + 4), "image": "team/wc:2",
+                      "from": ["team/wc:1"]}}
+    res = nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "worker": {"image": "team/wc:2"}}, status=saved)
+    assert res.roll is not None and (res.roll.mode, res.roll.step) == ("drain", "Draining")
+    assert res.roll.since == res.roll.due == pytest.approx(clock.now + 4, abs=1)
+
+
 def test_drain_roll_ends_as_soon_as_nothing_is_pending() -> None:
     """spec.upgrade.mode drain: the spouts' heartbeats after the deactivation say nothing is
     pending, 2 s in, so the pods are replaced then and not at rebalanceWaitSecs (5)."""
