@@ -1,0 +1,182 @@
+"""Hot update: a new assignment applied without stopping (seed 003): new executors built and
+handed to the loop, removed ones retired while they finish what they hold, in-flight trees
+handed to their acker's new home, one new routing published. Functions of the worker's state.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from squall import wire
+from squall.acker import AckerLedger
+from squall.models.cluster import (
+    Assignment,
+    WorkerSlot,
+)
+from squall.plan import ACKER, CHECKPOINT_COMPONENT, build_plan
+from squall.worker import acking
+from squall.worker.bolt import BoltExecutor
+from squall.worker.executor import Executor, is_isolated
+from squall.worker.host import WorkerHost
+from squall.worker.routing import Inbox, Routing
+from squall.worker.spout import SpoutExecutor
+from squall.worker.workerstate import WorkerState
+
+log = logging.getLogger("squall.worker")
+
+
+def apply_assignment(w: WorkerState, host: WorkerHost, assignment: Assignment) -> None:
+    """Hot update: start executors newly assigned here, retire removed ones, keep the rest.
+
+    Runs on the main thread and never waits for an executor: new executors are built
+    against the new plan (no routing is published before they exist), one new routing is
+    published, and removed executors retire in their own threads (`_reap` collects them)."""
+    plan = build_plan(w.topology, w.streams, w.base.component_executors)
+    slots = assignment.slots()
+    mine = {e for e, s in slots.items() if s == w.slot}
+    task_slot: dict[int, WorkerSlot] = {}
+    for e, s in slots.items():
+        for t in range(e[0], e[1] + 1):
+            task_slot[t] = s
+    local_tasks = frozenset(t for t, s in task_slot.items() if s == w.slot)
+    now = time.monotonic()
+    with w.acker_lock:
+        for t in plan.acker_tasks:
+            if t in local_tasks and t not in w.ledgers:
+                w.ledgers[t] = AckerLedger(float(w.spec.message_timeout_secs), now)
+        handover = rehome_trees(w, plan.acker_tasks, local_tasks)
+    retire_by = now + float(w.spec.message_timeout_secs) + 5.0
+    for e in [e for e in w.executors if e not in mine]:
+        gone = w.executors.pop(e)
+        gone.retire(retire_by)
+        w.retiring.append(gone)
+        log.info("executor %s of %s leaves %s; it finishes what it holds", e, gone.component, w.slot.key())
+    new_execs: list[Executor] = []
+    for e in sorted(mine):
+        if e in w.executors:
+            continue
+        comp = plan.task_component[e[0]]
+        if comp == ACKER:
+            continue
+        if comp == CHECKPOINT_COMPONENT:
+            from squall.checkpoint import CheckpointSpout
+
+            ex: Executor = SpoutExecutor(host, plan, e, comp, CheckpointSpout, dict(w.conf))
+            ex.isolated = is_isolated(CheckpointSpout, w.conf)
+            w.executors[e] = ex
+            new_execs.append(ex)
+            continue
+        spec = next(c for c in w.spec.components if c.name == comp)
+        conf = {**w.conf, **spec.config}
+        cls = w.classes[comp]
+        if plan.checkpointing:
+            from squall.checkpoint import wrap
+
+            cls, conf = wrap(cls, comp, plan, conf, spout=comp in plan.spouts, spec=spec)
+        if comp in plan.spouts:
+            ex = SpoutExecutor(host, plan, e, comp, cls, conf)
+        else:
+            tick = spec.config.get("topology.tick.tuple.freq.secs", w.spec.tick_tuple_freq_secs)
+            # a windowed bolt in a checkpointed topology fires its time windows on ticks
+            tick = conf.get("squall.checkpoint.tick.secs", tick)
+            ex = BoltExecutor(host, plan, e, comp, cls, conf, float(tick) if tick else None)
+        ex.isolated = is_isolated(w.classes[comp], conf)
+        w.executors[e] = ex
+        new_execs.append(ex)
+    for ex in new_execs:
+        ex.loads = w.loads
+    w.acker_executors = [e for e in sorted(mine) if plan.task_component[e[0]] == ACKER]
+    task_dest: dict[int, Any] = dict(task_slot)
+    spout_inbox: dict[int, Inbox] = {}
+    tree_done: dict[int, Inbox] = {}
+    inbox_tasks: dict[Inbox, tuple[int, ...]] = {}
+    for ex in w.executors.values():
+        inbox_tasks[ex.inbox] = tuple(ex.tasks)
+        done_q = ex.tree_done if isinstance(ex, BoltExecutor) and ex.windowed else None
+        for t in ex.tasks:
+            task_dest[t] = ex.inbox
+            if ex.kind == "spout":
+                spout_inbox[t] = ex.inbox
+            elif done_q is not None:
+                tree_done[t] = done_q
+    for t in w.ledgers:
+        task_dest.pop(t, None)
+    w.assignment = assignment
+    w.routing = Routing(
+        plan, local_tasks, task_dest, task_slot, spout_inbox, inbox_tasks, frozenset(slots.values()), tree_done
+    )
+    index_retiring_spouts(w)
+    if handover:
+        # in-flight trees go to their acker's new home (a local ledger, or a peer)
+        acking.handle_control(w, handover, None)
+    assert w.engine is not None
+    for ex in new_execs:
+        w.engine.add(ex)
+    log.info(
+        "worker %s: %d executors (%d new, %d retiring), %d ackers",
+        w.slot.key(), len(w.executors), len(new_execs), len(w.retiring), len(w.ledgers),
+    )
+
+
+def rehome_trees(w: WorkerState, acker_tasks: tuple[int, ...], local_tasks: frozenset[int]) -> list[list[int]]:
+    """Hand the trees of acker tasks that leave this worker, and of every tree whose acker
+    changes with the acker count (`root % numAckers`), to their new acker as acker messages
+    (an init with the tree's XOR and spout task, or an ack for trees only acks have reached
+    yet; a fail if one failed). XOR is order-free, so they merge with whatever the new acker
+    already got. Drops the ledgers of tasks that left. Called with `acker_lock` held."""
+    n = len(acker_tasks)
+    count_changed = tuple(w.routing.plan.acker_tasks) != tuple(acker_tasks)
+    out: list[list[int]] = []
+    for t in list(w.ledgers):
+        gone = t not in local_tasks
+        if not gone and not count_changed:
+            continue
+        led = w.ledgers[t]
+        for bucket in led.pending._buckets:
+            for root, (xor, spout, failed) in list(bucket.items()):
+                dest = acker_tasks[root % n] if n else None
+                if dest == t and not gone:
+                    continue
+                del bucket[root]
+                led.pending.size -= 1
+                if dest is None:
+                    continue
+                if spout >= 0:
+                    out.append([wire.INIT, dest, root, xor, spout])
+                elif xor:
+                    out.append([wire.ACK, dest, root, xor, 0])
+                if failed:
+                    out.append([wire.FAIL, dest, root, 0, 0])
+        if gone:
+            del w.ledgers[t]
+    return out
+
+
+def index_retiring_spouts(w: WorkerState) -> None:
+    w.retiring_spouts = {t: ex for ex in w.retiring if ex.kind == "spout" for t in ex.tasks}
+
+
+def reap(w: WorkerState, now: float) -> None:
+    """Collect retired executors that finished; tell the others once every reader of the
+    routing (executors, the receive thread) has moved to the current one, after which no
+    one can hand them anything new; stop those past their deadline. Never waits."""
+    routing = w.routing
+    live = list(w.executors.values())
+    caught_up = w.recv_routing is routing and all(
+        ex.routing is routing or ex.routing is None for ex in live + w.retiring
+    )
+    changed = False
+    for ex in list(w.retiring):
+        if caught_up:
+            ex.settled = True
+        if ex.done:
+            w.retiring.remove(ex)
+            changed = True
+            log.info("executor %s of %s retired from %s", ex.id, ex.component, w.slot.key())
+        elif now > ex.retire_by and not ex.stop_event.is_set():
+            log.warning("executor %s of %s did not finish in time; stopping it", ex.id, ex.component)
+            ex.stop()
+    if changed:
+        index_retiring_spouts(w)
