@@ -236,7 +236,7 @@ def test_a_failure_of_the_loop_itself_stops_the_worker_and_closes_its_executors(
     failed: list[BaseException] = []
     closed: list[str] = []
 
-    def data_turn() -> tuple[bool, int]:
+    def data_turn(now: float) -> tuple[bool, int]:
         raise RuntimeError("a bug of ours")
 
     host: Any = SimpleNamespace(

@@ -133,7 +133,7 @@ def put_completions(w: WorkerState, q: Inbox, item: Any) -> bool:
 def known_peer(w: WorkerState, peer: str) -> bool:
     """Whether `peer` (an IP address) is the host of a worker of the current assignment."""
     endpoints, routing = w.endpoints, w.routing
-    if endpoints is not w._hosts_of[0] or routing is not w._hosts_of[1]:
+    if endpoints is not w.peer_hosts_of[0] or routing is not w.peer_hosts_of[1]:
         hosts = set()
         for slot, ep in endpoints.items():
             if slot in routing.slots:
@@ -145,9 +145,9 @@ def known_peer(w: WorkerState, peer: str) -> bool:
                         hosts.update(socket.gethostbyname_ex(ep.host)[2])
                     except OSError:
                         pass
-        w._hosts = frozenset(hosts)
-        w._hosts_of = (endpoints, routing)
-    return peer in w._hosts
+        w.peer_hosts = frozenset(hosts)
+        w.peer_hosts_of = (endpoints, routing)
+    return peer in w.peer_hosts
 
 
 def bad_frame(w: WorkerState, exc: Exception) -> None:

@@ -100,7 +100,7 @@ class EngineHost(Protocol):
     conf: dict[str, Any]
     control_peers: PeerQueues
 
-    def data_turn(self) -> tuple[bool, int]: ...
+    def data_turn(self, now: float) -> tuple[bool, int]: ...
     def dispatch_data(self, items: list[Any]) -> None: ...
     def receive_control(self, items: list[list[int]], peer: str | None) -> None: ...
     def bad_frame(self, exc: Exception) -> None: ...
@@ -196,7 +196,7 @@ class Engine:
                     self._open_new()
                 if self.draining:
                     self._drain(now)
-                read_data, wait_ms = host.data_turn()
+                read_data, wait_ms = host.data_turn(now)
                 got = self._read(self.data_sock, wire.unpack_data, self._dispatch, False) if read_data else 0
                 read_control = not host.control_peers.over_hard_limit()
                 if read_control:

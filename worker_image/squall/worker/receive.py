@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import time
 from typing import Any
 
 from squall import wire
@@ -29,14 +28,15 @@ def receive_control(w: WorkerState, items: list[list[int]], peer: str | None) ->
     acking.handle_control(w, items, None, trusted=False, peer=peer)
 
 
-def data_turn(w: WorkerState) -> tuple[bool, int]:
+def data_turn(w: WorkerState, now: float) -> tuple[bool, int]:
     """Each turn of the engine loop, before it reads the data port: move parked batches into
     inboxes that have room again, re-dispatch those parked for an inbox that left the
     routing, and announce which local tasks are backpressured. Returns whether the port may
-    be read (no inbox past PARK_LIMIT) and how long the loop may sleep (ms)."""
+    be read (no inbox past PARK_LIMIT) and how long the loop may sleep (ms). `now`: the loop's
+    clock (monotonic)."""
     routing = w.routing
     w.recv_routing = routing
-    parked = w._parked
+    parked = w.parked_batches
     if parked:
         for inbox in list(parked):
             backlog = parked[inbox]
@@ -50,17 +50,18 @@ def data_turn(w: WorkerState) -> tuple[bool, int]:
             if not backlog:
                 del parked[inbox]
     bp = {t for inbox in parked for t in routing.inbox_tasks.get(inbox, ())}
-    now = time.monotonic()
-    if bp:
-        held, bp_secs = now - w._bp_at, w.bp_secs
-        for t in bp:
+    # the time since the last turn counts for the tasks that were backpressured then (until
+    # this turn found them room), so one parked for a single turn is counted too
+    if w.bp_tasks:
+        held, bp_secs = now - w.bp_counted_at, w.bp_secs
+        for t in w.bp_tasks:
             bp_secs[t] = bp_secs.get(t, 0.0) + held
-    w._bp_at = now
-    if bp != w._bp_tasks or (bp and now - w._bp_sent > BP_REFRESH_SECS):
+    w.bp_counted_at = now
+    if bp != w.bp_tasks or (bp and now - w.bp_sent_at > BP_REFRESH_SECS):
         announce_backpressure(w, bp, routing)
-        w._bp_sent = now
-    if now >= w._next_announce:
-        w._next_announce = now + ANNOUNCE_SECS
+        w.bp_sent_at = now
+    if now >= w.next_load_announce:
+        w.next_load_announce = now + ANNOUNCE_SECS
         announce_load(w, bp, routing)
     if not parked:
         return True, 100
@@ -71,8 +72,8 @@ def data_turn(w: WorkerState) -> tuple[bool, int]:
 def announce_backpressure(w: WorkerState, bp: set[int], routing: Routing) -> None:
     """Tell every peer which local tasks are (still) backpressured and which are not any more."""
     items = [[wire.BACKPRESSURE, t, 1, 0, 0] for t in sorted(bp)]
-    items += [[wire.BACKPRESSURE, t, 0, 0, 0] for t in sorted(w._bp_tasks - bp)]
-    w._bp_tasks = bp
+    items += [[wire.BACKPRESSURE, t, 0, 0, 0] for t in sorted(w.bp_tasks - bp)]
+    w.bp_tasks = bp
     if not items:
         return
     for slot in routing.slots:
@@ -83,8 +84,8 @@ def announce_backpressure(w: WorkerState, bp: set[int], routing: Routing) -> Non
 def announce_load(w: WorkerState, bp: set[int], routing: Routing) -> None:
     """Measure how busy this worker was since the last time and tell every peer, with each
     local task's inbox fill (a task whose batches are parked counts as full)."""
-    busy = w._busy.sample()
-    w.loads.here_since = w._busy.since
+    busy = w.busy_meter.sample()
+    w.loads.here_since = w.busy_meter.since
     w.loads.busy_here = busy
     fill: dict[int, float] = {}
     for inbox, tasks in routing.inbox_tasks.items():
@@ -94,7 +95,7 @@ def announce_load(w: WorkerState, bp: set[int], routing: Routing) -> None:
     peers = [slot for slot in routing.slots if slot != w.slot]
     if not peers or not fill:
         return
-    items = load_items(busy, fill, w._busy.clock() - w._busy.since)
+    items = load_items(busy, fill, w.busy_meter.clock() - w.busy_meter.since)
     for slot in peers:
         # advisory: a peer that is not taking control traffic misses this one
         w.control_peers.offer(slot, list(items))
@@ -112,7 +113,7 @@ def dispatch_data(w: WorkerState, items: list[Any], checked: bool = False) -> No
         w.dropped += dropped
     if bad:
         acking.bad_frame(w, wire.WireError(f"{bad} malformed tuples in a data frame"))
-    parked = w._parked
+    parked = w.parked_batches
     for key, batch in groups.items():
         if type(key) is not Inbox:
             w.data_peers.offer(key, batch, force=True)  # the task moved: forward

@@ -108,8 +108,8 @@ class WorkerState:
         # backpressure signals refused: from a host that runs none of the assignment's workers
         self.refused_signals = 0
         # hosts of the assignment's workers, and the (endpoints, routing) they were read from
-        self._hosts: frozenset[str] = frozenset()
-        self._hosts_of: tuple[Any, Any] = (None, None)
+        self.peer_hosts: frozenset[str] = frozenset()
+        self.peer_hosts_of: tuple[Any, Any] = (None, None)
         self.acker_lock = threading.Lock()
         self.ledgers: dict[int, AckerLedger] = {}
         self.executors: dict[ExecutorId, Executor] = {}
@@ -152,12 +152,12 @@ class WorkerState:
         self.engine: Engine | None = None
         # receive-data's state, kept by the loop: batches parked for a full inbox (in order), the
         # tasks announced backpressured, when last, and this worker's busy meter
-        self._parked: dict[Inbox, collections.deque[list[list[Any]]]] = {}
-        self._bp_tasks: set[int] = set()
-        self._bp_sent = 0.0
-        self._bp_at = time.monotonic()
-        self._busy = BusyMeter(warmup=1)  # its first second is this worker's start, not its load
-        self._next_announce = 0.0
+        self.parked_batches: dict[Inbox, collections.deque[list[list[Any]]]] = {}
+        self.bp_tasks: set[int] = set()
+        self.bp_sent_at = 0.0
+        self.bp_counted_at = time.monotonic()
+        self.busy_meter = BusyMeter(warmup=1)  # its first second is this worker's start, not its load
+        self.next_load_announce = 0.0
         self.assignment: Assignment | None = None
         # dynamic log levels (squall.loglevels): the topology's config as last read, the levels
         # its loggers had before this worker first changed them, and when a setting lapses next
