@@ -742,7 +742,8 @@ class KubernetesTarget:
                                                     tail_lines=tail_lines, _preload_content=False,
                                                     _request_timeout=(5.0, None))
                 rest = b""
-                for chunk in resp.stream(4096):
+                # read1: what has come, not a full 4 KiB (a quiet log would be held back)
+                while chunk := resp.read1(4096):
                     *whole, rest = (rest + chunk).split(b"\n")
                     for line in whole:
                         lines.put((slot, line.decode("utf-8", "replace")))
