@@ -388,7 +388,7 @@ def _check_run_options(*, log_level: str, zookeeper: str | None, summary_json: P
 def run(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="topology.yaml (apiVersion squall.io/v1alpha1, kind Topology)")],
     nodes: Annotated[int, typer.Option(help="simulated supervisor nodes", min=1, max=MAX_LOCAL_SLOTS)] = 2,
-    slots: Annotated[int, typer.Option(help="worker slots per node", min=1, max=MAX_LOCAL_SLOTS)] = 2,
+    slots: Annotated[int | None, typer.Option(help="worker slots per node (default: enough for one worker per core, and at least 2 and the topology's numWorkers in all)", min=1, max=MAX_LOCAL_SLOTS, show_default=False)] = None,
     zookeeper: Annotated[str | None, typer.Option(help="HOST:PORT of an existing ZooKeeper (default: start an embedded one)")] = None,
     zk_auth_file: Annotated[Path | None, typer.Option(envvar="SQUALL_ZK_AUTH_FILE", help="file holding 'user:password': Squall's ZooKeeper nodes get a digest ACL for that user alone (default: generated for the embedded ZooKeeper; none for an existing one)")] = None,
     duration: Annotated[float | None, typer.Option(help="stop after the topology has run this many seconds, counted from when all its workers are up (default: run until Ctrl-C)", min=0, max=MAX_SECONDS)] = None,
@@ -409,12 +409,22 @@ def run(
     from squall_operator.run import output_console, run_topology
 
     with user_errors():
-        if nodes * slots > MAX_LOCAL_SLOTS:
+        if slots is not None and nodes * slots > MAX_LOCAL_SLOTS:
             raise CliError(f"squall run: --nodes x --slots must be <= {MAX_LOCAL_SLOTS} (got {nodes} x {slots})")
         _check_run_options(log_level=log_level, zookeeper=zookeeper, summary_json=summary_json)
         logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         resolved = _check_file(file, classes=True, import_timeout=import_timeout)
         spec = resolved.topology.spec
+        if slots is None:
+            from squall_operator.local import default_slots
+
+            slots = default_slots(os.cpu_count() or 1, nodes, spec.num_workers)
+            if spec.num_workers > (os.cpu_count() or 1):
+                logging.getLogger("squall.run").warning(
+                    "%s: numWorkers %d on %d cores: workers share cores (a worker is one core's worth of "
+                    "work; see docs/performance.md)", file, spec.num_workers, os.cpu_count() or 1)
+        if nodes * slots > MAX_LOCAL_SLOTS:
+            raise CliError(f"squall run: --nodes x --slots must be <= {MAX_LOCAL_SLOTS} (got {nodes} x {slots})")
         if nodes * slots < spec.num_workers:
             raise CliError(f"{file}: numWorkers {spec.num_workers} needs {spec.num_workers} slots; "
                            f"--nodes {nodes} x --slots {slots} offers {nodes * slots}")

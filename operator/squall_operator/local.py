@@ -74,6 +74,14 @@ class WorkerProcess:
     restarts: int = 0
 
 
+def default_slots(cores: int, nodes: int, num_workers: int) -> int:
+    """Slots per simulated node when `squall run` is not told: one worker per core across the
+    nodes (a worker is one engine loop, one core's worth of work), never fewer than 2 per node
+    (room to rebalance onto) nor than the topology's numWorkers need."""
+    per_node = -(-max(cores, num_workers) // nodes)  # ceiling
+    return max(2, per_node)
+
+
 @dataclass
 class Supervisor:
     """One simulated node: its slots and the worker processes it runs."""

@@ -106,3 +106,12 @@ def test_help_and_no_arguments_are_not_errors() -> None:
     assert result.exit_code == 0 and "Usage" in result.stdout
     result = CliRunner().invoke(app, [])
     assert result.exit_code == 2 and "Usage" in result.output  # the help, as typer's no_args_is_help
+
+
+def test_squall_run_offers_a_slot_per_core_by_default() -> None:
+    from squall_operator.local import default_slots
+
+    assert default_slots(cores=2, nodes=2, num_workers=2) == 2  # never fewer than 2 a node
+    assert default_slots(cores=16, nodes=2, num_workers=2) == 8  # a worker per core to rebalance onto
+    assert default_slots(cores=15, nodes=2, num_workers=1) == 8  # rounded up
+    assert default_slots(cores=2, nodes=2, num_workers=6) == 3  # the topology's workers fit anyway
