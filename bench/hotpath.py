@@ -38,7 +38,7 @@ from squall.groupings import Chooser, make_chooser
 from squall.models.cluster import WorkerSlot
 from squall.models.v1alpha1 import Grouping
 from squall.worker import bolt as boltm, spout as spoutm
-from squall.worker import runtime as rtm
+from squall.worker import acking, receive
 from squall.gcpolicy import POLICY as GC_POLICY
 from squall.worker.routing import Inbox
 from squall.worker.transport import PeerQueues
@@ -134,7 +134,7 @@ def main() -> None:
             ex.process(batch)
             # the flush after a batch: acks folded into acker messages (handed to the stand-in
             # worker); the remote output stays (no sockets) and is dropped here
-            ex._flush(False)
+            ex.flush()
             ex.bufs.clear()
             peers.queues.clear()
         return go
@@ -169,7 +169,7 @@ def main() -> None:
         ledger.init_new(inits, done)
         ledger.apply([[wire.ACK, 9, r, x, 0] for r, x, _ in inits], done)
 
-    # the worker's own per-tuple paths, called on a stand-in worker (runtime.Worker's methods)
+    # the worker's own per-tuple paths (squall.worker.receive, .acking), called on a stand-in worker state
     here = WorkerSlot("n", 1)
     count_inbox = Inbox(1 << 20)
     spout_inbox = Inbox(1 << 20)
@@ -177,22 +177,21 @@ def main() -> None:
         routing=SimpleNamespace(task_dest={3: count_inbox, 1: spout_inbox}, spout_inbox={1: spout_inbox},
                                 task_slot={1: here, 3: here, 9: here}, tree_done={},
                                 plan=SimpleNamespace(acker_tasks=(9,))),
-        slot=here, dropped=0, _parked={}, data_peers=peers, control_peers=peers, remote_bp={}, refused_signals=0,
-        ledgers={9: AckerLedger(30.0, 0.0)}, acker_lock=threading.Lock(), retiring_spouts={},
-        _bad_frame=lambda exc: None, _put=lambda q, item: q.put(item),
+        slot=here, dropped=0, bad_frames=0, parked_batches={}, data_peers=peers, control_peers=peers, remote_bp={},
+        refused_signals=0, ledgers={9: AckerLedger(30.0, 0.0)}, acker_lock=threading.Lock(), retiring_spouts={},
     )
     received = wire.unpack_data(frame)
 
     def dispatch() -> None:
-        rtm.Worker._dispatch_data(host, received)  # type: ignore[arg-type]
+        receive.dispatch_data(host, received)  # type: ignore[arg-type]
         while not count_inbox.empty():
             count_inbox.get_nowait()
 
     def trees() -> None:
         inits = [(rng.getrandbits(62), 5, 1) for _ in range(256)]
-        own = rtm.Worker.init_trees(host, inits, [])  # type: ignore[arg-type]
+        own = acking.init_trees(host, inits, [])  # type: ignore[arg-type]
         assert not own
-        rtm.Worker.handle_control(host, [[wire.ACK, 9, r, x, 0] for r, x, _ in inits], None)  # type: ignore[arg-type]
+        acking.handle_control(host, [[wire.ACK, 9, r, x, 0] for r, x, _ in inits], None)  # type: ignore[arg-type]
         assert spout_inbox.qsize() == 1
         spout_inbox.get_nowait()
 

@@ -62,3 +62,15 @@ def test_profile_workers_names_the_busy_threads(tmp_path: Path) -> None:
     assert "engine" in names, names
     assert max((t for w in workers.values() for t in w["threads"]), key=lambda t: t["cores"])["thread"].startswith(
         "engine"), "the busiest thread is not the engine loop"
+
+
+def test_hotpath_replays_every_per_tuple_path_of_the_real_executors() -> None:
+    """bench/hotpath.py drives the real executors' and the worker's per-tuple functions in one
+    thread: it broke once unnoticed when the executors' flush was renamed, so it runs here, a
+    few calls per case."""
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "hotpath.py"), "--calls", "2", "--rounds", "1"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line for line in proc.stdout.splitlines() if line.rstrip().endswith(" us")]
+    assert len(lines) == 8, proc.stdout
+    assert all(float(line.split()[-2]) > 0 for line in lines), proc.stdout
