@@ -42,7 +42,8 @@ ENV PATH=/opt/squall/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1
 USER 10001:10001
 WORKDIR /home/squall
-# topologies' component modules are layered under /app; the operator imports them to validate
+# /app on the path as in the worker image; the operator itself imports no topology code (it checks
+# the graph only; the workers load the classes)
 ENV PYTHONPATH=/app
 ENTRYPOINT ["squall"]
 CMD ["operator"]

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.k8s
 VERSION = "0.1.0"
 OPERATOR = f"localhost/squall-operator:{VERSION}"
 WORKER = f"localhost/squall-worker:{VERSION}"
+WORKER_SPARK = f"localhost/squall-worker-spark:{VERSION}"
 WORDCOUNT = f"localhost/squall-wordcount:{VERSION}"
 ZOOKEEPER = "docker.io/library/zookeeper:3.9"
 BASE = "docker.io/library/python:3.11-slim-bookworm"
@@ -38,7 +39,7 @@ def images() -> dict[str, dict[str, object]]:
     if shutil.which("buildah") is None:
         pytest.fail("buildah is missing: run scripts/k8s-images", pytrace=False)
     out = {}
-    for name in (BASE, OPERATOR, WORKER, WORDCOUNT, ZOOKEEPER):
+    for name in (BASE, OPERATOR, WORKER, WORKER_SPARK, WORDCOUNT, ZOOKEEPER):
         r = buildah("inspect", "--type", "image", name, check=False)
         if r.returncode != 0:
             pytest.fail(f"image {name} is not built: run scripts/k8s-images", pytrace=False)
@@ -67,18 +68,25 @@ def config(images: dict[str, dict[str, object]], name: str) -> dict[str, object]
     return images[name]["OCIv1"]["config"]  # type: ignore[index, no-any-return]
 
 
+def size(images: dict[str, dict[str, object]], name: str) -> int:
+    """Bytes of an image's layers (uncompressed, as buildah stores them)."""
+    return sum(layer["size"] for layer in json.loads(images[name]["Manifest"])["layers"])  # type: ignore[arg-type]
+
+
 def test_images_run_as_non_root_with_their_entrypoints(images: dict[str, dict[str, object]]) -> None:
     assert config(images, OPERATOR)["User"] == "10001:10001"
     assert config(images, OPERATOR)["Entrypoint"] == ["squall"]
     assert config(images, OPERATOR)["Cmd"] == ["operator"]
     assert config(images, WORKER)["User"] == "10001:10001"
-    assert config(images, WORKER)["Entrypoint"] == ["/usr/bin/tini", "--", "python", "-m", "squall.worker"]
+    for name in (WORKER, WORKER_SPARK):
+        assert config(images, name)["User"] == "10001:10001"
+        assert config(images, name)["Entrypoint"] == ["/usr/bin/tini", "--", "python", "-m", "squall.worker"]
     assert config(images, WORDCOUNT)["User"] == "10001:10001"
     assert config(images, ZOOKEEPER)["User"] == "1000:1000"
-    for name in (OPERATOR, WORKER, WORDCOUNT, ZOOKEEPER):
+    for name in (OPERATOR, WORKER, WORKER_SPARK, WORDCOUNT, ZOOKEEPER):
         assert "PYTHONPATH=/app" in config(images, name)["Env"]  # type: ignore[operator]
     # each built from the inputs recorded in its key; those the nodes run in their image store
-    for n in ("base", "pause", "operator", "worker", "wordcount", "zookeeper"):
+    for n in ("base", "pause", "operator", "worker", "worker-spark", "wordcount", "zookeeper"):
         assert (images_dir() / f"{n}.key").read_text().strip(), n
     assert (images_dir() / "containerd" / "root" / "io.containerd.metadata.v1.bolt" / "meta.db").exists()
 
@@ -92,11 +100,25 @@ def test_operator_image_has_no_spark(run) -> None:  # type: ignore[no-untyped-de
     assert r.returncode == 0 and "operator" in r.stdout, r.stderr
 
 
-def test_worker_image_has_spark_and_java(run) -> None:  # type: ignore[no-untyped-def]
-    r = run(WORKER, "python", "-c", "import squall.spark, squall.worker, pyspark; print(pyspark.__version__)",
+def test_worker_image_has_no_spark_nor_java(run, images) -> None:  # type: ignore[no-untyped-def]
+    """The default worker image: the worker and the Kafka client, no PySpark and no JRE (a node
+    pulls those only for topologies with Spark components, on squall-worker-spark)."""
+    r = run(WORKER, "python", "-c", "import squall.worker, confluent_kafka, importlib.util as u; "
+            "print(u.find_spec('pyspark'), u.find_spec('pyarrow'))", user="10001")
+    assert r.returncode == 0 and r.stdout.split() == ["None", "None"], r.stderr
+    r = run(WORKER, "python", "-c", "import squall.spark", user="10001")
+    assert r.returncode != 0 and "pip install 'squall[spark]'" in r.stderr, r.stderr
+    r = run(WORKER, "sh", "-c", "command -v java; ls /opt/java 2>/dev/null; true", user="10001")
+    assert r.returncode == 0 and r.stdout.strip() == "", r.stdout
+    # and the smaller by the JRE and PySpark's jars: under half the Spark one
+    assert 2 * size(images, WORKER) < size(images, WORKER_SPARK), (size(images, WORKER), size(images, WORKER_SPARK))
+
+
+def test_worker_spark_image_has_spark_and_java(run) -> None:  # type: ignore[no-untyped-def]
+    r = run(WORKER_SPARK, "python", "-c", "import squall.spark, squall.worker, pyspark; print(pyspark.__version__)",
             user="10001")
     assert r.returncode == 0 and r.stdout.strip().startswith("4."), r.stderr
-    r = run(WORKER, "/opt/java/bin/java", "-version", user="10001")
+    r = run(WORKER_SPARK, "/opt/java/bin/java", "-version", user="10001")
     assert r.returncode == 0 and "17." in r.stderr, r.stderr
 
 
@@ -107,7 +129,7 @@ def test_wordcount_image_carries_the_example(run) -> None:  # type: ignore[no-un
 
 
 def test_runtime_images_are_lean(run) -> None:  # type: ignore[no-untyped-def]
-    for image in (OPERATOR, WORKER):
+    for image in (OPERATOR, WORKER, WORKER_SPARK):
         r = run(image, "sh", "-c", "command -v gcc cc make; ls /root/.cache /var/lib/apt/lists/*_Packages 2>/dev/null; "
                 "ls /src 2>/dev/null; true")
         assert r.returncode == 0 and r.stdout.strip() == "", (image, r.stdout)
