@@ -17,6 +17,8 @@ Layout (``root`` defaults to ``/squall``; see docs/design.md, which is the contr
     <root>/logconfigs/<topo>                     LogConfig          persistent
     <root>/debug/<topo>                          DebugRequest       persistent
     <root>/debug/<topo>/<node>-<port>            WorkerDebug        persistent
+    <root>/sampling/<topo>                       SamplingConfig     persistent
+    <root>/samples/<topo>/<node>-<port>          SampledTuples      persistent
 
 Payloads are ``model_dump_json()`` bytes. A reader checks ``v`` first and raises
 ``PayloadVersionError`` on a version it does not know rather than misreading it.
@@ -90,6 +92,7 @@ from squall.models.cluster import (
     WorkerSlot,
 )
 from squall.models.debugging import DebugRequest, WorkerDebug
+from squall.models.sampling import SampledTuples, SamplingConfig
 
 __all__ = [
     "ACCESS_ERRORS",
@@ -123,6 +126,8 @@ MAX_ERRORS = 10
 REQUESTS = "requests"
 LOGCONFIGS = "logconfigs"
 DEBUG = "debug"
+SAMPLING = "sampling"
+SAMPLES = "samples"
 STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS, SUPERVISORS = (
     "storms",
     "assignments",
@@ -786,20 +791,35 @@ class ClusterState:
         """Slot key -> the card its worker wrote last."""
         return self._read_children(WorkerDebug, self._path(DEBUG, _name("topology id", topo)), None)
 
+    # --- the event inspector (squall.sampling) ----------------------------------------------
+
+    def set_sampling(self, topo: str, config: SamplingConfig) -> None:
+        self._put(self._path(SAMPLING, _name("topology id", topo)), _encode(config))
+
+    def get_sampling(self, topo: str, watch: Watch | None = None) -> SamplingConfig | None:
+        return self._read(SamplingConfig, self._path(SAMPLING, _name("topology id", topo)), watch)
+
+    def put_samples(self, topo: str, slot: WorkerSlot, samples: SampledTuples) -> None:
+        self._put(self._path(SAMPLES, _name("topology id", topo), slot.key()), _encode(samples))
+
+    def samples(self, topo: str) -> dict[str, SampledTuples]:
+        """Slot key -> the tuples its worker sampled last."""
+        return self._read_children(SampledTuples, self._path(SAMPLES, _name("topology id", topo)), None)
+
     # --- whole topologies -----------------------------------------------------------------
 
     def topologies_with_state(self) -> set[str]:
         """Every topology id with any node (storm, assignment, beats, endpoints, errors): what
         nimbus compares with ``storm_ids()`` to clean up leftovers."""
         ids: set[str] = set()
-        for sub in (STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS, LOGCONFIGS, DEBUG):
+        for sub in (STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS, LOGCONFIGS, DEBUG, SAMPLING, SAMPLES):
             ids.update(self._children(self._path(sub), None))
         return ids
 
     def teardown_topology(self, topo: str) -> None:
         """Remove every node of the topology; missing nodes are fine."""
         topo = _name("topology id", topo)
-        for sub in (STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS, LOGCONFIGS, DEBUG):
+        for sub in (STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS, LOGCONFIGS, DEBUG, SAMPLING, SAMPLES):
             self._delete(self._path(sub, topo), recursive=True)
 
 
