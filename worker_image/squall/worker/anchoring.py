@@ -61,6 +61,8 @@ class BoltCollector:
 
     def emit(self, values: Sequence[Any], stream: str = "default", anchors: Any = None) -> list[int]:
         ex = self.ex
+        if ex.sampler is not None:
+            ex.sampler.offer(self.task, stream, values)
         choosers = ex.routes[self.task].get(stream)
         if choosers is not None and len(choosers) == 1:
             targets = choosers[0](values)
@@ -100,6 +102,8 @@ class BoltCollector:
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default", anchors: Any = None) -> None:
         ex = self.ex
         ex.check_direct(self.task, stream, task)
+        if ex.sampler is not None:
+            ex.sampler.offer(self.task, stream, values)
         if anchors is None:
             anchors = ex.auto_anchor
         ex.put_tuple(task, self._anchored(task, stream, list(values), anchors))

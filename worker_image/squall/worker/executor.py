@@ -45,6 +45,7 @@ from squall.worker.load import PeerLoads
 from squall.worker.routing import Inbox, Routing
 from squall.worker.transport import DirectSender
 from squall.worker.context import Context
+from squall.sampling import Sampler
 
 log = logging.getLogger("squall.executor")
 
@@ -145,6 +146,8 @@ class Executor:
         # its batches for remote tasks leave on these sockets, one per peer (the engine loop's,
         # shared by the executors it steps; an isolated executor's own: transport.DirectSender)
         self.direct_data: DirectSender | None = None
+        # the event inspector's sampling of this executor's emits (squall.sampling); None: off
+        self.sampler: Sampler | None = None
         # per task: stream -> choosers; per task: stream -> direct consumer tasks
         self.routes: dict[int, dict[str, list[Chooser]]] = {}
         self.direct: dict[int, dict[str, frozenset[int]]] = {}

@@ -6,9 +6,10 @@ whether a stopping worker may leave (squall.worker.handover). Functions of the w
 from __future__ import annotations
 
 import logging
+import time
 
 from squall.models.cluster import TopologyStatus
-from squall.worker import hotupdate, levels
+from squall.worker import eventlog, hotupdate, levels
 from squall.worker.handover import Leaving, should_leave
 from squall.worker.host import WorkerHost
 from squall.worker.workerstate import WorkerState
@@ -50,6 +51,7 @@ def refresh(w: WorkerState, host: WorkerHost) -> None:
         return
     w.storm_active = base.status is TopologyStatus.ACTIVE
     levels.read_log_config(w)
+    eventlog.read_sampling(w)
     assignment = w.state.get_assignment(w.topology_id, watch=w.watch)
     endpoints = w.state.get_endpoints(w.topology_id, watch=w.watch)
     if endpoints != w.endpoints:
@@ -65,6 +67,8 @@ def refresh(w: WorkerState, host: WorkerHost) -> None:
     if assignment is not None and (assignment != w.assignment or base.component_executors != w.base.component_executors):
         w.base = base
         hotupdate.apply_assignment(w, host, assignment)
+        if w.sampling:
+            eventlog.apply_sampling(w, time.time())  # new executors sample too
     if not w.peers_ready:
         # spouts start once every worker of the assignment listens, so the first tuples are
         # not dropped; a peer lost later does not deactivate them (its tuples time out and

@@ -35,7 +35,7 @@ from squall.state import ACCESS_ERRORS, CONNECTION_ERRORS, ZK_AUTH_ENV, ZK_AUTH_
 from squall.worker import allocator, health, metrics
 from squall.worker.errorlog import ErrorThrottle, throttle_settings
 from squall.worker.engine import Engine
-from squall.worker import acking, hotupdate, levels, receive, refresh, send, status
+from squall.worker import acking, eventlog, hotupdate, levels, receive, refresh, send, status
 from squall.worker.workerstate import WorkerState
 from squall.worker.executor import Executor
 from squall.gcpolicy import POLICY as GC_POLICY
@@ -305,6 +305,8 @@ class Worker(WorkerState):
                 break
             if self.log_next_check is not None and time.time() >= self.log_next_check:
                 self.apply_log_levels(time.time())
+            if self.sampling_next_check is not None and time.time() >= self.sampling_next_check:
+                eventlog.apply_sampling(self, time.time())
             beat_due = now >= next_hb
             if beat_due:
                 next_hb = now + hb_every
@@ -327,6 +329,7 @@ class Worker(WorkerState):
                     if refresh.registered(self):
                         self.state.worker_heartbeat(self.topology_id, self.slot, self.heartbeat())
                         status.flush_errors(self)
+                        eventlog.publish_samples(self)
                 if zk_down:
                     zk_down = False
                     log.info("worker %s: ZooKeeper reachable again", self.slot.key())

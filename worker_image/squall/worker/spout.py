@@ -57,6 +57,8 @@ class SpoutCollector:
         # the hot path of every topology: routing, root ids and buffering are inlined
         ex = self.ex
         task = self.task
+        if ex.sampler is not None:
+            ex.sampler.offer(task, stream, values, msg_id)
         choosers = ex.routes[task].get(stream)
         if choosers is not None and len(choosers) == 1:
             targets = choosers[0](values)
@@ -114,6 +116,8 @@ class SpoutCollector:
         ex = self.ex
         ex.check_direct(self.task, stream, task)
         values = list(values)
+        if ex.sampler is not None:
+            ex.sampler.offer(self.task, stream, values, msg_id)
         if msg_id is not None and self.acking:
             root = self._root()
             e: Any = self.ids.take()

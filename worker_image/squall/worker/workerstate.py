@@ -19,7 +19,7 @@ from typing import Any
 
 import zmq
 
-from squall import wire
+from squall import sampling, wire
 from squall.acker import AckerLedger
 from squall.models.cluster import (
     Assignment,
@@ -165,6 +165,14 @@ class WorkerState:
         self.log_originals: dict[str, int] = {}
         self.log_next_check: float | None = None
         self.log_config_problem: str | None = None
+        # the event inspector (squall.sampling): the topology's sampling config as last read,
+        # when a setting lapses next, the tuples this worker's executors sampled (the newest),
+        # and the newest one it published
+        self.sampling: dict[str, dict[str, Any]] = {}
+        self.sampling_next_check: float | None = None
+        self.sampling_problem: str | None = None
+        self.samples: collections.deque[tuple[Any, ...]] = collections.deque(maxlen=sampling.KEPT)
+        self.samples_published: tuple[Any, ...] | None = None
         self.acker_executors: list[ExecutorId] = []
         self.routing: Routing
         self.exit_code = 0
