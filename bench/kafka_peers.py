@@ -2,7 +2,7 @@
 
     bench/kafka-peers [--records 8000000] [--partitions 4] [--seconds 15] [--warmup 10]
                       [--pending 1000] [--spouts 1] [--commit-ms 1000] [--only CASE ...] [--json PATH]
-                      [--eo-pending 20000] [--eo-interval-ms 1000]
+                      [--emit-batch N] [--eo-pending 20000] [--eo-interval-ms 1000]
 
 (`bench/kafka-peers` runs bench/setup, which builds bench/storm with storm-kafka-client, then
 this file with the project's venv. The broker's jars come from scripts/setup.)
@@ -123,13 +123,15 @@ def fill_topic(bootstrap: str, topic: str, records: int, partitions: int, *, com
 
 # -- Squall -------------------------------------------------------------------------------------
 def squall_topology(shape: str, bootstrap: str, topic: str, group: str, pending: int, spouts: int = 1,
-                    commit_ms: int | None = None) -> Topology:
+                    commit_ms: int | None = None, emit_batch: int | None = None) -> Topology:
     """The shape with Squall's KafkaSpout reading `topic` from its first offset on `group`;
-    `commit_ms`: offsetCommitPeriodMs (None: the spout's default)."""
+    `commit_ms`: offsetCommitPeriodMs, `emit_batch`: emitBatch (None: the spout's default)."""
     spout_cfg: dict[str, Any] = {"bootstrapServers": bootstrap, "topics": [topic], "groupId": group,
                                  "firstPollOffsetStrategy": "EARLIEST", "processingGuarantee": "AT_LEAST_ONCE"}
     if commit_ms is not None:
         spout_cfg["offsetCommitPeriodMs"] = commit_ms
+    if emit_batch is not None:
+        spout_cfg["emitBatch"] = emit_batch
     b = TopologyBuilder(f"bench-kafka-{shape}")
     b.set_spout("kafka", "squall.kafka:KafkaSpout", spouts, config={"kafka.spout": spout_cfg}, outputs=["value"])
     if shape == "noop":
@@ -223,7 +225,8 @@ def squall_k2k_case(cid: str, bootstrap: str, topic: str, args: argparse.Namespa
 def squall_kafka_case(shape: str, bootstrap: str, topic: str, group: str, args: argparse.Namespace,
                       broker_pid: int) -> Result:
     search = HERE / "topologies" if shape == "noop" else WORDCOUNT_DIR
-    topo = squall_topology(shape, bootstrap, topic, group, args.pending, args.spouts, args.commit_ms)
+    topo = squall_topology(shape, bootstrap, topic, group, args.pending, args.spouts, args.commit_ms,
+                           args.emit_batch)
     res = squall_case(topo, search, args.seconds, args.warmup, others={"broker": broker_pid})
     res["broker_cpu_s"] = res.pop("others_cpu_s", {}).get("broker")
     res["group"] = group
@@ -383,6 +386,9 @@ def main() -> None:
     ap.add_argument("--commit-ms", type=int, default=1000,
                     help="offsetCommitPeriodMs on both engines (default 1000; both spouts' own default is 30000, "
                          "with which Squall's stalls: see docs/performance-log.md)")
+    ap.add_argument("--emit-batch", type=int, default=None,
+                    help="Squall's emitBatch, records per next_tuple call (default: the spout's, 64; 1: one per "
+                         "call, as Storm's spout)")
     ap.add_argument("--eo-pending", type=int, default=20000,
                     help="maxSpoutPending of squall-k2k-eo (default 20000: an ack waits for the checkpoint's "
                          "commit, so it must cover an interval's records)")
@@ -403,7 +409,8 @@ def main() -> None:
         "time": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "cpus": os.cpu_count(), "loadavg_before": os.getloadavg(),
         "records": args.records, "partitions": args.partitions, "compression": args.compression,
         "seconds": args.seconds, "warmup": args.warmup, "pending": args.pending, "spouts": args.spouts,
-        "commit_ms": args.commit_ms, "eo_pending": args.eo_pending, "eo_interval_ms": args.eo_interval_ms,
+        "commit_ms": args.commit_ms, "emit_batch": args.emit_batch, "eo_pending": args.eo_pending,
+        "eo_interval_ms": args.eo_interval_ms,
         "argv": sys.argv[1:], "hot_path": _native.reason,
     }
     print(f"hot path: {_native.reason}", flush=True)

@@ -113,6 +113,9 @@ class KafkaSpoutConfig(_Client):
     # records one next_tuple call may emit from the polled batch (1: Storm's one per call); the
     # spout never takes its tuples in flight past topology.max.spout.pending with them
     emitBatch: int = Field(default=64, ge=1, le=100_000)
+    # with emitBatch > 1: one call in this many records emits nothing, which ends the executor's
+    # batch of next_tuple calls (its output goes out, acks come in) as 256 one-record calls did
+    yieldEvery: int = Field(default=256, ge=0)
     metadataTimeoutMs: int = Field(default=10_000, ge=100)
     retry: RetryConfig = RetryConfig()
     deadLetterTopic: str | None = None

@@ -31,13 +31,14 @@ class OffsetManager:
     set or heap entry. An ack out of order waits in `_acked` until `_head` reaches it.
     """
 
-    __slots__ = ("committed", "_emitted", "_head", "_acked", "_ready", "latest_emitted")
+    __slots__ = ("committed", "emitted", "_head", "_acked", "_ready", "latest_emitted")
 
     def __init__(self, committed: int) -> None:
         self.committed = committed
-        self._emitted: list[int] = []  # sorted, distinct; offsets >= committed
-        self._head = 0  # _emitted[:_head] are acked (or below _ready: done)
-        self._acked: set[int] = set()  # acked offsets of _emitted[_head:] (out of order)
+        # sorted, distinct; offsets >= committed (the spout appends to it itself, in order)
+        self.emitted: list[int] = []
+        self._head = 0  # emitted[:_head] are acked (or below _ready: done)
+        self._acked: set[int] = set()  # acked offsets of emitted[_head:] (out of order)
         self._ready = committed  # everything below it is acked (or was never emitted)
         self.latest_emitted: int | None = None
 
@@ -45,7 +46,7 @@ class OffsetManager:
     def add_emitted(self, offset: int) -> None:
         if offset < self.committed:
             return  # committed already
-        emitted = self._emitted
+        emitted = self.emitted
         if not emitted or offset > emitted[-1]:
             emitted.append(offset)  # the usual case: polled in order
             self.latest_emitted = offset
@@ -61,7 +62,7 @@ class OffsetManager:
         """`offset` is processed (acked, or skipped for good: retries spent, a poison record)."""
         if offset < self._ready:
             return  # acked twice, or already counted as committable
-        emitted = self._emitted
+        emitted = self.emitted
         h = self._head
         if h < len(emitted) and emitted[h] == offset:
             h += 1  # the usual case: the first un-acked offset
@@ -82,7 +83,7 @@ class OffsetManager:
         latest = self.latest_emitted
         if latest is None or offset > latest:
             return False
-        emitted = self._emitted
+        emitted = self.emitted
         i = bisect.bisect_left(emitted, offset)
         return i < len(emitted) and emitted[i] == offset
 
@@ -90,7 +91,7 @@ class OffsetManager:
     @property
     def num_uncommitted(self) -> int:
         """Emitted offsets at or above the committed point (acked or not)."""
-        return len(self._emitted)
+        return len(self.emitted)
 
     def next_commit_offset(self) -> int | None:
         """The offset to commit now (Kafka's: the next to read), or None when it would not move."""
@@ -101,7 +102,7 @@ class OffsetManager:
         if offset <= self.committed:
             return
         self.committed = offset
-        emitted = self._emitted
+        emitted = self.emitted
         cut = bisect.bisect_left(emitted, offset)
         del emitted[:cut]
         h = self._head - cut
@@ -123,4 +124,4 @@ class OffsetManager:
 
     def __repr__(self) -> str:
         return (f"<OffsetManager committed={self.committed} ready={self._ready} "
-                f"uncommitted={len(self._emitted)}>")
+                f"uncommitted={len(self.emitted)}>")

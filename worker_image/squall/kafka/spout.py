@@ -335,6 +335,9 @@ class KafkaSpout(Spout):
         # records one next_tuple call may emit, and what bounds them: the executor's pending
         # tuples are all in `in_flight`, so a batch never takes them past maxSpoutPending
         self.emit_batch = cfg.emitBatch
+        # an empty call every `yieldEvery` records (counted by what the calls could emit)
+        self.yield_every = cfg.yieldEvery if cfg.emitBatch > 1 else 0
+        self.since_yield = 0
         pending = conf.get("topology.max.spout.pending")
         self.max_pending: int | None = int(pending) if pending else None
         self.poison = self.dropped = self.dead_lettered = 0
@@ -365,21 +368,30 @@ class KafkaSpout(Spout):
         # up to `emitBatch` buffered records per call (Storm's spout emits one per nextTuple;
         # the per-call checks above are paid once for the batch), never past maxSpoutPending
         room = self._room()
+        if self.yield_every:
+            left = self.yield_every - self.since_yield
+            if left <= 0:
+                # one call that emits nothing: the executor ends its batch of calls there and
+                # sends what was emitted, as it did after 256 one-record calls (a batch of calls
+                # that ran on to maxSpoutPending would go out as one wave and wait for its acks)
+                self.since_yield = 0
+                return
+            room = min(room, left)
+        want = room
         buffer = self.buffer
         emit = self._emit
         polled = False
-        while True:
+        while room > 0:
             if not buffer:
                 if polled or not self.assigned:
-                    return
+                    break
                 self._poll()  # at most once per call: a poll's records may all be skipped
                 polled = True
                 if not buffer:
-                    return
+                    break
             if emit(buffer.popleft()):
                 room -= 1
-                if room <= 0:
-                    return
+        self.since_yield += want - room
 
     def _room(self) -> int:
         """How many records this call may emit (at least one): `emitBatch`, and no more than
@@ -432,8 +444,10 @@ class KafkaSpout(Spout):
             mgr = self.managers.get(tp)
             if mgr is None:
                 mgr = self.managers[tp] = OffsetManager(offset)
-            elif offset < mgr.committed or mgr.is_emitted(offset):
-                return False  # read again after a seek: already handled
+            else:
+                emitted = mgr.emitted
+                if offset < mgr.committed or (emitted and offset <= emitted[-1] and mgr.is_emitted(offset)):
+                    return False  # read again after a seek: already handled
         else:
             self.positions[tp] = offset + 1
         msg_id: MessageId = (topic, partition, offset)
@@ -456,7 +470,12 @@ class KafkaSpout(Spout):
             self.collector.emit(values)
             return True
         if mgr is not None:
-            mgr.add_emitted(offset)
+            emitted = mgr.emitted
+            if not emitted or offset > emitted[-1]:  # OffsetManager.add_emitted's usual case, inlined
+                emitted.append(offset)
+                mgr.latest_emitted = offset
+            else:
+                mgr.add_emitted(offset)
         self.in_flight[msg_id] = values
         if self.keep_raw:
             self.raw[msg_id] = m
