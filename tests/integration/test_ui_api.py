@@ -282,3 +282,38 @@ def test_kubernetes_rebalance_without_options_is_refused_in_the_uis_words(zookee
                 assert refused.value.status == 400 and "rebalanceOptions" in str(refused.value), refused.value
         finally:
             state.client.delete(root, recursive=True)
+
+
+def test_ui_debug_switch_samples_a_components_emits_and_the_events_api_shows_them(
+        ui: tuple[LocalCluster, str, str], tmp_path: Path) -> None:
+    """Storm UI's debug switch (POST .../debug/enable/PCT) and its event log
+    (GET .../events): an action like the others (403 when off, 415 without JSON, 404 for what
+    is not there), sampling lapses by itself."""
+    cluster, on, off = ui
+    topo = id_pipeline("sampled", tmp_path / "out", 0, rate=200, workers=1)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    api = "api/v1/topology/sampled"
+    code, got = call(on + api + "/events")
+    assert code == 200 and got == {"topologyId": "sampled", "events": []}, got
+
+    assert call(off + api + "/component/pass/debug/enable/50", "POST", {})[0] == 403
+    assert call(on + api + "/component/pass/debug/enable/50", "POST", b"", content_type=None)[0] == 415
+    code, got = call(on + api + "/component/nosuch/debug/enable/50", "POST", {})
+    assert code == 404 and "no component 'nosuch'" in got["error"], got
+    code, got = call(on + api + "/component/pass/debug/enable/0", "POST", {})
+    assert code == 400 and "above 0" in got["error"], got
+    assert call(on + api + "/component/pass/debug/toggle/50", "POST", {})[0] == 404
+    assert cluster.state.get_sampling("sampled") is None, "a refused switch changed something"
+
+    code, got = call(on + api + "/component/pass/debug/enable/50?secs=4", "POST", {})
+    assert code == 200 and got["status"] == "success" and "sampling 50% of pass's emits for 4s" in got["message"], got
+    events = wait_for(lambda: call(on + api + "/events?component=pass&n=10")[1]["events"] or None, 30,
+                      "sampled tuples in the API", cluster)
+    assert len(events) == 10 and {e["component"] for e in events} == {"pass"}
+    assert all(e["stream"] == "default" and e["values"] and e["worker"] for e in events)
+    assert call(on + api + "/events?n=many")[0] == 400
+    assert call(on + "api/v1/topology/nosuch/events")[0] == 404
+
+    code, got = call(on + api + "/debug/disable/0", "POST", {})  # every component's: none was on
+    assert code == 200 and "no longer sampled" in got["message"], got

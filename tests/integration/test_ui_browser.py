@@ -197,3 +197,31 @@ def test_numbers_right_aligned_and_latencies_as_the_server_prints_them(
         "return [...document.querySelectorAll('[data-k$=\"Latency\"]')].map((e) => e.textContent)")
     assert cells and all(c == "0" or "." in c or c.replace(",", "").isdigit() for c in cells), cells
     assert "0.00" not in cells, cells
+
+
+@pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
+def test_the_debug_switch_shows_a_components_sampled_tuples_in_chromium(
+        squall_run: tuple[str, list[str]], browser: Any, tmp_path: Path) -> None:
+    """Storm UI's debug switch and event log: pick a component, sample all its emits for a
+    while, and its tuples (words, as text) show on the page by themselves; stop it again."""
+    url, _ = squall_run
+    driver = browser
+    driver.get(url + "topology/wordcount")
+    wait_for(lambda: driver.execute_script("return document.body.dataset.updated"), 60, "a refresh of the page")
+    assert "No sampled tuples." in driver.execute_script("return document.querySelector('#events').textContent")
+    driver.execute_script(
+        "document.getElementById('dbg-component').value = 'split';"
+        "document.getElementById('dbg-pct').value = '100';"
+        "document.getElementById('dbg-secs').value = '60';"
+        "document.querySelector('#debug button[data-debug=enable]').click();")
+    wait_for(lambda: "sampling 100% of split's emits for 60s" in driver.execute_script(
+        "return document.getElementById('message').textContent"), 30, "the switch's answer")
+    rows = wait_for(lambda: driver.execute_script(
+        "return [...document.querySelectorAll('#events tbody tr:not(.empty)')].map((r) => "
+        "[...r.children].map((c) => c.textContent))") or None, 60, "sampled tuples on the page")
+    # time, component, task, stream, message id, values, worker: a bolt's emit of one word
+    assert all(r[1] == "split" and r[3] == "default" and r[5].startswith("['") for r in rows), rows[:3]
+    _shoot(driver, "ui-events.png", tmp_path)
+    driver.execute_script("document.querySelector('#debug button[data-debug=disable]').click();")
+    wait_for(lambda: "no longer sampled" in driver.execute_script(
+        "return document.getElementById('message').textContent"), 30, "the switch turned off")

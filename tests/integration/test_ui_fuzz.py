@@ -270,7 +270,11 @@ content_types = st.one_of(st.just("application/json"), st.sampled_from([
 # so that examples get past the first checks, and half anything
 _known = {
     "id": st.just(TOPOLOGY),
-    "op": st.sampled_from(["activate", "deactivate", "rebalance", "kill"]),
+    "op": st.sampled_from(["activate", "deactivate", "rebalance", "kill", "enable", "disable"]),
+    # the debug switch's percentage and component (the shared topology's, and ones it has not)
+    "pct": st.one_of(st.sampled_from(["0", "50", "100", "100.5", "-1", "nan", "inf", "1e309", "1_0"]),
+                     st.floats().map(str)),
+    "component": st.sampled_from(["sentences", "split", "count", "nosuch", "*", "%2e%2e"]),
     "wait": st.one_of(st.sampled_from(["0", "1", "0.5", "-1", "nan", "inf", "1e309", "86400", "86401", "1_0"]),
                       st.floats().map(str)),
 }

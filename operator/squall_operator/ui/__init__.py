@@ -18,6 +18,9 @@ JSON API (shaped after Storm UI's `/api/v1`):
     POST /api/v1/topology/{id}/kill/{wait-time}
     GET  /api/v1/topology/{id}/profiling/dumpjstack/{node-port}   every thread's stack of a worker
                                    (Storm's jstack; `/topology/{id}/stacks/{node-port}`: the same as text)
+    GET  /api/v1/topology/{id}/events?component=C&n=N   the tuples the event inspector sampled
+    POST /api/v1/topology/{id}[/component/{component}]/debug/{enable|disable}/{pct}[?secs=S]
+                                   Storm UI's debug switch (`squall debug`; an action)
 
 A stack dump (squall.worker.debugging) asks the worker through ZooKeeper, as `squall
 dump-stacks` does: it changes nothing, so it needs no enabled actions, but a browser must ask from
@@ -50,6 +53,7 @@ import logging
 import math
 import socket
 import threading
+import time
 from collections.abc import Mapping
 from http import HTTPStatus
 from pathlib import Path
@@ -68,12 +72,14 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from squall import sampling
 from squall.models.cluster import NimbusRequest
 from squall.state import CONNECTION_ERRORS, ClusterState, StateError
 from squall.worker import debugging
 from squall_operator import stored
 from squall_operator.nimbus import Nimbus, NimbusError
 from squall_operator.requests import perform
+from squall_operator.sampling_ops import sampled, set_sampling
 from squall_operator.ui.data import WINDOWS, UiData, is_topology_id, latency_text
 from squall_operator.verbs import EXIT_USAGE, MAX_WORKERS, KubernetesTarget, VerbError, _check_executors
 
@@ -96,6 +102,8 @@ MAX_WAIT_SECS = 86400.0
 MAX_BODY_BYTES = 64 * 1024  # a rebalance's options are a few hundred bytes
 # seconds a stack dump waits for its worker's answer
 STACKS_TIMEOUT_SECS = 15.0
+# how long the UI's debug switch samples when not told (squall debug's default)
+DEBUG_SECS = 300.0
 
 
 class ActionRefused(Exception):
@@ -463,8 +471,57 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
         return JSONResponse({"topologyId": name, "worker": slot, "host": card.host, "pid": card.pid,
                              "dump": card.answer})
 
+    def events(request: Request) -> Response:
+        """The tuples the event inspector sampled (`squall events`), oldest first."""
+        name = request.path_params["id"]
+        if not is_topology_id(name) or data.state.get_storm(name) is None:
+            return _error(404, no_topology(name))
+        try:
+            tail = int(request.query_params.get("n", "100"))
+            if not 0 <= tail <= sampling.KEPT:
+                raise ValueError
+        except ValueError:
+            return _error(400, f"n must be a whole number from 0 to {sampling.KEPT}")
+        try:
+            rows = sampled(data.state, name, request.query_params.get("component") or None, tail)
+        except VerbError as exc:
+            return _error(404, str(exc))
+        return JSONResponse({"topologyId": name, "events": rows})
+
+    async def debug(request: Request) -> Response:
+        """Storm UI's debug switch: POST /api/v1/topology/{id}[/component/{component}]/debug/
+        {enable|disable}/{pct}[?secs=S]: sample that share of the emits (squall debug)."""
+        name, op, spct = request.path_params["id"], request.path_params["op"], request.path_params["pct"]
+        component = request.path_params.get("component")
+        if op not in ("enable", "disable"):
+            return _error(404, f"no such action: {_shown(request.url.path)}")
+        if not is_topology_id(name):
+            return _error(404, no_topology(name))
+        if not enabled:
+            return _error(403, "actions are disabled on this UI (enable them with --ui-actions / ui.actions)")
+        site = request.headers.get("sec-fetch-site")
+        if site is not None and site not in ("same-origin", "none"):
+            return _error(403, f"actions come from the UI's own pages only (Sec-Fetch-Site: {_shown(site)})")
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return _error(415, "send Content-Type: application/json")
+        try:
+            pct = float(spct) if op == "enable" else None
+            secs = float(request.query_params.get("secs", str(DEBUG_SECS)))
+        except ValueError:
+            return _error(400, f"the sample percentage and secs must be numbers (got {_shown(spct)})")
+        try:
+            message = await run_in_threadpool(set_sampling, data.state, name, component, pct,
+                                              secs if secs > 0 else None, time.time())
+        except VerbError as exc:
+            return _error(404 if "no topology" in str(exc) or "no component" in str(exc) else 400, str(exc))
+        return JSONResponse({"topologyOperation": "debug", "topologyId": name, "status": "success",
+                             "message": message})
+
     routes = [
         Route("/", index),
+        Route("/api/v1/topology/{id}/events", events),
+        Route("/api/v1/topology/{id}/debug/{op}/{pct}", debug, methods=["POST"]),
+        Route("/api/v1/topology/{id}/component/{component}/debug/{op}/{pct}", debug, methods=["POST"]),
         Route("/topology/{id}/stacks/{slot}", stacks),
         Route("/api/v1/topology/{id}/profiling/dumpjstack/{slot}", stacks),
         Route("/topology/{id}", topology_page),

@@ -119,10 +119,22 @@
     body.dataset.updated = String(Date.now());
   }
 
+  // the event inspector's samples (squall debug): text cells only, newest last
+  function renderEvents(got) {
+    const tb = document.querySelector("#events tbody");
+    if (!tb) return;
+    const rows = (got.events || []).map((e) => row([
+      new Date(e.time_secs * 1000).toISOString().slice(11, 23), e.component, [e.task, "num"], e.stream,
+      e.msg_id ?? "", "[" + (e.values || []).join(", ") + "]", e.worker]));
+    tb.replaceChildren(...(rows.length ? rows : [empty(7, "No sampled tuples.")]));
+  }
+
   async function poll() {
     try {
       if (page === "topology") {
-        renderTopology(await getJSON("/api/v1/topology/" + encodeURIComponent(body.dataset.topology) + "?window=" + encodeURIComponent(win)));
+        const id = encodeURIComponent(body.dataset.topology);
+        renderTopology(await getJSON("/api/v1/topology/" + id + "?window=" + encodeURIComponent(win)));
+        renderEvents(await getJSON("/api/v1/topology/" + id + "/events?n=50"));
       } else {
         const [c, s] = await Promise.all([getJSON("/api/v1/cluster/summary"), getJSON("/api/v1/topology/summary")]);
         renderIndex(c, s);
@@ -174,6 +186,22 @@
     });
   }
 
+  // Storm UI's debug switch: POST .../debug/enable|disable/PCT, per component or for all
+  function wireDebug() {
+    const bar = document.getElementById("debug");
+    if (!bar) return;
+    bar.addEventListener("click", (ev) => {
+      const b = ev.target.closest("button[data-debug]");
+      if (!b) return;
+      const comp = document.getElementById("dbg-component").value;
+      const pct = document.getElementById("dbg-pct").value.trim() || "10";
+      const secs = document.getElementById("dbg-secs").value.trim();
+      const path = (comp ? "component/" + encodeURIComponent(comp) + "/" : "") + "debug/" + b.dataset.debug + "/" +
+        encodeURIComponent(b.dataset.debug === "enable" ? pct : "0") + (secs ? "?secs=" + encodeURIComponent(secs) : "");
+      return act("debug", path);
+    });
+  }
+
   function wireWindows() {
     document.querySelectorAll("#windows button[data-window]").forEach((b) => b.addEventListener("click", () => {
       win = b.dataset.window;
@@ -186,6 +214,7 @@
   }
 
   wireActions();
+  wireDebug();
   wireWindows();
   if (page === "topology" || page === "index") {
     poll();
