@@ -87,7 +87,7 @@ class Sentences(Spout):
 
 
 def main() -> None:
-    # the collector's thresholds of a worker (runtime.main installs them): without windows a
+    # the collector's thresholds of a worker (process.main installs them): without windows a
     # young collection every 100k allocations, not CPython's default 700
     GC_POLICY.install()
     # the bolts' clock stands still: a bolt flushes in the middle of a batch after FLUSH_SECS,

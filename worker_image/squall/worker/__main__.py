@@ -5,7 +5,7 @@ from squall.worker import allocator
 
 # before anything else is imported: the allocator is fixed when the process starts, so a worker
 # asked for jemalloc by name re-executes itself with it preloaded here; under `auto` it decides
-# once it has read its topology (squall.worker.allocator, runtime.main)
+# once it has read its topology (squall.worker.allocator, process.main)
 try:
     if allocator.decided_early(os.environ):
         allocator.select()
@@ -14,7 +14,7 @@ except ValueError as exc:
     sys.exit(2)
 
 from squall.worker import debugging
-from squall.worker.runtime import main
+from squall.worker.process import main
 
 # `squall dump-stacks` / `squall logs` answered on a thread (and ZooKeeper session) of its own,
 # beside the worker rather than inside its loop: a stuck worker still shows its stacks
