@@ -485,10 +485,5 @@ from squall_operator.verbs_cli import add_verbs  # noqa: E402
 
 add_verbs(app)
 
-# the event inspector on a local cluster: squall debug / squall events (squall_operator.sampling_verbs)
-from squall_operator.sampling_verbs import add_sampling_verbs  # noqa: E402
-
-add_sampling_verbs(app)
-
 from squall_operator.kafka_cli import add_kafka  # noqa: E402  (squall kafka up: a local broker)
 add_kafka(app)

@@ -34,11 +34,12 @@ a kill or a rebalance runs after that.
 
 from __future__ import annotations
 
+import datetime
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Final, Protocol
+from typing import IO, Any, Final, Protocol, TypeVar
 
 from squall import limits
 from squall_operator.resources import LOG_LEVELS_ANNOTATION
@@ -153,6 +154,8 @@ class Target(Protocol):
     def logs(self, name: str, target: str | None, follow: bool, tail: int, out: Callable[[str], None]) -> str: ...
     def dump_stacks(self, name: str, target: str | None, profile_secs: float | None,
                     out: Callable[[str], None]) -> str: ...
+    def debug(self, name: str, component: str | None, pct: float | None, secs: float | None) -> str: ...
+    def events(self, name: str, component: str | None, tail: int) -> Sequence[dict[str, Any]]: ...
     def close(self) -> None: ...
 
 
@@ -252,6 +255,33 @@ def _no_answer(name: str, missing: Sequence[str], timeout: float) -> VerbError:
 
 
 # --- a local cluster, by its ZooKeeper --------------------------------------------------------
+
+
+T = TypeVar("T")
+
+
+def inspected(call: Callable[[], T]) -> T:
+    """An event inspector call (squall.worker.eventlog) with its errors as the verbs'."""
+    from squall.worker import eventlog
+
+    try:
+        return call()
+    except eventlog.InspectorError as exc:
+        raise VerbError(str(exc), EXIT_USAGE if exc.usage else EXIT_FAILED) from None
+
+
+def format_events(rows: Sequence[Mapping[str, Any]]) -> str:
+    """`squall events`' table: the sampled tuples, oldest first."""
+    if not rows:
+        return "no sampled tuples yet (turn sampling on with `squall debug NAME [COMPONENT] --sample PCT`)"
+    lines = ["TIME          COMPONENT  TASK  STREAM   MSG-ID  VALUES"]
+    for r in rows:
+        when = datetime.datetime.fromtimestamp(float(r["time_secs"]), datetime.timezone.utc)
+        values = ", ".join(str(v) for v in r["values"])
+        msg_id = "-" if r["msg_id"] is None else r["msg_id"]
+        lines.append(f"{when:%H:%M:%S.%f}"[:12] + f"  {r['component']!s:<9}  {r['task']!s:>4}  "
+                     f"{r['stream']!s:<7}  {msg_id!s:>6}  [{values}]")
+    return "\n".join(lines)
 
 
 class ZooKeeperTarget:
@@ -406,6 +436,16 @@ class ZooKeeperTarget:
 
 # --- Kubernetes -----------------------------------------------------------------------------
 
+    def debug(self, name: str, component: str | None, pct: float | None, secs: float | None) -> str:
+        from squall.worker import eventlog
+
+        return inspected(lambda: eventlog.set_sampling(self.state, name, component, pct, secs, time.time()))
+
+    def events(self, name: str, component: str | None, tail: int) -> Sequence[dict[str, Any]]:
+        from squall.worker import eventlog
+
+        return inspected(lambda: eventlog.sampled(self.state, name, component, tail))
+
 GROUP, VERSION, PLURAL = "squall.io", "v1alpha1", "topologies"
 # read by the operator's kill (squall_operator.resources.KILL_WAIT_ANNOTATION)
 KILL_WAIT_ANNOTATION = "squall.io/kill-wait-secs"
@@ -464,6 +504,7 @@ def describe_log_levels(name: str, config: Mapping[str, Mapping[str, Any]], now:
 
 class KubernetesTarget:
     """The Topology resources of one namespace (see the module doc)."""
+
 
     def __init__(self, *, namespace: str | None = None, kubeconfig: str | None = None,
                  context: str | None = None, request_timeout: float = 15.0) -> None:
@@ -654,6 +695,16 @@ class KubernetesTarget:
                     action: str, seconds: float = 0.0) -> dict[str, Any]:
         """``python -m squall.worker.debugging`` run in one of the topology's running worker pods
         (it has the topology's ZooKeeper and credentials): its JSON answer."""
+        return self.exec_in_worker(name, pods, "squall.worker.debugging", [
+            "--action", action, "--seconds", f"{seconds:g}", "--timeout", f"{self.request_timeout:g}",
+            *(["--target", target] if target else [])], seconds)
+
+    def exec_in_worker(self, name: str, pods: Mapping[str, Mapping[str, Any]], module: str,
+                       module_args: Sequence[str], seconds: float = 0.0) -> dict[str, Any]:
+        """``python -m MODULE --zookeeper Z --root R --topology NAME ARGS`` run in one of the
+        topology's running worker pods (it has the topology's ZooKeeper and credentials, from the
+        worker's own arguments): the JSON object it prints last. `{"error": ...}` is a VerbError
+        (exit 2 when it says `"usage": true`)."""
         import json
 
         from kubernetes.client.exceptions import ApiException
@@ -671,10 +722,8 @@ class KubernetesTarget:
         def arg(flag: str, default: str) -> str:
             return args[args.index(flag) + 1] if flag in args[:-1] else default
 
-        command = ["python", "-m", "squall.worker.debugging", "--zookeeper", arg("--zookeeper", ""),
-                   "--root", arg("--root", DEFAULT_ROOT), "--topology", name, "--action", action,
-                   "--seconds", f"{seconds:g}", "--timeout", f"{self.request_timeout:g}",
-                   *(["--target", target] if target else [])]
+        command = ["python", "-m", module, "--zookeeper", arg("--zookeeper", ""),
+                   "--root", arg("--root", DEFAULT_ROOT), "--topology", name, *module_args]
         try:
             ws = stream(self._core().connect_get_namespaced_pod_exec, pod_name, self.namespace,
                         container=container.get("name"), command=command, stdin=False, stdout=True,
@@ -696,7 +745,7 @@ class KubernetesTarget:
             raise VerbError(f"topology {name}: pod {pod_name} gave no answer"
                             + (f" ({said[-1][:300]})" if said else "")) from None
         if "error" in data:
-            raise VerbError(f"topology {name}: {data['error']}")
+            raise VerbError(f"topology {name}: {data['error']}", EXIT_USAGE if data.get("usage") else EXIT_FAILED)
         data["pod"] = pod_name
         return data
 
@@ -784,6 +833,20 @@ class KubernetesTarget:
             raise _no_answer(name, data["missing"], self.request_timeout)
         return ""
 
+
+    def debug(self, name: str, component: str | None, pct: float | None, secs: float | None) -> str:
+        self._get(name)
+        got = self.exec_in_worker(name, self._worker_pods(name), "squall.worker.eventlog", [
+            *(["--component", component] if component else []),
+            *(["--off"] if pct is None else ["--sample", f"{pct!r}"]),
+            *([] if secs is None else ["--secs", f"{secs!r}"])])
+        return str(got["message"])
+
+    def events(self, name: str, component: str | None, tail: int) -> Sequence[dict[str, Any]]:
+        self._get(name)
+        got = self.exec_in_worker(name, self._worker_pods(name), "squall.worker.eventlog", [
+            *(["--component", component] if component else []), "--tail", str(tail)])
+        return list(got["events"])
     def kill(self, name: str, wait_secs: float | None) -> str:
         self._get(name)
         if wait_secs is not None:

@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from squall.sampling import MAX_SECS as MAX_SAMPLING_SECS
 from squall.worker.debugging import MAX_PROFILE_SECS
 from squall_operator.cli_usage import MAX_SECONDS, OneLineUsageGroup, print_error
 from squall_operator.verbs import (
@@ -24,11 +25,16 @@ from squall_operator.verbs import (
     Target,
     VerbError,
     ZooKeeperTarget,
+    format_events,
     format_list,
     parse_executors,
 )
 
 __all__ = ["add_verbs", "kubectl_app", "kubectl_main"]
+
+# how long `squall debug` samples when not told (Storm's has no limit: a forgotten switch would
+# keep a production topology sampling)
+DEFAULT_SAMPLING_SECS = 300.0
 
 
 @contextmanager
@@ -219,12 +225,48 @@ def add_verbs(app: typer.Typer, *, kubectl: bool = False) -> None:
         run(zookeeper, kubernetes, namespace, kubeconfig, context, timeout,
             lambda t: t.dump_stacks(name, component_or_task, profile, typer.echo))
 
+    @app.command()
+    def debug(
+        name: NameArg,
+        component: Annotated[str | None, typer.Argument(
+            metavar="[COMPONENT]", help="the component (default: every one)")] = None,
+        sample: Annotated[float | None, typer.Option(
+            "--sample", "-s", metavar="PCT", help="percentage of its emits to sample (above 0, at most 100)")] = None,
+        secs: Annotated[float, typer.Option(
+            "--secs", metavar="SECONDS", min=0, max=MAX_SAMPLING_SECS,
+            help="for how long (0: until --off)")] = DEFAULT_SAMPLING_SECS,
+        off: Annotated[bool, typer.Option("--off", help="stop sampling")] = False,
+        zookeeper: ZooKeeperOpt = None, kubernetes: KubernetesOpt = False,
+        namespace: NamespaceOpt = None, kubeconfig: KubeconfigOpt = None,
+        context: ContextOpt = None, timeout: TimeoutOpt = 30.0,
+    ) -> None:
+        """Sample the tuples a running topology's components emit (Storm's `storm debug`)."""
+        if off == (sample is not None):
+            with _verb_errors():
+                raise VerbError("debug: give --sample PCT or --off", EXIT_USAGE)
+        run(zookeeper, kubernetes, namespace, kubeconfig, context, timeout,
+            lambda t: t.debug(name, component, None if off else sample, secs or None))
+
+    @app.command()
+    def events(
+        name: NameArg,
+        component: Annotated[str | None, typer.Argument(
+            metavar="[COMPONENT]", help="the component (default: every one)")] = None,
+        tail: Annotated[int, typer.Option("--tail", "-n", min=0, help="the newest N (0: all kept)")] = 20,
+        zookeeper: ZooKeeperOpt = None, kubernetes: KubernetesOpt = False,
+        namespace: NamespaceOpt = None, kubeconfig: KubeconfigOpt = None,
+        context: ContextOpt = None, timeout: TimeoutOpt = 30.0,
+    ) -> None:
+        """The tuples `squall debug` sampled: time, component, task, stream, message id, values."""
+        run(zookeeper, kubernetes, namespace, kubeconfig, context, timeout,
+            lambda t: format_events(t.events(name, component, tail)))
+
 
 kubectl_app = typer.Typer(
     name="kubectl squall",
     cls=OneLineUsageGroup,
     help="Storm's verbs on Squall Topology resources: list, activate, deactivate, rebalance, kill, "
-         "set-log-level, logs, dump-stacks.",
+         "set-log-level, logs, dump-stacks, debug, events.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,

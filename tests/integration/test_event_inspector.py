@@ -5,6 +5,7 @@ lapses by itself; bad settings are one line and exit 2."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -72,12 +73,30 @@ def test_debug_samples_a_components_emits_in_every_worker_until_it_lapses(
     # a spout's samples carry its message ids; --secs 0 samples until --off
     on = squall("debug", "inspected", "ids", "-s", "100", "--secs", "0", *zk)
     assert on.returncode == 0 and "until `squall debug --off`" in on.stdout, on.stdout + on.stderr
-    wait_for(lambda: any(t.component == "ids" and t.msg_id is not None
-                         for s in cluster.state.samples("inspected").values() for t in s.tuples) or None,
+    wait_for(lambda: sum(t.component == "ids" and t.msg_id is not None
+                         for s in cluster.state.samples("inspected").values() for t in s.tuples) >= 3 or None,
              30, "the spout's samples", cluster)
     off = squall("debug", "inspected", "ids", "--off", *zk)
     assert off.returncode == 0 and "no longer sampled" in off.stdout, off.stdout + off.stderr
     assert cluster.state.get_sampling("inspected").components == {}  # type: ignore[union-attr]
+
+    # what `kubectl squall debug|events` run inside a worker pod: the same, as JSON
+    def in_pod(*args: str) -> dict[str, object]:
+        proc = subprocess.run([sys.executable, "-m", "squall.worker.eventlog", "--zookeeper", str(cluster.zk_connect),
+                               "--root", cluster.root, "--topology", "inspected", *args],
+                              capture_output=True, text=True, timeout=60)
+        got: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert proc.returncode == (1 if "error" in got else 0), proc.stderr
+        return got
+
+    shown_in_pod = in_pod("--component", "ids", "--tail", "3")["events"]
+    assert isinstance(shown_in_pod, list) and len(shown_in_pod) == 3
+    assert all(e["component"] == "ids" and e["msg_id"] is not None for e in shown_in_pod)
+    assert "sampling 5% of sink's emits for 60s" in str(in_pod("--component", "sink", "--sample", "5", "--secs", "60")["message"])
+    assert in_pod("--component", "sink", "--sample", "500") == {
+        "error": "debug: sink: the sample percentage must be a number above 0 and at most 100 (got 500.0)", "usage": True}
+    assert in_pod("--component", "nosuch", "--tail", "1")["usage"] is False
+    assert "no longer sampled" in str(in_pod("--component", "sink", "--off")["message"])
 
     one_line_error(squall("debug", "inspected", "pass", "--sample", "0", *zk), 2, "above 0 and at most 100")
     one_line_error(squall("debug", "inspected", "pass", *zk), 2, "give --sample PCT or --off")

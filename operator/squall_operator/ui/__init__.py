@@ -75,13 +75,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from squall import sampling
 from squall.models.cluster import NimbusRequest
 from squall.state import CONNECTION_ERRORS, ClusterState, StateError
-from squall.worker import debugging
+from squall.worker import debugging, eventlog
 from squall_operator import stored
 from squall_operator.nimbus import Nimbus, NimbusError
 from squall_operator.requests import perform
-from squall_operator.sampling_ops import sampled, set_sampling
 from squall_operator.ui.data import WINDOWS, UiData, is_topology_id, latency_text
-from squall_operator.verbs import EXIT_USAGE, MAX_WORKERS, KubernetesTarget, VerbError, _check_executors
+from squall_operator.verbs import EXIT_USAGE, MAX_WORKERS, KubernetesTarget, VerbError, _check_executors, inspected
 
 __all__ = [
     "ActionRefused",
@@ -483,7 +482,8 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
         except ValueError:
             return _error(400, f"n must be a whole number from 0 to {sampling.KEPT}")
         try:
-            rows = sampled(data.state, name, request.query_params.get("component") or None, tail)
+            component = request.query_params.get("component") or None
+            rows = inspected(lambda: eventlog.sampled(data.state, name, component, tail))
         except VerbError as exc:
             return _error(404, str(exc))
         return JSONResponse({"topologyId": name, "events": rows})
@@ -510,8 +510,8 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
         except ValueError:
             return _error(400, f"the sample percentage and secs must be numbers (got {_shown(spct)})")
         try:
-            message = await run_in_threadpool(set_sampling, data.state, name, component, pct,
-                                              secs if secs > 0 else None, time.time())
+            message = await run_in_threadpool(inspected, lambda: eventlog.set_sampling(
+                data.state, name, component, pct, secs if secs > 0 else None, time.time()))
         except VerbError as exc:
             return _error(404 if "no topology" in str(exc) or "no component" in str(exc) else 400, str(exc))
         return JSONResponse({"topologyOperation": "debug", "topologyId": name, "status": "success",

@@ -2,15 +2,24 @@
 sampling config read from ZooKeeper, each executor given a sampler (or none) for its component's
 percentage, settings that lapse taken back, and the newest sampled tuples published beside the
 heartbeat (squall.sampling decides; functions of the worker's state).
+
+Also the verbs' side, on a cluster's state: `set_sampling` and `sampled` (what `squall debug` and
+`squall events` do, and the UI), and `python -m squall.worker.eventlog`, which runs them inside a
+worker pod for `kubectl squall debug|events` (the pod has the topology's ZooKeeper).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import time
+from collections.abc import Sequence
+from typing import Any
 
 from squall import sampling
-from squall.models.sampling import SampledTuple, SampledTuples
+from squall.models.sampling import SampledTuple, SampledTuples, SampleSetting, SamplingConfig
+from squall.models.v1alpha1 import Topology
+from squall.state import ClusterState
 from squall.worker.workerstate import WorkerState
 
 log = logging.getLogger("squall.worker")
@@ -59,3 +68,100 @@ def publish_samples(w: WorkerState) -> None:
         SampledTuple(time_secs=t, component=c, task=task, stream=s, msg_id=m, values=v)
         for t, c, task, s, m, v in newest]))
     w.samples_published = samples[-1]
+
+
+class InspectorError(ValueError):
+    """A `squall debug` / `squall events` request that cannot be served, in one line; `usage`:
+    the request itself is wrong (exit 2), else what it names is not there (exit 1)."""
+
+    def __init__(self, message: str, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+def _components(state: ClusterState, name: str) -> list[str]:
+    base = state.get_storm(name)
+    if base is None:
+        raise InspectorError(f"no topology named {name!r} is running")
+    return [c.name for c in Topology.model_validate(base.topology).spec.components]
+
+
+def set_sampling(state: ClusterState, name: str, component: str | None, pct: float | None,
+                 secs: float | None, now: float) -> str:
+    """Store a component's (None: every component's) sampling at `pct` for `secs` (None: until
+    turned off), or turn it off (`pct` None); the line to print."""
+    comps = _components(state, name)
+    if component is not None and component not in comps:
+        raise InspectorError(f"debug: topology {name!r} has no component {component!r} (it has {', '.join(comps)})")
+    stored = state.get_sampling(name)
+    current = {} if stored is None else {k: v.model_dump() for k, v in stored.components.items()}
+    try:
+        config = sampling.merge(current, component, pct, secs, now)
+    except sampling.SamplingError as exc:
+        raise InspectorError(f"debug: {exc}", usage=True) from None
+    state.set_sampling(name, SamplingConfig(components={k: SampleSetting(**v) for k, v in config.items()}))
+    what = component or "every component"
+    if pct is None:
+        return f"{name}: {what}'s emits are no longer sampled"
+    until = "until `squall debug --off`" if secs is None else f"for {secs:g}s"
+    return f"{name}: sampling {pct:g}% of {what}'s emits {until}; see them with `squall events {name}`"
+
+
+def sampled(state: ClusterState, name: str, component: str | None, tail: int) -> list[dict[str, Any]]:
+    """The newest `tail` (0: all) sampled tuples the topology's workers published (of
+    `component`), oldest first, each with its worker."""
+    comps = _components(state, name)
+    if component is not None and component not in comps:
+        raise InspectorError(f"events: topology {name!r} has no component {component!r} (it has {', '.join(comps)})")
+    rows: list[dict[str, Any]] = []
+    for slot, samples in state.samples(name).items():
+        for s in samples.tuples:
+            if component is None or s.component == component:
+                rows.append({"worker": slot, **s.model_dump()})
+    rows.sort(key=lambda r: (r["time_secs"], r["worker"]))
+    return rows[-tail:] if tail else rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m squall.worker.eventlog``: the event inspector's verbs run inside a worker pod
+    (which has the topology's ZooKeeper and credentials), as `kubectl squall debug|events` run it;
+    prints one JSON object: {"message": ...}, {"events": [...]} or {"error": ..., "usage": bool}."""
+    import argparse
+    import json
+
+    from squall.state import StateError, ZkCredentials
+
+    p = argparse.ArgumentParser(prog="python -m squall.worker.eventlog")
+    p.add_argument("--zookeeper", required=True)
+    p.add_argument("--root", default="/squall")
+    p.add_argument("--topology", required=True)
+    p.add_argument("--component", default=None)
+    p.add_argument("--sample", type=float, default=None, help="percentage to sample")
+    p.add_argument("--secs", type=float, default=None, help="for how long (default: until --off)")
+    p.add_argument("--off", action="store_true")
+    p.add_argument("--tail", type=int, default=None, help="show the newest N sampled tuples")
+    p.add_argument("--zk-auth-file", default=None)
+    args = p.parse_args(None if argv is None else list(argv))
+    out: dict[str, Any]
+    try:
+        credentials = ZkCredentials.from_file(args.zk_auth_file) if args.zk_auth_file else ZkCredentials.from_env()
+        state = ClusterState.connect(args.zookeeper, root=args.root, credentials=credentials, timeout=10.0)
+    except (StateError, ValueError, OSError) as exc:
+        print(json.dumps({"error": f"cannot reach the topology's ZooKeeper: {exc}", "usage": False}))
+        return 1
+    try:
+        if args.tail is not None:
+            out = {"events": sampled(state, args.topology, args.component, args.tail)}
+        else:
+            out = {"message": set_sampling(state, args.topology, args.component,
+                                           None if args.off else args.sample, args.secs, time.time())}
+    except InspectorError as exc:
+        out = {"error": str(exc), "usage": exc.usage}
+    finally:
+        state.close()
+    print(json.dumps(out))
+    return 1 if "error" in out else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
