@@ -101,6 +101,12 @@ class Context:
     def output_fields(self, stream: str = "default") -> list[str]:
         return ["word"]
 
+    def task_to_component(self) -> dict[int, str]:
+        return {1: "pass"}
+
+    def this_streams(self) -> list[str]:
+        return ["default"]
+
 
 class CountingCollector:
     def __init__(self) -> None:

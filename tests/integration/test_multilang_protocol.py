@@ -39,6 +39,12 @@ class Context:
     def output_fields(self, stream: str = "default") -> list[str]:
         return ["word"]
 
+    def task_to_component(self) -> dict[int, str]:
+        return {7: "comp"}
+
+    def this_streams(self) -> list[str]:
+        return ["default"]
+
 
 class Collector:
     def __init__(self, spout: bool = False) -> None:

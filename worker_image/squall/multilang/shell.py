@@ -139,13 +139,8 @@ class _Shell:
     def _storm_context(self) -> dict[str, Any]:
         """Storm's TopologyContext.toJSONString: task ids and component mappings."""
         ctx = self.context
-        plan = getattr(ctx, "_plan", None)  # the worker's Context carries its plan
-        if plan is not None:
-            task_component = {str(t): c for t, c in plan.task_component.items() if t >= 0}
-            streams = {s: list(spec.fields) for s, spec in plan.streams.get(ctx.component_id, {}).items()}
-        else:
-            task_component = {str(t): ctx.component_id for t in ctx.this_component_tasks()}
-            streams = {"default": ctx.output_fields("default")}
+        task_component = {str(t): c for t, c in ctx.task_to_component().items()}
+        streams = {s: ctx.output_fields(s) for s in ctx.this_streams()}
         return {
             "taskid": ctx.task_id,
             "componentid": ctx.component_id,

@@ -38,6 +38,15 @@ class Context:
         spec = self._plan.streams.get(self.component_id, {}).get(stream)
         return list(spec.fields) if spec is not None else []
 
+    def task_to_component(self) -> dict[int, str]:
+        """Every task of the topology -> its component (Storm's getTaskToComponent), the
+        system's task left out."""
+        return {t: c for t, c in self._plan.task_component.items() if t >= 0}
+
+    def this_streams(self) -> list[str]:
+        """The streams this component declares (Storm's getThisStreams)."""
+        return sorted(self._plan.streams.get(self.component_id, {}))
+
     # -- Storm's metrics v2 (registerCounter & co.), served on the worker's /metrics -----------
     def _metrics(self) -> usermetrics.TaskMetrics:
         tm = self.user_metrics
