@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -178,3 +178,47 @@ def pipeline(name: str, broker: EmbeddedKafka, source: str, sink: str, *, spout:
         ],
     }
     return topology(name, spec, extra or {})
+
+
+class SpoutContext:
+    """What a KafkaSpout opened by hand (no workers) needs of its TopologyContext: one task (4)."""
+
+    task_id = 4
+    component_id = "kafka"
+    worker_port = 0
+
+    def __init__(self, topology_id: str, fields: list[str]) -> None:
+        self.topology_id = topology_id
+        self.fields = fields
+
+    def component_tasks(self, component: str) -> list[int]:
+        return [4]
+
+    def task_component(self, task: int) -> str:
+        return "kafka"
+
+    def this_component_tasks(self) -> list[int]:
+        return [4]
+
+    def output_fields(self, stream: str = "default") -> list[str]:
+        return self.fields
+
+
+class SpoutCollector:
+    """Keeps what a hand-opened spout emits: its values and message ids (the caller acks them)."""
+
+    def __init__(self) -> None:
+        self.ids: list[Any] = []
+        self.values: list[list[Any]] = []
+        self.errors: list[BaseException] = []
+
+    def emit(self, values: Sequence[Any], stream: str = "default", msg_id: Any = None) -> list[int]:
+        self.values.append(list(values))
+        self.ids.append(msg_id)
+        return [1]
+
+    def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default", msg_id: Any = None) -> None:
+        self.emit(values, stream, msg_id)
+
+    def report_error(self, exc: BaseException) -> None:
+        self.errors.append(exc)

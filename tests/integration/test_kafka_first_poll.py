@@ -9,56 +9,18 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
 from squall.kafka import KafkaSpout
 from squall.kafka.assignment import LAUNCH_TIME_KEY
 from squall.kafka.broker import EmbeddedKafka
-from kafka_fixtures import committed, new_topic, produce
+from kafka_fixtures import SpoutCollector as Collector, SpoutContext, committed, new_topic, produce
 
 pytestmark = pytest.mark.integration
 
 TOPOLOGY = "clicks"  # one name for every submission: what tells them apart is the launch time
-
-
-class Context:
-    topology_id = TOPOLOGY
-    task_id = 4
-    component_id = "kafka"
-    worker_port = 0
-
-    def component_tasks(self, component: str) -> list[int]:
-        return [4]
-
-    def task_component(self, task: int) -> str:
-        return "kafka"
-
-    def this_component_tasks(self) -> list[int]:
-        return [4]
-
-    def output_fields(self, stream: str = "default") -> list[str]:
-        return ["partition", "offset", "value"]
-
-
-class Collector:
-    def __init__(self) -> None:
-        self.ids: list[Any] = []
-        self.values: list[list[Any]] = []
-        self.errors: list[BaseException] = []
-
-    def emit(self, values: Sequence[Any], stream: str = "default", msg_id: Any = None) -> list[int]:
-        self.values.append(list(values))
-        self.ids.append(msg_id)
-        return [1]
-
-    def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default", msg_id: Any = None) -> None:
-        self.emit(values, stream, msg_id)
-
-    def report_error(self, exc: BaseException) -> None:
-        self.errors.append(exc)
 
 
 def deployment(broker: EmbeddedKafka, topic: str, group: str, launched: float, strategy: str, *, expect: int,
@@ -73,7 +35,7 @@ def deployment(broker: EmbeddedKafka, topic: str, group: str, launched: float, s
             "kafka.spout": {"bootstrapServers": broker.bootstrap_servers, "topics": [topic], "groupId": group,
                             "firstPollOffsetStrategy": strategy, "offsetCommitPeriodMs": 100,
                             "partitionRefreshPeriodMs": 200}}
-    spout.open(conf, Context(), out)  # type: ignore[arg-type]
+    spout.open(conf, SpoutContext(TOPOLOGY, ["partition", "offset", "value"]), out)  # type: ignore[arg-type]
     try:
         deadline = time.monotonic() + 60
         assigned_at: float | None = None

@@ -263,6 +263,8 @@ class KafkaSpout(Spout):
     # in its state instead
     resolve_starts: ClassVar[bool] = True
     claim_starts: ClassVar[bool] = True
+    # several records per next_tuple call (`emitBatch`); the stateful spout emits one
+    batches: ClassVar[bool] = True
 
     # counters (read by tests and logged at close)
     poison: int
@@ -334,9 +336,9 @@ class KafkaSpout(Spout):
         self.buffer: collections.deque[Message] = collections.deque()
         # records one next_tuple call may emit, and what bounds them: the executor's pending
         # tuples are all in `in_flight`, so a batch never takes them past maxSpoutPending
-        self.emit_batch = cfg.emitBatch
-        # an empty call every `yieldEvery` records (counted by what the calls could emit)
-        self.yield_every = cfg.yieldEvery if cfg.emitBatch > 1 else 0
+        self.emit_batch = cfg.emitBatch if self.batches else 1
+        # with batches, an empty call every `yieldEvery` records
+        self.yield_every = cfg.yieldEvery if self.emit_batch > 1 else 0
         self.since_yield = 0
         pending = conf.get("topology.max.spout.pending")
         self.max_pending: int | None = int(pending) if pending else None
@@ -398,8 +400,10 @@ class KafkaSpout(Spout):
         maxSpoutPending less the tuples in flight (every tuple the executor counts as pending
         for this task is in `in_flight`, so a batch never takes it past maxSpoutPending)."""
         room = self.emit_batch
-        if self.max_pending is not None and self.tracked:
-            room = min(room, self.max_pending - len(self.in_flight))
+        if room > 1 and self.max_pending is not None and self.tracked:
+            # at least one, as a one-record call: failed tuples waiting for their retry are in
+            # `in_flight` but not pending, and must not stop the reading
+            room = max(1, min(room, self.max_pending - len(self.in_flight)))
         return room
 
     def _poll(self) -> None:

@@ -61,6 +61,8 @@ class StatefulKafkaSpout(KafkaSpout, StatefulSpout):
         return int(saved) if saved is not None else start
 
     claim_starts: ClassVar[bool] = False  # the position is in the state, not the group's offsets
+    batches: ClassVar[bool] = False  # one record per call: its tuples are not in `in_flight`, so a
+    # batch bounded by it could pass maxSpoutPending
 
     def _track_start(self, tp: TopicPartitionKey, start: int | str) -> None:
         if isinstance(start, int):
@@ -83,9 +85,6 @@ class StatefulKafkaSpout(KafkaSpout, StatefulSpout):
             return False
         self.collector.emit(values, msg_id=msg_id)
         return True
-
-    def _room(self) -> int:
-        return 1  # one record per call: its tuples are not in `in_flight`, so a batch could pass maxSpoutPending
 
     def ack(self, msg_id: Any) -> None:
         pass  # the checkpoint that holds its effects committed; the position was in it
