@@ -787,9 +787,10 @@ class KubernetesTarget:
 
         def pump(slot: str, pod: str) -> None:
             try:
+                # no read timeout (the client refuses None in the pair): a log may be quiet for long,
+                # as with `kubectl logs -f`
                 resp = core.read_namespaced_pod_log(pod, self.namespace, container="worker", follow=True,
-                                                    tail_lines=tail_lines, _preload_content=False,
-                                                    _request_timeout=(5.0, None))
+                                                    tail_lines=tail_lines, _preload_content=False)
                 rest = b""
                 # read1: what has come, not a full 4 KiB (a quiet log would be held back)
                 while chunk := resp.read1(4096):
