@@ -259,3 +259,22 @@ def test_a_failure_of_the_loop_itself_stops_the_worker_and_closes_its_executors(
         data.close(0)
         control.close(0)
         ctx.term()
+
+
+def test_a_bolt_slow_three_times_within_the_window_leaves_the_loop_though_it_idles_between() -> None:
+    """A slow bolt fed slower than it works steps quickly (nothing to do) between its slow
+    steps: those do not count for it, so it still leaves the loop; slow steps spread wider than
+    the window do not add up."""
+    from squall.worker.engine import ISOLATE_WINDOW_SECS, too_slow
+
+    times: list[float] = []
+    for t in (100.0, 102.5, 105.0):  # every 2.5 s, quick idle steps in between
+        assert not too_slow(times, t)
+        times.append(t)
+    assert too_slow(times, 105.0)
+    spread = [100.0, 100.0 + ISOLATE_WINDOW_SECS, 100.0 + 2 * ISOLATE_WINDOW_SECS]
+    kept: list[float] = []
+    for t in spread:
+        kept.append(t)
+        assert not too_slow(kept, t)
+    assert kept == spread[1:]  # the ones older than the window were dropped

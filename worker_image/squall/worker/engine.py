@@ -25,7 +25,8 @@ The main thread keeps ZooKeeper (refresh, heartbeats) and hands the loop new exe
 (`add`) and immutable routing snapshots (`worker.routing`, which every executor re-reads at its
 step). An executor whose component blocks (`executor.is_isolated`) gets a thread of its own,
 which steps it the same way (`Executor.run_thread`). One the loop finds slow (ISOLATE_AFTER
-steps in a row of more than `worker.loop.isolate.secs`) is moved to a thread of its own then,
+steps of more than `worker.loop.isolate.secs` within ISOLATE_WINDOW_SECS, `too_slow`; its quick
+steps in between, with nothing to do, do not count for it) is moved to a thread of its own then,
 with one log line naming it; a step that held the loop longer than `worker.loop.warn.secs` is
 logged with the component's name, since every other executor of the worker waited that long.
 """
@@ -54,14 +55,26 @@ log = logging.getLogger("squall.engine")
 FRAMES_PER_TURN = 64  # frames read from each port per turn
 IDLE_SECS = 0.1  # the longest sleep of an idle loop (retiring executors and time-outs are checked)
 WARN_STEP_SECS = 1.0  # a step that held the loop this long is logged (worker.loop.warn.secs)
-# an executor whose steps take this long several times in a row moves to a thread of its own
-# (worker.loop.isolate.secs; 0: never): a bolt that sleeps or calls a slow service would
-# otherwise make every other executor of the worker wait
+# an executor whose steps take this long ISOLATE_AFTER times within ISOLATE_WINDOW_SECS moves to
+# a thread of its own (worker.loop.isolate.secs; 0: never): a bolt that sleeps or calls a slow
+# service would otherwise make every other executor of the worker wait
 ISOLATE_STEP_SECS = 0.05
 ISOLATE_AFTER = 3
+ISOLATE_WINDOW_SECS = 10.0
 LOOP_NAME = "engine"
 
-__all__ = ["Engine", "EngineHost", "LOOP_NAME", "step_order"]
+__all__ = ["Engine", "EngineHost", "LOOP_NAME", "step_order", "too_slow"]
+
+
+def too_slow(slow_steps: list[float], now: float) -> bool:
+    """Whether an executor whose slow steps began at `slow_steps` (the loop's clock, oldest
+    first; trimmed here to the window) has been slow often enough to leave the loop: at least
+    ISOLATE_AFTER of them within the last ISOLATE_WINDOW_SECS. Quick steps do not count: a slow
+    bolt with nothing to do between its inputs steps quickly then, and a rule of slow steps in a
+    row would never move it however long each input held the loop."""
+    while slow_steps and now - slow_steps[0] > ISOLATE_WINDOW_SECS:
+        slow_steps.pop(0)
+    return len(slow_steps) >= ISOLATE_AFTER
 
 
 def step_order(executors: Iterable[Executor], plan: TopologyPlan) -> list[Executor]:
@@ -129,8 +142,8 @@ class Engine:
         self.draining: dict[Executor, float] = {}
         self.warn_secs = float(host.conf.get("worker.loop.warn.secs", WARN_STEP_SECS))
         self.isolate_secs = float(host.conf.get("worker.loop.isolate.secs", ISOLATE_STEP_SECS))
-        # executor -> its slow steps in a row
-        self.slow: dict[Executor, int] = {}
+        # executor -> when its recent slow steps began (`too_slow`)
+        self.slow: dict[Executor, list[float]] = {}
         self.routing: Routing | None = None
         # the wake pipe: a byte written by any thread ends the loop's sleep
         self._wake_r, self._wake_w = os.pipe()
@@ -205,7 +218,7 @@ class Engine:
                 wait = self._step_all(now)
                 self.sender.push_staged()
                 if self.slow:
-                    self._isolate_slow()
+                    self._isolate_slow(now)
                 if got or wait <= 0.0:
                     continue
                 self._sleep(min(wait, wait_ms / 1000.0), read_data, read_control)
@@ -258,9 +271,7 @@ class Engine:
                 log.warning("%s %s held the worker's loop for %.2fs in one step: every other executor of "
                             "the worker waited", ex.kind, ex.component, held)
             if 0.0 < self.isolate_secs < held:
-                self.slow[ex] = self.slow.get(ex, 0) + 1
-            elif self.slow:
-                self.slow.pop(ex, None)
+                self.slow.setdefault(ex, []).append(now)
             if w < wait:
                 wait = w
         if gone:
@@ -272,11 +283,13 @@ class Engine:
             self._reorder()
         return wait
 
-    def _isolate_slow(self) -> None:
-        """Executors slow ISOLATE_AFTER steps in a row leave the loop for a thread of their own
+    def _isolate_slow(self, now: float) -> None:
+        """Executors slow often enough (`too_slow`) leave the loop for a thread of their own
         (after the turn's frames left, so that what they staged goes out first)."""
-        for ex, n in list(self.slow.items()):
-            if n < ISOLATE_AFTER:
+        for ex, times in list(self.slow.items()):
+            if not too_slow(times, now):
+                if not times:
+                    del self.slow[ex]
                 continue
             del self.slow[ex]
             if ex not in self.executors:
