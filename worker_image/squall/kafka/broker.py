@@ -30,7 +30,7 @@ import socket
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from squall.jvm import LOG4J2_CONSOLE, JvmServer, free_port
@@ -80,9 +80,14 @@ def kafka_jars(env: Mapping[str, str] | None = None) -> list[str]:
     return jars
 
 
-def _cluster_id() -> str:
-    # Kafka's cluster ids are a UUID in URL-safe base64 without padding (StorageTool random-uuid)
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+def _cluster_id(new: Callable[[], uuid.UUID] = uuid.uuid4) -> str:
+    """A Kafka cluster id: a UUID in URL-safe base64 without padding (StorageTool random-uuid).
+    Never one that starts with "-" (about one in 64 would): `kafka-storage format -t -...` reads
+    it as an option and fails; Kafka's own Uuid.randomUuid draws again in that case too."""
+    while True:
+        got = base64.urlsafe_b64encode(new().bytes).rstrip(b"=").decode("ascii")
+        if not got.startswith("-"):
+            return got
 
 
 def server_properties(
