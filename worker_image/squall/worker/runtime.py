@@ -119,6 +119,9 @@ class Worker(WorkerState):
             "topology.message.timeout.secs": self.spec.message_timeout_secs,
             "topology.max.spout.pending": self.spec.max_spout_pending,
             "topology.tick.tuple.freq.secs": self.spec.tick_tuple_freq_secs,
+            # when this deployment was submitted: tells a resubmission under the same name apart
+            # (the Kafka spout's EARLIEST/LATEST apply once per deployment, as Storm's)
+            "topology.launch.time.secs": base.launch_time_secs,
             **self.spec.config,
         }
         # A thread woken by a socket or a queue waits for the GIL until the busy thread's switch
