@@ -329,3 +329,19 @@ def test_logs_and_dump_stacks_reach_the_right_worker_pods(real_cluster: Any, tmp
         one_line_error(kubectl_squall(c, ns, "logs", "wordcount", "cuont"), 1,
                        "no component 'cuont' (it has count, report, sentences, split)")
         one_line_error(kubectl_squall(c, ns, "dump-stacks", "wordcount", "999"), 1, "no task 999")
+
+        # the event inspector, through a worker pod as well: split's words sampled, then off
+        on = kubectl_squall(c, ns, "debug", "wordcount", "split", "--sample", "100", "--secs", "60")
+        assert on.returncode == 0 and "sampling 100% of split's emits for 60s" in on.stdout, on.stdout + on.stderr
+
+        def sampled() -> list[str] | None:
+            shown = kubectl_squall(c, ns, "events", "wordcount", "split", "-n", "5")
+            rows = shown.stdout.splitlines()[1:] if shown.returncode == 0 else []
+            return rows if len(rows) == 5 else None
+
+        rows = wait_for(sampled, 60, interval=2, what="split's sampled tuples")
+        assert all(" split " in r and " default " in r for r in rows), rows
+        off = kubectl_squall(c, ns, "debug", "wordcount", "split", "--off")
+        assert off.returncode == 0 and "no longer sampled" in off.stdout, off.stdout + off.stderr
+        one_line_error(kubectl_squall(c, ns, "debug", "wordcount", "split", "--sample", "0"), 2, "above 0")
+        one_line_error(kubectl_squall(c, ns, "events", "wordcount", "cuont"), 1, "no component 'cuont'")
