@@ -406,16 +406,12 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
         got["actionsEnabled"] = enabled
         return JSONResponse(got)
 
-    async def action(request: Request) -> Response:
-        name = request.path_params["id"]
-        op = request.path_params["op"]
-        waits = op in ("rebalance", "kill")
-        if op not in ("activate", "deactivate", "rebalance", "kill") or (
-                "wait" in request.path_params and not waits):
-            return _error(404, f"no such action: {_shown(request.url.path)}")
+    def refused_action(request: Request, name: str) -> Response | None:
+        """What every action checks once its route matched (None: go on): a topology id, actions
+        enabled, a request from the UI's own pages, a JSON body."""
         if not is_topology_id(name):
             return _error(404, no_topology(name))
-        if not enabled or actions is None:
+        if not enabled:
             return _error(403, "actions are disabled on this UI (enable them with --ui-actions / ui.actions)")
         # a browser names where a request comes from: only the UI's own pages (or a person
         # typing) may act; curl and the CLI send no Sec-Fetch-Site
@@ -424,6 +420,18 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
             return _error(403, f"actions come from the UI's own pages only (Sec-Fetch-Site: {_shown(site)})")
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
             return _error(415, "send Content-Type: application/json")
+        return None
+
+    async def action(request: Request) -> Response:
+        name = request.path_params["id"]
+        op = request.path_params["op"]
+        waits = op in ("rebalance", "kill")
+        if op not in ("activate", "deactivate", "rebalance", "kill") or (
+                "wait" in request.path_params and not waits):
+            return _error(404, f"no such action: {_shown(request.url.path)}")
+        if (refused := refused_action(request, name)) is not None:
+            return refused
+        assert actions is not None  # `enabled` says there are some
         try:
             raw = await _body(request)
             try:
@@ -495,15 +503,8 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
         component = request.path_params.get("component")
         if op not in ("enable", "disable"):
             return _error(404, f"no such action: {_shown(request.url.path)}")
-        if not is_topology_id(name):
-            return _error(404, no_topology(name))
-        if not enabled:
-            return _error(403, "actions are disabled on this UI (enable them with --ui-actions / ui.actions)")
-        site = request.headers.get("sec-fetch-site")
-        if site is not None and site not in ("same-origin", "none"):
-            return _error(403, f"actions come from the UI's own pages only (Sec-Fetch-Site: {_shown(site)})")
-        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-            return _error(415, "send Content-Type: application/json")
+        if (refused := refused_action(request, name)) is not None:
+            return refused
         try:
             pct = float(spct) if op == "enable" else None
             secs = float(request.query_params.get("secs", str(DEBUG_SECS)))
