@@ -415,23 +415,21 @@ def ask(state: Any, topology: str, action: DebugAction, slots: Sequence[str], *,
         sleep(0.2)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m squall.worker.debugging``: the verbs' side run inside a worker pod (which has
-    the topology's ZooKeeper and its credentials); prints one JSON object: {"holders": {slot:
-    [component, ...]}, "answers": {slot: card}, "missing": [slot, ...]} or {"error": "..."}."""
+def in_pod(prog: str, argv: Sequence[str] | None, add_arguments: Callable[[argparse.ArgumentParser], None],
+           answer: Callable[[Any, argparse.Namespace], dict[str, Any]]) -> int:
+    """What ``python -m MODULE`` does inside a worker pod for the Kubernetes verbs: read
+    --zookeeper, --root, --topology and --zk-auth-file (plus `add_arguments`'), connect to the
+    topology's ZooKeeper, print `answer(state, args)` as one JSON object ({"error": ...} when
+    ZooKeeper cannot be reached); exit 1 when it holds an error."""
     from squall.state import ClusterState, StateError, ZkCredentials
 
-    p = argparse.ArgumentParser(prog="python -m squall.worker.debugging")
+    p = argparse.ArgumentParser(prog=prog)
     p.add_argument("--zookeeper", required=True)
     p.add_argument("--root", default="/squall")
     p.add_argument("--topology", required=True)
-    p.add_argument("--target", default=None, help="a component or a task id (default: every worker)")
-    p.add_argument("--action", choices=("where", "stacks", "profile"), default="where")
-    p.add_argument("--seconds", type=float, default=0.0)
-    p.add_argument("--timeout", type=float, default=30.0)
     p.add_argument("--zk-auth-file", default=None)
+    add_arguments(p)
     args = p.parse_args(None if argv is None else list(argv))
-    out: dict[str, Any]
     try:
         credentials = ZkCredentials.from_file(args.zk_auth_file) if args.zk_auth_file else ZkCredentials.from_env()
         state = ClusterState.connect(args.zookeeper, root=args.root, credentials=credentials, timeout=10.0)
@@ -439,20 +437,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps({"error": f"cannot reach the topology's ZooKeeper: {exc}"}))
         return 1
     try:
-        found = resolve(state, args.topology, args.target)
-        out = {"holders": found, "cards": {s: c.model_dump() for s, c in state.worker_debugs(args.topology).items()
-                                           if s in found and args.action == "where"}}
-        if args.action != "where":
-            got, missing = ask(state, args.topology, args.action, list(found), seconds=args.seconds,
-                               timeout=args.timeout)
-            out.update(answers={s: c.model_dump() for s, c in got.items()}, missing=missing)
-    except TargetError as exc:
-        out = {"error": str(exc)}
+        out = answer(state, args)
     finally:
         state.close()
     print(json.dumps(out))
     return 1 if "error" in out else 0
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m squall.worker.debugging``: the verbs' side run inside a worker pod (which has
+    the topology's ZooKeeper and its credentials); prints one JSON object: {"holders": {slot:
+    [component, ...]}, "answers": {slot: card}, "missing": [slot, ...]} or {"error": "..."}."""
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--target", default=None, help="a component or a task id (default: every worker)")
+        p.add_argument("--action", choices=("where", "stacks", "profile"), default="where")
+        p.add_argument("--seconds", type=float, default=0.0)
+        p.add_argument("--timeout", type=float, default=30.0)
+
+    def answer(state: Any, args: argparse.Namespace) -> dict[str, Any]:
+        try:
+            found = resolve(state, args.topology, args.target)
+            out: dict[str, Any] = {"holders": found, "cards": {
+                s: c.model_dump() for s, c in state.worker_debugs(args.topology).items()
+                if s in found and args.action == "where"}}
+            if args.action != "where":
+                got, missing = ask(state, args.topology, args.action, list(found), seconds=args.seconds,
+                                   timeout=args.timeout)
+                out.update(answers={s: c.model_dump() for s, c in got.items()}, missing=missing)
+            return out
+        except TargetError as exc:
+            return {"error": str(exc)}
+
+    return in_pod("python -m squall.worker.debugging", argv, add_arguments, answer)
 
 if __name__ == "__main__":
     sys.exit(main())

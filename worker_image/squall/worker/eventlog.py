@@ -127,41 +127,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     (which has the topology's ZooKeeper and credentials), as `kubectl squall debug|events` run it;
     prints one JSON object: {"message": ...}, {"events": [...]} or {"error": ..., "usage": bool}."""
     import argparse
-    import json
 
-    from squall.state import StateError, ZkCredentials
+    from squall.worker.debugging import in_pod
 
-    p = argparse.ArgumentParser(prog="python -m squall.worker.eventlog")
-    p.add_argument("--zookeeper", required=True)
-    p.add_argument("--root", default="/squall")
-    p.add_argument("--topology", required=True)
-    p.add_argument("--component", default=None)
-    p.add_argument("--sample", type=float, default=None, help="percentage to sample")
-    p.add_argument("--secs", type=float, default=None, help="for how long (default: until --off)")
-    p.add_argument("--off", action="store_true")
-    p.add_argument("--tail", type=int, default=None, help="show the newest N sampled tuples")
-    p.add_argument("--zk-auth-file", default=None)
-    args = p.parse_args(None if argv is None else list(argv))
-    out: dict[str, Any]
-    try:
-        credentials = ZkCredentials.from_file(args.zk_auth_file) if args.zk_auth_file else ZkCredentials.from_env()
-        state = ClusterState.connect(args.zookeeper, root=args.root, credentials=credentials, timeout=10.0)
-    except (StateError, ValueError, OSError) as exc:
-        print(json.dumps({"error": f"cannot reach the topology's ZooKeeper: {exc}", "usage": False}))
-        return 1
-    try:
-        if args.tail is not None:
-            out = {"events": sampled(state, args.topology, args.component, args.tail)}
-        else:
-            out = {"message": set_sampling(state, args.topology, args.component,
-                                           None if args.off else args.sample, args.secs, time.time())}
-    except InspectorError as exc:
-        out = {"error": str(exc), "usage": exc.usage}
-    finally:
-        state.close()
-    print(json.dumps(out))
-    return 1 if "error" in out else 0
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--component", default=None)
+        p.add_argument("--sample", type=float, default=None, help="percentage to sample")
+        p.add_argument("--secs", type=float, default=None, help="for how long (default: until --off)")
+        p.add_argument("--off", action="store_true")
+        p.add_argument("--tail", type=int, default=None, help="show the newest N sampled tuples")
 
+    def answer(state: ClusterState, args: argparse.Namespace) -> dict[str, Any]:
+        try:
+            if args.tail is not None:
+                return {"events": sampled(state, args.topology, args.component, args.tail)}
+            return {"message": set_sampling(state, args.topology, args.component,
+                                            None if args.off else args.sample, args.secs, time.time())}
+        except InspectorError as exc:
+            return {"error": str(exc), "usage": exc.usage}
+
+    return in_pod("python -m squall.worker.eventlog", argv, add_arguments, answer)
 
 if __name__ == "__main__":
     sys.exit(main())
