@@ -54,7 +54,7 @@ def on_sys_path(paths: Iterable[str | Path]) -> Iterator[None]:
 
 
 class ModuleLoader:
-    """A `squall.validation.ClassLoader` that imports from ``sys.path``."""
+    """A `ClassLoader` that imports from ``sys.path``."""
 
     def load(self, class_path: str) -> object:
         """The object at ``module:attr`` (``attr`` may be dotted); ``ImportError`` with a message

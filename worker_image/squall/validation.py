@@ -15,7 +15,7 @@ run`, the operator and the workers), and build every message with names made pri
 
 Pure: imports only the standard library, pydantic, yaml and squall's models, errors, limits,
 serialization (msgpack, for `topology.serializers`) and windowing, and runs no user code but
-through the `ClassLoader` it is handed: `check_topology` resolves classes with
+through the `squall.classload.ClassLoader` it is handed: `check_topology` resolves classes with
 `squall.classload` (the topology's directory on `sys.path`, then `importlib`) unless given
 another, and `squall.classcheck` runs it in a child process for the CLI. The import-linter
 contract "Validation runs no user code itself" keeps `importlib` out of this module.
@@ -31,7 +31,7 @@ import re
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -667,15 +667,6 @@ def declared_streams(
 # --------------------------------------------------------------------------------------------
 
 
-class ClassLoader(Protocol):
-    """What `check_topology` imports classes with: `squall.classload.ModuleLoader` imports them
-    from `sys.path`; a test can hand plain objects."""
-
-    def load(self, class_path: str) -> object:
-        """The object at `module:attr`; `ImportError` with a message fit for a user if none."""
-        ...
-
-
 def resolve_class(
     class_path: str, role: str | None = None, *, search_paths: Iterable[str | Path] = ()
 ) -> type:
@@ -693,7 +684,7 @@ def resolve_class(
 _ROLE_METHOD = {"spout": "next_tuple", "bolt": "execute", "custom grouping": "choose_tasks"}
 
 
-def _resolve(loader: ClassLoader, class_path: str, role: str | None) -> type:
+def _resolve(loader: classload.ClassLoader, class_path: str, role: str | None) -> type:
     """`loader`'s object at `class_path`, if it is a class fit for `role` (see `resolve_class`);
     else `ImportError`."""
     obj = loader.load(class_path)
@@ -751,7 +742,7 @@ def check_topology(
     search_paths: Iterable[str | Path] = (),
     source: str | None = None,
     before_import: Callable[[str, str], None] | None = None,
-    loader: ClassLoader | None = None,
+    loader: classload.ClassLoader | None = None,
 ) -> ResolvedTopology:
     """Check what the schema cannot: the graph, the groupings and the component classes.
 
@@ -774,7 +765,7 @@ def check_topology(
 
 
 class _Checker:
-    def __init__(self, topo: Topology, loader: ClassLoader | None,
+    def __init__(self, topo: Topology, loader: classload.ClassLoader | None,
                  before_import: Callable[[str, str], None] | None = None) -> None:
         self.topo = topo
         self.loader = loader
