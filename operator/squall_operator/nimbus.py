@@ -22,7 +22,7 @@ from squall.models.cluster import (
     WorkerSlot,
     executor_key,
 )
-from squall import limits
+from squall import validation
 from squall.models.v1alpha1 import Topology
 from squall.plan import ACKER
 from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected
@@ -169,7 +169,7 @@ class Nimbus:
                 raise NimbusError(f"rebalance: topology {topo!r} has no component {comp!r}")
             if n > tasks:
                 raise NimbusError(f"rebalance: {comp} has {tasks} tasks, cannot run {n} executors")
-        over = limits.rebalance_problem(topology, num_workers, executors)
+        over = validation.rebalance_problem(topology, num_workers, executors)
         if over is not None:
             raise NimbusError(f"rebalance: topology {topo!r}: {over}")
         if wait_secs is None:

@@ -372,11 +372,12 @@ class ZooKeeperTarget:
 
     def rebalance(self, name: str, num_workers: int | None, executors: Mapping[str, int],
                   wait_secs: float | None) -> str:
+        from squall import validation
         from squall_operator import stored
 
         topology = stored.topology(self._base(name))
         _check_executors(name, {c.name: c.tasks for c in topology.spec.components}, executors)
-        over = limits.rebalance_problem(topology, num_workers, executors)
+        over = validation.rebalance_problem(topology, num_workers, executors)
         if over is not None:
             raise VerbError(f"rebalance: topology {name!r}: {over}")
         return self._ask(name, "rebalance", num_workers=num_workers,

@@ -24,7 +24,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from squall import limits
+from squall import limits, validation
 from squall.errors import Problem, TopologyError, printable
 from squall.models.cluster import StormBase
 from squall.models.v1alpha1 import Topology
@@ -587,20 +587,20 @@ def test_validate_and_run_refuse_alike_before_anything_starts(tmp_path: Path, na
 def test_a_rebalance_past_the_executor_limit_is_refused_with_the_total() -> None:
     topology = Topology.model_validate(doc())
     # ackers follow the worker count: 900 workers are 900 ackers beside the components
-    over = limits.rebalance_problem(topology, 900, {"a": 200})
+    over = validation.rebalance_problem(topology, 900, {"a": 200})
     assert over is not None and "over the limit of 1000" in over and "executors" in over
-    assert limits.rebalance_problem(topology, 4, {"a": 2}) is None
+    assert validation.rebalance_problem(topology, 4, {"a": 2}) is None
 
 
 def test_a_rebalance_past_the_worker_limit_is_refused() -> None:
     topology = Topology.model_validate(doc())
-    over = limits.rebalance_problem(topology, limits.MAX_WORKERS + 1, None)
+    over = validation.rebalance_problem(topology, limits.MAX_WORKERS + 1, None)
     assert over is not None and str(limits.MAX_WORKERS) in over
-    assert limits.rebalance_problem(topology, 0, None) is not None
+    assert validation.rebalance_problem(topology, 0, None) is not None
 
 
 def test_fixed_ackers_do_not_follow_a_rebalance_of_workers() -> None:
     fixed = Topology.model_validate(doc(numAckers=1))
-    assert limits.rebalance_problem(fixed, limits.MAX_WORKERS, None) is None
+    assert validation.rebalance_problem(fixed, limits.MAX_WORKERS, None) is None
     following = Topology.model_validate(doc())
-    assert limits.rebalance_problem(following, limits.MAX_WORKERS, None) is not None
+    assert validation.rebalance_problem(following, limits.MAX_WORKERS, None) is not None

@@ -10,25 +10,24 @@ are what one worker process and one ZooKeeper node can hold, with room to spare:
 
 - the per-field limits sit in the models' fields (`squall.models.v1alpha1`), so the CRD generated
   from them carries them (`maximum`, `maxItems`) and `kubectl apply` refuses too;
-- `limit_problems` checks the rest on a validated `Topology`: totals over the topology and the
-  types of the config keys Squall reads. `squall.validation.parse_topology` and `check_topology`
-  call it; the size of the topology's JSON form and the JSON-ness of every value are checked by
-  `parse_topology` on the document itself, before pydantic builds anything.
+- the rest are checked on a validated `Topology` by `squall.validation.limit_problems` (totals
+  over the topology and the types of the config keys Squall reads, with `config_value_problem`)
+  and `squall.validation.rebalance_problem`; the size of the topology's JSON form and the
+  JSON-ness of every value are checked by `parse_topology` on the document itself, before
+  pydantic builds anything.
 
 Constants, not settings: a limit that one process could raise would let `squall validate`
-accept what the operator refuses. Pure: imports nothing of Squall but its errors.
+accept what the operator refuses. Pure: imports nothing of Squall but its errors, so the models
+can carry these limits in their fields.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from squall.errors import Problem, printable
-
-if TYPE_CHECKING:
-    from squall.models.v1alpha1 import Topology
+from squall.errors import printable
 
 __all__ = [
     "CONFIG_KEYS",
@@ -49,8 +48,6 @@ __all__ = [
     "MAX_WORKERS",
     "config_value_problem",
     "key_repr",
-    "limit_problems",
-    "rebalance_problem",
     "string_json_bytes",
 ]
 
@@ -212,47 +209,6 @@ def key_repr(key: str) -> str:
     return printable(repr(key), None)
 
 
-def _config_path(base: str, key: str) -> str:
-    return f"{base}.config[{key_repr(key)}]"
-
-
-def limit_problems(topology: Topology) -> list[Problem]:
-    """The limits no single field carries: components, executors and tasks of the whole
-    topology, and the config keys Squall reads. Pure and linear in the topology's size; called
-    before anything plans or allocates for the topology."""
-    spec = topology.spec
-    problems: list[Problem] = []
-    located = [*((f"spec.spouts[{i}]", c) for i, c in enumerate(spec.spouts)),
-               *((f"spec.bolts[{i}]", c) for i, c in enumerate(spec.bolts))]
-    if len(located) > MAX_COMPONENTS:
-        problems.append(Problem("spec.bolts", len(located),
-                                f"spouts and bolts together are over the limit of {MAX_COMPONENTS} "
-                                "components per topology"))
-        return problems  # the totals below would only repeat it
-    executors, tasks = spec.ackers, spec.ackers
-    over_executors = over_tasks = False
-    for base, component in located:
-        executors += component.parallelism
-        tasks += component.tasks
-        if executors > MAX_EXECUTORS and not over_executors:
-            over_executors = True
-            problems.append(Problem(f"{base}.parallelism", component.parallelism,
-                                    f"brings the topology to {executors} executors (ackers "
-                                    f"included), over the limit of {MAX_EXECUTORS} per topology"))
-        if tasks > MAX_TASKS and not over_tasks:
-            over_tasks = True
-            field = "numTasks" if component.num_tasks is not None else "parallelism"
-            problems.append(Problem(f"{base}.{field}", component.tasks,
-                                    f"brings the topology to {tasks} tasks (ackers included), "
-                                    f"over the limit of {MAX_TASKS} per topology"))
-    for base, config in [("spec", spec.config), *((b, c.config) for b, c in located)]:
-        for key, value in config.items():
-            message = config_value_problem(key, value)
-            if message is not None:
-                problems.append(Problem(_config_path(base, key), value, message))
-    return problems
-
-
 def string_json_bytes(value: str) -> int:
     """Bytes of a string as pydantic's `model_dump_json` writes it (UTF-8, control characters,
     quotes and backslashes escaped), the quotes included; no copy of an ASCII string is made."""
@@ -261,24 +217,3 @@ def string_json_bytes(value: str) -> int:
     extra = sum(value.count(c) for c in '"\\')
     extra += sum(5 for c in value if c < " ")
     return len(value.encode("utf-8", "surrogatepass")) + extra + 2
-
-
-def rebalance_problem(topology: Topology, num_workers: int | None,
-                      executors: Mapping[str, int] | None) -> str | None:
-    """Why a rebalance of `topology` to `num_workers` workers and `executors` per component
-    would take it past the limits a submitted topology keeps, or None. Ackers follow the worker
-    count unless `numAckers` fixes them, so a rebalance can grow the executors without naming
-    one. Every place that accepts a rebalance (the CLI verbs, the UI, nimbus's requests) asks
-    this, so no path plans what a file could not ask for."""
-    spec = topology.spec
-    if num_workers is not None and not 1 <= num_workers <= MAX_WORKERS:
-        return f"{num_workers} workers is outside 1..{MAX_WORKERS}"
-    workers = num_workers if num_workers is not None else spec.num_workers
-    total = spec.num_ackers if spec.num_ackers is not None else workers
-    wanted = dict(executors or {})
-    for component in spec.components:
-        total += wanted.get(component.name, component.parallelism)
-    if total > MAX_EXECUTORS:
-        return (f"it would run {total} executors (ackers included), over the limit of "
-                f"{MAX_EXECUTORS} per topology")
-    return None

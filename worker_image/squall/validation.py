@@ -10,7 +10,8 @@ Two steps, both reporting every problem at once as a `TopologyError`:
   carries the imported classes and every component's declared output streams.
 
 Both apply `squall.limits` (what a topology may ask for: the same for `squall validate`, `squall
-run`, the operator and the workers), and build every message with names made printable
+run`, the operator and the workers; the limits over the whole topology are checked here, by
+`limit_problems`, and a rebalance's by `rebalance_problem`), and build every message with names made printable
 (`squall.errors.printable`) and listings cut short, so checking stays linear in the file.
 
 Pure: imports only the standard library, pydantic, yaml and squall's models, errors, limits,
@@ -41,13 +42,17 @@ from squall.components import WindowedBolt
 from squall.errors import NO_VALUE, Problem, TopologyError, printable
 from squall.limits import (
     FIELD_LIMITS,
+    MAX_COMPONENTS,
     MAX_DEPTH,
     MAX_DOCUMENT_BYTES,
+    MAX_EXECUTORS,
     MAX_KEY_CHARS,
     MAX_NODES,
+    MAX_TASKS,
     MAX_TOPOLOGY_BYTES,
+    MAX_WORKERS,
+    config_value_problem,
     key_repr,
-    limit_problems,
     string_json_bytes,
 )
 from squall.models.v1alpha1 import (
@@ -73,9 +78,11 @@ __all__ = [
     "ResolvedTopology",
     "check_topology",
     "declared_streams",
+    "limit_problems",
     "load_topology",
     "normalize_outputs",
     "parse_topology",
+    "rebalance_problem",
     "resolve_class",
     "validate_file",
 ]
@@ -582,6 +589,75 @@ def _model_at(loc: Sequence[int | str]) -> type[BaseModel] | None:
             return None
     tp = _unwrap_optional(tp)
     return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+
+
+# --------------------------------------------------------------------------------------------
+# Limits over the whole topology (the per-field ones sit in the models' fields)
+# --------------------------------------------------------------------------------------------
+
+
+def _config_path(base: str, key: str) -> str:
+    return f"{base}.config[{key_repr(key)}]"
+
+
+def limit_problems(topology: Topology) -> list[Problem]:
+    """The limits no single field carries: components, executors and tasks of the whole
+    topology, and the config keys Squall reads. Pure and linear in the topology's size; called
+    before anything plans or allocates for the topology."""
+    spec = topology.spec
+    problems: list[Problem] = []
+    located = [*((f"spec.spouts[{i}]", c) for i, c in enumerate(spec.spouts)),
+               *((f"spec.bolts[{i}]", c) for i, c in enumerate(spec.bolts))]
+    if len(located) > MAX_COMPONENTS:
+        problems.append(Problem("spec.bolts", len(located),
+                                f"spouts and bolts together are over the limit of {MAX_COMPONENTS} "
+                                "components per topology"))
+        return problems  # the totals below would only repeat it
+    executors, tasks = spec.ackers, spec.ackers
+    over_executors = over_tasks = False
+    for base, component in located:
+        executors += component.parallelism
+        tasks += component.tasks
+        if executors > MAX_EXECUTORS and not over_executors:
+            over_executors = True
+            problems.append(Problem(f"{base}.parallelism", component.parallelism,
+                                    f"brings the topology to {executors} executors (ackers "
+                                    f"included), over the limit of {MAX_EXECUTORS} per topology"))
+        if tasks > MAX_TASKS and not over_tasks:
+            over_tasks = True
+            field = "numTasks" if component.num_tasks is not None else "parallelism"
+            problems.append(Problem(f"{base}.{field}", component.tasks,
+                                    f"brings the topology to {tasks} tasks (ackers included), "
+                                    f"over the limit of {MAX_TASKS} per topology"))
+    for base, config in [("spec", spec.config), *((b, c.config) for b, c in located)]:
+        for key, value in config.items():
+            message = config_value_problem(key, value)
+            if message is not None:
+                problems.append(Problem(_config_path(base, key), value, message))
+    return problems
+
+
+
+
+def rebalance_problem(topology: Topology, num_workers: int | None,
+                      executors: Mapping[str, int] | None) -> str | None:
+    """Why a rebalance of `topology` to `num_workers` workers and `executors` per component
+    would take it past the limits a submitted topology keeps, or None. Ackers follow the worker
+    count unless `numAckers` fixes them, so a rebalance can grow the executors without naming
+    one. Every place that accepts a rebalance (the CLI verbs, the UI, nimbus's requests) asks
+    this, so no path plans what a file could not ask for."""
+    spec = topology.spec
+    if num_workers is not None and not 1 <= num_workers <= MAX_WORKERS:
+        return f"{num_workers} workers is outside 1..{MAX_WORKERS}"
+    workers = num_workers if num_workers is not None else spec.num_workers
+    total = spec.num_ackers if spec.num_ackers is not None else workers
+    wanted = dict(executors or {})
+    for component in spec.components:
+        total += wanted.get(component.name, component.parallelism)
+    if total > MAX_EXECUTORS:
+        return (f"it would run {total} executors (ackers included), over the limit of "
+                f"{MAX_EXECUTORS} per topology")
+    return None
 
 
 # --------------------------------------------------------------------------------------------
