@@ -476,70 +476,11 @@ class UpgradeMode(str, enum.Enum):
     DRAIN = "drain"
 
 
-class CanarySpec(_Model):
-    """A canary for the hand-over roll (squall_operator.canary): the first `slots` worker slots
-    run the new pod settings for `analysisSecs` while the operator compares their executors with
-    the old pods'; a regression rolls every slot back to the last good settings."""
-
-    slots: int = Field(1, ge=1, le=limits.MAX_WORKERS)
-    analysis_secs: float = Field(60.0, alias="analysisSecs", gt=0, le=limits.MAX_SECONDS, allow_inf_nan=False)
-    # a component's failed fraction on the canary may pass the old pods' by this much at most
-    max_failed_fraction: float = Field(0.05, alias="maxFailedFraction", ge=0, le=1, allow_inf_nan=False)
-    # a component's p99 latency on the canary may be this many times the old pods' at most
-    max_p99_ratio: float = Field(2.0, alias="maxP99Ratio", ge=1, le=1000, allow_inf_nan=False)
-    # container restarts of the canary's pods allowed
-    max_restarts: int = Field(0, alias="maxRestarts", ge=0, le=1000)
-
-
 class UpgradeSpec(_Model):
     """How the operator rolls the worker pods onto new pod settings (another image, env,
     resources). Kubernetes only: `squall run` ignores it; a change applies to the next roll."""
 
     mode: UpgradeMode = Field(UpgradeMode.HANDOVER, strict=False)
-    # watch the first slots on the new settings before the others, roll back on a regression
-    canary: CanarySpec | None = None
-
-    @model_validator(mode="after")
-    def _canary_needs_handover(self) -> UpgradeSpec:
-        if self.canary is not None and self.mode is not UpgradeMode.HANDOVER:
-            raise ValueError("canary needs mode handover: the drain roll stops the spouts, so a canary "
-                             "would have no tuples to be judged on")
-        return self
-
-
-class AutoscaleSignal(str, enum.Enum):
-    # the busiest bolt executor's share of time spent in execute (Storm's capacity), from the
-    # executed counts and execute latencies of the workers' heartbeats
-    BUSY = "busy"
-
-
-class AutoscaleSpec(_Model):
-    """The operator's own scaling policy (squall_operator.autoscale): numWorkers within
-    [minWorkers, maxWorkers] and the busiest bolts' parallelism follow the signal. Kubernetes
-    only: `squall run` ignores it; a change applies at the next status write."""
-
-    min_workers: int = Field(1, alias="minWorkers", ge=1, le=limits.MAX_WORKERS)
-    max_workers: int = Field(alias="maxWorkers", ge=1, le=limits.MAX_WORKERS)
-    signal: AutoscaleSignal = Field(AutoscaleSignal.BUSY, strict=False)
-    # scale out above it; busy: a fraction of the time
-    target: float = Field(0.7, gt=0, le=1, allow_inf_nan=False)
-    # the signal above target this long -> scale out
-    scale_out_after_secs: float = Field(30.0, alias="scaleOutAfterSecs", ge=0, le=limits.MAX_SECONDS,
-                                        allow_inf_nan=False)
-    # the signal below target x scaleInBelow this long (and under target once scaled in) -> scale in
-    scale_in_after_secs: float = Field(120.0, alias="scaleInAfterSecs", ge=0, le=limits.MAX_SECONDS,
-                                       allow_inf_nan=False)
-    scale_in_below: float = Field(0.5, alias="scaleInBelow", gt=0, lt=1, allow_inf_nan=False)
-    # no decision this long after the last one
-    cooldown_secs: float = Field(60.0, alias="cooldownSecs", ge=0, le=limits.MAX_SECONDS, allow_inf_nan=False)
-    # workers added or removed per decision
-    step: int = Field(1, ge=1, le=limits.MAX_WORKERS)
-
-    @model_validator(mode="after")
-    def _bounds(self) -> AutoscaleSpec:
-        if self.min_workers > self.max_workers:
-            raise ValueError(f"minWorkers ({self.min_workers}) is above maxWorkers ({self.max_workers})")
-        return self
 
 
 class TopologySpec(_Model):
@@ -567,8 +508,6 @@ class TopologySpec(_Model):
     health: HealthSpec | None = None
     # how image and pod-settings changes roll the worker pods (Kubernetes only)
     upgrade: UpgradeSpec | None = None
-    # the operator scales numWorkers and the busiest bolts' parallelism itself (Kubernetes only)
-    autoscale: AutoscaleSpec | None = None
 
     @property
     def components(self) -> list[ComponentSpec]:
