@@ -42,6 +42,7 @@ __all__ = [
     "SHORT_NAMES",
     "SINGULAR",
     "VERSION",
+    "AutoscaleStatusModel",
     "ComponentStatusModel",
     "ConditionModel",
     "HealthSampleModel",
@@ -127,6 +128,25 @@ class HealthSampleModel(_Status):
     last_failed: int | None = Field(None, alias="lastFailed")
 
 
+class AutoscaleStatusModel(_Status):
+    """The autoscaler's view (squall_operator.autoscale): the signal, its value and target, the
+    last decision and when, and what it waits for (`message`); the times it keeps are the
+    operator's bookkeeping."""
+
+    signal: str | None = None
+    value: float | None = None
+    target: float | None = None
+    busiest: str | None = None
+    min_workers: int | None = Field(None, alias="minWorkers")
+    max_workers: int | None = Field(None, alias="maxWorkers")
+    message: str | None = None
+    last_decision: str | None = Field(None, alias="lastDecision")
+    last_decision_time: str | None = Field(None, alias="lastDecisionTime")
+    last_scale_secs: float | None = Field(None, alias="lastScaleSecs")
+    above_since: float | None = Field(None, alias="aboveSince")
+    below_since: float | None = Field(None, alias="belowSince")
+
+
 class TopologyStatusModel(_Status):
     """What `kubectl get topology -o yaml` shows under `status`."""
 
@@ -154,6 +174,8 @@ class TopologyStatusModel(_Status):
     failed_per_sec: float | None = Field(None, alias="failedPerSec")
     rate_sample: RateSampleModel | None = Field(None, alias="rateSample")
     health: HealthSampleModel | None = None
+    # spec.autoscale's signal and last decision
+    autoscale: AutoscaleStatusModel | None = None
     # the image the workers run (two, comma-separated, during a roll)
     image: str | None = None
     # nimbus's lifecycle status: ACTIVE | INACTIVE | REBALANCING | KILLED

@@ -109,6 +109,8 @@ def comparable_spec(topology: Topology) -> dict[str, Any]:
     data.pop("worker", None)
     data.pop("health", None)
     data.pop("upgrade", None)
+    # the autoscaling policy is read at every status write (squall_operator.autoscale)
+    data.pop("autoscale", None)
     for kind in ("spouts", "bolts"):
         for comp in data.get(kind, []):
             comp.pop("parallelism", None)

@@ -483,6 +483,41 @@ class UpgradeSpec(_Model):
     mode: UpgradeMode = Field(UpgradeMode.HANDOVER, strict=False)
 
 
+class AutoscaleSignal(str, enum.Enum):
+    # the busiest bolt executor's share of time spent in execute (Storm's capacity), from the
+    # executed counts and execute latencies of the workers' heartbeats
+    BUSY = "busy"
+
+
+class AutoscaleSpec(_Model):
+    """The operator's own scaling policy (squall_operator.autoscale): numWorkers within
+    [minWorkers, maxWorkers] and the busiest bolts' parallelism follow the signal. Kubernetes
+    only: `squall run` ignores it; a change applies at the next status write."""
+
+    min_workers: int = Field(1, alias="minWorkers", ge=1, le=limits.MAX_WORKERS)
+    max_workers: int = Field(alias="maxWorkers", ge=1, le=limits.MAX_WORKERS)
+    signal: AutoscaleSignal = Field(AutoscaleSignal.BUSY, strict=False)
+    # scale out above it; busy: a fraction of the time
+    target: float = Field(0.7, gt=0, le=1, allow_inf_nan=False)
+    # the signal above target this long -> scale out
+    scale_out_after_secs: float = Field(30.0, alias="scaleOutAfterSecs", ge=0, le=limits.MAX_SECONDS,
+                                        allow_inf_nan=False)
+    # the signal below target x scaleInBelow this long (and under target once scaled in) -> scale in
+    scale_in_after_secs: float = Field(120.0, alias="scaleInAfterSecs", ge=0, le=limits.MAX_SECONDS,
+                                       allow_inf_nan=False)
+    scale_in_below: float = Field(0.5, alias="scaleInBelow", gt=0, lt=1, allow_inf_nan=False)
+    # no decision this long after the last one
+    cooldown_secs: float = Field(60.0, alias="cooldownSecs", ge=0, le=limits.MAX_SECONDS, allow_inf_nan=False)
+    # workers added or removed per decision
+    step: int = Field(1, ge=1, le=limits.MAX_WORKERS)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> AutoscaleSpec:
+        if self.min_workers > self.max_workers:
+            raise ValueError(f"minWorkers ({self.min_workers}) is above maxWorkers ({self.max_workers})")
+        return self
+
+
 class TopologySpec(_Model):
     # limits: squall.limits (docs/topology.md, "Limits"); the totals over the topology (all
     # components, executors, tasks) are `validation.limit_problems`'. Durations are finite: the
@@ -508,6 +543,8 @@ class TopologySpec(_Model):
     health: HealthSpec | None = None
     # how image and pod-settings changes roll the worker pods (Kubernetes only)
     upgrade: UpgradeSpec | None = None
+    # the operator scales numWorkers and the busiest bolts' parallelism itself (Kubernetes only)
+    autoscale: AutoscaleSpec | None = None
 
     @property
     def components(self) -> list[ComponentSpec]:

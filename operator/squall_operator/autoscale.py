@@ -1,0 +1,294 @@
+"""When the operator scales a topology by itself (`spec.autoscale`): how busy its bolts are, and
+whether that is worth one more worker, one fewer, or nothing.
+
+Two pure steps, as `degraded.assess`: `measure` turns two samples of the executors' cumulative
+counts from the heartbeats into each bolt's busy fraction (Storm's capacity: the share of the
+time its busiest executor spent in `execute`), and `decide` turns that figure, the time now (the
+caller's clock) and what the previous status kept (`status.autoscale`, so a restarted operator
+judges on) into a `Decision`: the workers and the bolts' parallelism to rebalance to, or none,
+with the message its Event says. Nothing here reads a clock or calls anything.
+
+The rules, in order:
+
+* judged only while the spouts are active and nothing else moves the topology (a rebalance, a
+  roll): a rebalance deactivates the spouts, so the figures just after one start afresh;
+* scale out when the signal stayed above `target` for `scaleOutAfterSecs`: `step` more workers,
+  at most `maxWorkers` and the slots the nodes offer, and the bolts above target (at least the
+  busiest) get executors in proportion, at most their tasks;
+* scale in when the signal stayed below `target x scaleInBelow` for `scaleInAfterSecs` and would
+  still be under `target` with `step` fewer workers (value x n / (n - step)), at least
+  `minWorkers`: that projection is the hysteresis, a scale-in never lands above the target;
+* no decision within `cooldownSecs` of the last one, and the timers start again after each.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from squall.models.cluster import WorkerHeartbeat
+from squall.models.v1alpha1 import AutoscaleSpec
+
+__all__ = [
+    "MIN_INTERVAL_SECS",
+    "SCALE_IN",
+    "SCALE_OUT",
+    "Decision",
+    "ExecutorSample",
+    "Figures",
+    "Meter",
+    "Settings",
+    "clamp",
+    "decide",
+    "measure",
+    "samples",
+]
+
+SCALE_OUT: Final = "ScaledOut"
+SCALE_IN: Final = "ScaledIn"
+# busy fractions are taken over at least this long: the heartbeats come every few seconds
+MIN_INTERVAL_SECS: Final = 5.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """`spec.autoscale` with its defaults filled in."""
+
+    min_workers: int
+    max_workers: int
+    signal: str = "busy"
+    target: float = 0.7
+    scale_out_after_secs: float = 30.0
+    scale_in_after_secs: float = 120.0
+    scale_in_below: float = 0.5
+    cooldown_secs: float = 60.0
+    step: int = 1
+
+    @classmethod
+    def of(cls, spec: AutoscaleSpec) -> Settings:
+        return cls(spec.min_workers, spec.max_workers, spec.signal.value, spec.target,
+                   spec.scale_out_after_secs, spec.scale_in_after_secs, spec.scale_in_below,
+                   spec.cooldown_secs, spec.step)
+
+
+def clamp(workers: int, settings: Settings) -> int:
+    """`workers` within [minWorkers, maxWorkers]."""
+    return min(max(workers, settings.min_workers), settings.max_workers)
+
+
+# --- the signal: busy fractions from the heartbeats' cumulative counts ----------------------------
+
+
+@dataclass(frozen=True)
+class ExecutorSample:
+    """One executor's cumulative counts in one heartbeat: tuples executed, and the sampled
+    execute latencies (their sum in ms and how many)."""
+
+    component: str
+    time_secs: float
+    executed: int
+    latency_ms_sum: float
+    latency_samples: int
+
+
+def samples(beats: Iterable[WorkerHeartbeat], bolts: Iterable[str]) -> dict[str, ExecutorSample]:
+    """The bolts' executors' samples in the workers' heartbeats (executor key -> sample)."""
+    wanted = set(bolts)
+    return {
+        key: ExecutorSample(s.component, beat.time_secs, s.executed, s.latency_ms_mean * s.latency_samples,
+                            s.latency_samples)
+        for beat in beats for key, s in beat.executors.items() if s.component in wanted
+    }
+
+
+@dataclass(frozen=True)
+class Meter:
+    """What `measure` keeps between calls: the samples the next figures are taken against, when
+    they were taken, and the last figures (component -> busy fraction; None: none yet)."""
+
+    at: float
+    base: Mapping[str, ExecutorSample]
+    busy: Mapping[str, float] | None = None
+
+
+def measure(meter: Meter | None, now: Mapping[str, ExecutorSample], at: float) -> Meter:
+    """Each bolt's busy fraction between the samples `meter` keeps and `now` (taken at `at`),
+    once at least MIN_INTERVAL_SECS passed; until then the last figures stand.
+
+    An executor's busy fraction is executed x mean execute latency / elapsed time (Storm's
+    capacity; the latency is sampled, 1 tuple in 16, so its mean over the interval is used); a
+    component's is its busiest executor's. An executor that is new, moved or restarted (counts
+    gone back) has no figure until the next interval.
+    """
+    if meter is None:
+        return Meter(at, dict(now))
+    if at - meter.at < MIN_INTERVAL_SECS and at >= meter.at:
+        return meter
+    busy: dict[str, float] = {}
+    for key, cur in now.items():
+        prev = meter.base.get(key)
+        if prev is None or prev.component != cur.component:
+            continue
+        elapsed = cur.time_secs - prev.time_secs
+        executed = cur.executed - prev.executed
+        sampled = cur.latency_samples - prev.latency_samples
+        if elapsed <= 0 or executed < 0 or sampled < 0:
+            continue
+        if sampled > 0:
+            mean_ms = (cur.latency_ms_sum - prev.latency_ms_sum) / sampled
+        else:
+            mean_ms = cur.latency_ms_sum / cur.latency_samples if cur.latency_samples else 0.0
+        fraction = max(0.0, executed * mean_ms / 1000.0 / elapsed)
+        busy[cur.component] = max(busy.get(cur.component, 0.0), fraction)
+    return Meter(at, dict(now), busy or meter.busy)
+
+
+# --- the decision ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What the operator knows of the topology now.
+
+    `active`: the spouts are active and no rebalance, roll or spec change is under way (else
+    nothing is judged); `workers`: numWorkers; `busy`: bolt -> busy fraction (None: not measured
+    yet); `parallelism` and `tasks`: bolt -> executors and tasks; `slots`: the most workers the
+    nodes can give the topology (its own slots plus the free ones it may use; None: unknown).
+    """
+
+    active: bool
+    workers: int
+    busy: Mapping[str, float] | None
+    parallelism: Mapping[str, int] = field(default_factory=dict)
+    tasks: Mapping[str, int] = field(default_factory=dict)
+    slots: int | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """`reason` SCALE_OUT or SCALE_IN with the workers and the bolts' parallelism (only those
+    that change) to rebalance to and the Event's message; reason None: nothing to do. `state` is
+    `status.autoscale` (what the next call is given back as `previous`)."""
+
+    reason: str | None
+    workers: int
+    parallelism: dict[str, int]
+    message: str
+    state: dict[str, Any]
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _iso(secs: float) -> str:
+    return dt.datetime.fromtimestamp(secs, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _grown(busy: Mapping[str, float], figures: Figures, workers: int, target: float) -> dict[str, int]:
+    """Executors for the bolts above target (at least the busiest): in proportion to the
+    workers, one more at least, at most their tasks."""
+    known = {c: b for c, b in busy.items() if c in figures.parallelism}
+    hot = [c for c, b in known.items() if b > target] or ([max(known, key=lambda c: known[c])] if known else [])
+    out: dict[str, int] = {}
+    for comp in sorted(hot):
+        p = figures.parallelism[comp]
+        grown = min(figures.tasks.get(comp, p), max(p + 1, math.ceil(p * workers / figures.workers)))
+        if grown > p:
+            out[comp] = grown
+    return out
+
+
+def _shrunk(busy: Mapping[str, float], figures: Figures, workers: int, target: float) -> dict[str, int]:
+    """Fewer executors for the bolts, in proportion to the workers, where the bolt would still be
+    under target with them."""
+    out: dict[str, int] = {}
+    for comp, p in sorted(figures.parallelism.items()):
+        shrunk = max(1, math.floor(p * workers / figures.workers + 0.5))
+        if shrunk < p and busy.get(comp, 0.0) * p / shrunk < target:
+            out[comp] = shrunk
+    return out
+
+
+def decide(previous: Mapping[str, Any] | None, figures: Figures, at: float, settings: Settings) -> Decision:
+    """The decision at time `at` (seconds) on `figures`, after the state `previous` (the last
+    `Decision.state`, as the status kept it; None or {} at first). See the module doc."""
+    prev = previous or {}
+    last = _number(prev.get("lastScaleSecs"))
+    state: dict[str, Any] = {"signal": settings.signal, "target": settings.target,
+                             "minWorkers": settings.min_workers, "maxWorkers": settings.max_workers}
+    for key in ("lastDecision", "lastDecisionTime", "lastScaleSecs"):
+        if key in prev:
+            state[key] = prev[key]
+
+    def none(message: str) -> Decision:
+        state["message"] = message
+        return Decision(None, figures.workers, {}, message, state)
+
+    if not figures.active:
+        return none("not judged: the spouts are not active, or a rebalance or roll is under way")
+    if not figures.busy:
+        return none("not judged yet: no busy figure from the heartbeats")
+    busy = figures.busy
+    value = max(busy.values())
+    busiest = max(busy, key=lambda c: busy[c])
+    state["value"] = round(value, 3)
+    state["busiest"] = busiest
+    n, step, target = figures.workers, settings.step, settings.target
+    fewer = max(settings.min_workers, n - step)
+    projected = value * n / fewer if fewer < n else math.inf
+    above = value > target
+    below = value < target * settings.scale_in_below and projected < target
+    above_since = _number(prev.get("aboveSince")) if above else None
+    below_since = _number(prev.get("belowSince")) if below else None
+    if above and (above_since is None or above_since > at):
+        above_since = at
+    if below and (below_since is None or below_since > at):
+        below_since = at
+    if above_since is not None:
+        state["aboveSince"] = above_since
+    if below_since is not None:
+        state["belowSince"] = below_since
+    why = f"{settings.signal} {value:.2f} ({busiest})"
+    cooling = last is not None and 0 <= at - last < settings.cooldown_secs
+    wait_out = above_since is not None and at - above_since >= settings.scale_out_after_secs
+    wait_in = below_since is not None and at - below_since >= settings.scale_in_after_secs
+    if not (wait_out or wait_in):
+        if above_since is not None:
+            return none(f"{why} above target {target:g} for {at - above_since:.0f}s of "
+                        f"{settings.scale_out_after_secs:g}s")
+        if below_since is not None:
+            return none(f"{why} below target {target:g} x {settings.scale_in_below:g} for "
+                        f"{at - below_since:.0f}s of {settings.scale_in_after_secs:g}s")
+        return none(f"{why} within the band: target {target:g}, scale in below "
+                    f"{target * settings.scale_in_below:g}")
+    if cooling and last is not None:
+        return none(f"{why} {'above' if wait_out else 'below'} target, cooling down until "
+                    f"{_iso(last + settings.cooldown_secs)} (cooldownSecs {settings.cooldown_secs:g})")
+    if wait_out:
+        room = min(settings.max_workers, figures.slots if figures.slots is not None else settings.max_workers)
+        workers = max(n, min(room, n + step))
+        grown = _grown(busy, figures, workers, target) if workers > n else {}
+        if workers <= n:
+            bound = (f"maxWorkers {settings.max_workers}" if room == settings.max_workers
+                     else f"the {figures.slots} slots the nodes offer")
+            return none(f"{why} above target {target:g}, but {n} workers is the most: {bound}")
+        reason, text = SCALE_OUT, (f"{why} above target {target:g} for "
+                                   f"{at - (at if above_since is None else above_since):.0f}s")
+        changes = grown
+    else:
+        workers = fewer
+        changes = _shrunk(busy, figures, workers, target)
+        reason, text = SCALE_IN, (f"{why} below target {target:g} x {settings.scale_in_below:g} for "
+                                  f"{at - (at if below_since is None else below_since):.0f}s, {projected:.2f} with {workers} workers")
+    parts = [f"numWorkers {n} -> {workers}"] + [
+        f"{c} parallelism {figures.parallelism[c]} -> {p}" for c, p in sorted(changes.items())]
+    message = f"{', '.join(parts)}: {text}"
+    for key in ("aboveSince", "belowSince"):
+        state.pop(key, None)
+    state.update(lastDecision=f"{reason}: {message}", lastDecisionTime=_iso(at), lastScaleSecs=at,
+                 message=message)
+    return Decision(reason, workers, changes, message, state)

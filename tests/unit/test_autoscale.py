@@ -1,0 +1,238 @@
+"""The built-in autoscaling policy (issue 30, item 4): the busy figure taken from heartbeat
+counts, and the decision on plain figures and an injected time (no sleeps): out after the signal
+stayed above target, in after it stayed low, cooldown, hysteresis, bounds, and a recorded load
+step that never flaps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from squall.models.cluster import ExecutorStats, WorkerHeartbeat
+from squall.models.v1alpha1 import AutoscaleSpec, Topology
+from squall_operator import autoscale, reconcile
+from squall_operator.autoscale import (
+    SCALE_IN,
+    SCALE_OUT,
+    Decision,
+    ExecutorSample,
+    Figures,
+    Meter,
+    Settings,
+    decide,
+    measure,
+)
+
+pytestmark = pytest.mark.unit
+
+S = Settings(min_workers=1, max_workers=4, target=0.5, scale_out_after_secs=20, scale_in_after_secs=60,
+             scale_in_below=0.5, cooldown_secs=45, step=1)
+PAR = {"pass": 2, "slow": 1}
+TASKS = {"pass": 4, "slow": 4}
+
+
+def figures(busy: float | None, workers: int = 2, active: bool = True, slots: int | None = 8,
+            parallelism: dict[str, int] | None = None) -> Figures:
+    return Figures(active=active, workers=workers,
+                   busy=None if busy is None else {"pass": busy / 4, "slow": busy},
+                   parallelism=parallelism or PAR, tasks=TASKS, slots=slots)
+
+
+def _run(steps: list[tuple[float, Figures]], settings: Settings = S) -> list[Decision]:
+    """Each step's decision, on the state the previous one kept."""
+    out: list[Decision] = []
+    state: dict[str, Any] | None = None
+    for at, f in steps:
+        d = decide(state, f, at, settings)
+        out.append(d)
+        state = d.state
+    return out
+
+
+def _decisions(ds: list[Decision]) -> list[str]:
+    return [d.reason for d in ds if d.reason is not None]
+
+
+def _simulate(values: list[float], settings: Settings = S, workers: int = 2, every: float = 5.0,
+              par: dict[str, int] | None = None) -> tuple[list[tuple[float, str, int]], dict[str, int]]:
+    """The slow bolt's busy figure every `every` s, each decision applied to the next figures:
+    (time, reason, workers) of each decision, and the parallelism at the end."""
+    state: dict[str, Any] | None = None
+    par = dict(par or PAR)
+    out: list[tuple[float, str, int]] = []
+    for i, v in enumerate(values):
+        d = decide(state, Figures(True, workers, {"pass": 0.1, "slow": v}, par, TASKS, 8), i * every, settings)
+        state = d.state
+        if d.reason:
+            out.append((i * every, d.reason, d.workers))
+            workers, par = d.workers, {**par, **d.parallelism}
+    return out, par
+
+
+# --- the decision ----------------------------------------------------------------------------------
+
+def test_scales_out_once_the_signal_stayed_above_target() -> None:
+    ds = _run([(t, figures(0.8)) for t in range(0, 22, 2)])
+    assert [d.reason for d in ds[:-1]] == [None] * 10
+    last = ds[-1]
+    assert last.reason == SCALE_OUT and last.workers == 3
+    assert last.parallelism == {"slow": 2}  # the busy bolt; `pass` (0.2) stays
+    assert last.message.startswith("numWorkers 2 -> 3, slow parallelism 1 -> 2: busy 0.80 (slow) above target 0.5 for 20s")
+    assert last.state["lastDecision"].startswith("ScaledOut: numWorkers 2 -> 3")
+    assert last.state["lastScaleSecs"] == 20 and last.state["lastDecisionTime"] == "1970-01-01T00:00:20Z"
+    assert last.state["value"] == 0.8 and last.state["signal"] == "busy" and last.state["target"] == 0.5
+    assert "aboveSince" not in last.state
+
+
+def test_a_dip_below_target_starts_the_wait_again() -> None:
+    steps = [(t, figures(0.8)) for t in range(0, 16, 2)] + [(16, figures(0.4))] + \
+            [(t, figures(0.8)) for t in range(18, 40, 2)]
+    ds = _run(steps)
+    assert [at for (at, _), d in zip(steps, ds) if d.reason] == [38]
+
+
+def test_scales_in_after_the_load_dropped_for_scale_in_after_secs() -> None:
+    ds = _run([(t, figures(0.1, workers=3, parallelism={"pass": 2, "slow": 2})) for t in range(0, 62, 2)])
+    assert _decisions(ds) == [SCALE_IN]
+    last = ds[-1]
+    assert last.workers == 2 and last.parallelism == {"slow": 1, "pass": 1}
+    assert "below target 0.5 x 0.5 for 60s, 0.15 with 2 workers" in last.message
+    assert ds[-2].state["message"].startswith("busy 0.10 (slow) below target 0.5 x 0.5 for 58s of 60s")
+
+
+def test_hysteresis_a_scale_in_never_lands_above_target() -> None:
+    # at 2 workers one fewer doubles the figure: 0.24 (0.48 projected) scales in, and then stays
+    # (at 1 worker, minWorkers); 0.26 is above target x scaleInBelow
+    assert _simulate([0.24] * 40)[0] == [(60.0, SCALE_IN, 1)]
+    assert _simulate([0.26] * 40)[0] == []
+    # a bolt that would be above target with fewer executors keeps them
+    d = _run([(t, figures(0.12, workers=4, parallelism={"pass": 4, "slow": 4})) for t in range(0, 65, 5)])[-1]
+    assert d.reason == SCALE_IN and d.workers == 3 and d.parallelism == {"pass": 3, "slow": 3}
+
+
+def test_between_the_thresholds_nothing_happens() -> None:
+    ds = _run([(t, figures(0.4)) for t in range(0, 600, 5)])
+    assert _decisions(ds) == []
+    assert ds[-1].state["message"] == "busy 0.40 (slow) within the band: target 0.5, scale in below 0.25"
+
+
+def test_cooldown_holds_the_next_decision() -> None:
+    # out at 20; above again at once but held until 20 + 45; then at maxWorkers
+    assert _simulate([0.9] * 24)[0] == [(20.0, SCALE_OUT, 3), (65.0, SCALE_OUT, 4)]
+    ds = _run([(t, figures(0.9, workers=2 if t < 20 else 3)) for t in range(0, 50, 5)])
+    assert "cooling down until 1970-01-01T00:01:05Z (cooldownSecs 45)" in ds[9].state["message"]
+
+
+def test_bounded_by_max_workers_and_by_the_slots_the_nodes_offer() -> None:
+    at_max = _run([(t, figures(0.9, workers=4)) for t in range(0, 30, 5)])
+    assert _decisions(at_max) == []
+    assert "but 4 workers is the most: maxWorkers 4" in at_max[-1].state["message"]
+    no_slots = _run([(t, figures(0.9, workers=2, slots=2)) for t in range(0, 30, 5)])
+    assert _decisions(no_slots) == []
+    assert "the 2 slots the nodes offer" in no_slots[-1].state["message"]
+    big_step = Settings(**{**S.__dict__, "step": 3})
+    d = _run([(t, figures(0.9, workers=2, slots=3)) for t in range(0, 30, 5)], big_step)
+    assert [(x.reason, x.workers) for x in d if x.reason] == [(SCALE_OUT, 3)]
+    at_min = _run([(t, figures(0.0, workers=1)) for t in range(0, 300, 5)])
+    assert _decisions(at_min) == []
+
+
+def test_parallelism_grows_in_proportion_and_stops_at_the_tasks() -> None:
+    f = Figures(True, 2, {"a": 0.9, "b": 0.8, "c": 0.1}, {"a": 4, "b": 3, "c": 1}, {"a": 5, "b": 8, "c": 4}, 8)
+    d = _run([(t, f) for t in range(0, 25, 5)], Settings(**{**S.__dict__, "step": 2}))[-1]
+    assert d.reason == SCALE_OUT and d.workers == 4 and d.parallelism == {"a": 5, "b": 6}
+    # a at its tasks; b above target grows
+    g = Figures(True, 2, {"a": 0.6, "b": 0.55}, {"a": 4, "b": 4}, {"a": 4, "b": 8}, 8)
+    d = _run([(t, g) for t in range(0, 25, 5)])[-1]
+    assert d.parallelism == {"b": 6}  # a is at its tasks
+
+
+def test_not_judged_while_inactive_and_timers_start_afresh() -> None:
+    steps = [(t, figures(0.9)) for t in range(0, 16, 2)] + [(16, figures(0.9, active=False))] + \
+            [(t, figures(0.9)) for t in range(18, 40, 2)]
+    ds = _run(steps)
+    assert ds[8].state["message"].startswith("not judged: the spouts are not active")
+    assert [at for (at, _), d in zip(steps, ds) if d.reason] == [38]
+    assert _run([(0, figures(None))])[0].state["message"] == "not judged yet: no busy figure from the heartbeats"
+
+
+def test_state_survives_an_operator_restart_as_plain_json() -> None:
+    import json
+
+    ds = _run([(t, figures(0.8)) for t in range(0, 12, 2)])
+    state = json.loads(json.dumps(ds[-1].state))
+    assert decide(state, figures(0.8), 20, S).reason == SCALE_OUT
+    # garbage in the kept state is ignored, not trusted
+    assert decide({"aboveSince": "x", "lastScaleSecs": True}, figures(0.8), 20, S).reason is None
+
+
+def test_a_recorded_load_step_scales_out_then_in_and_never_flaps() -> None:
+    """Busy figures of the slow bolt recorded every 5 s (shape of the real-node run: ~0.8 under
+    load with one executor, ~0.4 with two, noise, then the load gone)."""
+    load = [0.78, 0.83, 0.79, 0.81, 0.8, 0.84]
+    after = [0.41, 0.44, 0.38, 0.47, 0.52, 0.43, 0.4, 0.45, 0.39, 0.42, 0.46, 0.41]
+    idle = [0.02, 0.0, 0.01, 0.0] * 8
+    values = load + after + idle
+    decisions, par = _simulate(values, Settings(**{**S.__dict__, "min_workers": 2}))
+    assert decisions == [(20.0, SCALE_OUT, 3), (150.0, SCALE_IN, 2)]
+    assert par == {"pass": 1, "slow": 1}
+
+
+def test_clamp() -> None:
+    assert [autoscale.clamp(n, S) for n in (0, 1, 3, 4, 9)] == [1, 1, 3, 4, 4]
+
+
+# --- the busy figure from heartbeat counts -----------------------------------------------------------
+
+def beat(at: float, executed: int, lat_sum: float, lat_n: int, key: str = "3-3", comp: str = "slow") -> WorkerHeartbeat:
+    return WorkerHeartbeat(time_secs=at, uptime_secs=at, executors={
+        key: ExecutorStats(component=comp, executed=executed, latency_ms_mean=lat_sum / lat_n if lat_n else 0.0,
+                           latency_samples=lat_n),
+        "1-1": ExecutorStats(component="ids", executed=0)})
+
+
+def test_busy_is_executed_times_the_mean_execute_latency_over_the_interval() -> None:
+    m = measure(None, autoscale.samples([beat(100, 1000, 16 * 4.0, 16)], ["slow"]), 100)
+    assert m.busy is None and set(m.base) == {"3-3"}  # the spout is not a bolt
+    # 3 s later: too soon, the first sample stands
+    assert measure(m, autoscale.samples([beat(103, 1300, 20 * 4.0, 20)], ["slow"]), 103) is m
+    # 10 s later: 800 executed at 8 ms each (sampled 50 of them) = 6.4 s of 10 s
+    m2 = measure(m, autoscale.samples([beat(110, 1800, 64 + 50 * 8.0, 66)], ["slow"]), 110)
+    assert m2.busy == {"slow": pytest.approx(0.64)}
+    # an executor that restarted (counts back at 0) has no figure: the last ones stand
+    m3 = measure(m2, autoscale.samples([beat(120, 10, 8.0, 1)], ["slow"]), 120)
+    assert m3.busy == m2.busy and m3.base["3-3"].executed == 10
+
+
+def test_busy_of_a_component_is_its_busiest_executor() -> None:
+    a = {"3-3": ExecutorSample("slow", 0, 0, 0.0, 0), "4-4": ExecutorSample("slow", 0, 0, 0.0, 0)}
+    b = {"3-3": ExecutorSample("slow", 10, 1000, 10.0 * 5, 10), "4-4": ExecutorSample("slow", 10, 100, 10.0 * 5, 10)}
+    assert measure(Meter(0, a), b, 10).busy == {"slow": pytest.approx(0.5)}
+
+
+# --- the spec -----------------------------------------------------------------------------------
+
+def _topology(autoscale: dict[str, Any]) -> Topology:
+    return Topology.model_validate({
+        "apiVersion": "squall.io/v1alpha1", "kind": "Topology", "metadata": {"name": "t"},
+        "spec": {"numWorkers": 2, "autoscale": autoscale,
+                 "spouts": [{"name": "s", "class": "m:S"}]}})
+
+
+def test_the_spec_defaults_and_bad_values() -> None:
+    spec = _topology({"maxWorkers": 4}).spec.autoscale
+    assert spec is not None
+    assert Settings.of(spec) == Settings(1, 4, "busy", 0.7, 30.0, 120.0, 0.5, 60.0, 1)
+    with pytest.raises(ValidationError, match=r"minWorkers \(5\) is above maxWorkers \(4\)"):
+        AutoscaleSpec.model_validate({"minWorkers": 5, "maxWorkers": 4})
+    for bad in ({}, {"maxWorkers": 2, "target": 1.5}, {"maxWorkers": 2, "signal": "lag"},
+                {"maxWorkers": 2, "scaleInBelow": 1}, {"maxWorkers": 0}):
+        with pytest.raises(ValidationError):
+            AutoscaleSpec.model_validate(bad)
+
+
+def test_changing_autoscale_is_not_a_spec_change_to_ignore() -> None:
+    a, b = _topology({"maxWorkers": 4}), _topology({"maxWorkers": 6, "target": 0.6})
+    assert reconcile.comparable_spec(a) == reconcile.comparable_spec(b)
