@@ -40,6 +40,7 @@ class KubeApi(Protocol):
     def create_network_policy(self, namespace: str, body: dict[str, Any]) -> None: ...
     def delete_pod(self, namespace: str, name: str, grace_secs: int | None = None) -> None: ...
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None: ...
+    def patch_topology(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> None: ...
     def list_topologies(self, namespace: str | None) -> list[dict[str, Any]]: ...
     def post_event(self, namespace: str, name: str, uid: str, type_: str, reason: str,
                    message: str) -> None: ...
@@ -139,6 +140,11 @@ class KubernetesApi:
             [{"op": "add", "path": "/status", "value": status}],
             _content_type="application/json-patch+json",
         )
+
+    def patch_topology(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> None:
+        # a JSON patch: its `test` operations make it fail (422) when the spec changed meanwhile
+        self._call(self.custom.patch_namespaced_custom_object, pods.GROUP, "v1alpha1", namespace,
+                   "topologies", name, ops, _content_type="application/json-patch+json")
 
     def list_topologies(self, namespace: str | None) -> list[dict[str, Any]]:
         if namespace is None:

@@ -48,6 +48,7 @@ from squall_operator import degraded, monitor, pods, scheduler
 from squall_operator import placement as placements
 from squall_operator import reconcile, stored
 from squall_operator import roll as rolls
+from squall_operator.autoscaler import Autoscaler
 from squall_operator.health import Health
 from squall_operator.kube_api import ApiConflict, ApiNotFound, ApiRejected, KubeApi, parse_time
 from squall_operator.kube_state import KubeClusterState
@@ -113,6 +114,8 @@ class KubeNimbus(Nimbus):
         self._last_orphan_check = 0.0
         # Topologies (uid) whose ZooKeeper credentials Secret this operator wrote
         self._zk_auth_done: set[str] = set()
+        # spec.autoscale (squall_operator.autoscaler), at each status write
+        self.autoscaler = Autoscaler(self)
         if metrics is not None:
             self.metrics = metrics
         self.metrics.watch_phases(self._phases)
@@ -202,6 +205,7 @@ class KubeNimbus(Nimbus):
         with self.lock:
             self.resources.pop(uid, None)
             self._zk_auth_done.discard(uid)
+            self.autoscaler.forget(uid, clamped=True)
 
     # -- placement -------------------------------------------------------------------------------
     REJECT_COOLDOWN_SECS = 300.0
@@ -786,6 +790,9 @@ class KubeNimbus(Nimbus):
         )
         if res.roll is not None:
             status["roll"] = res.roll.to_status(pods.iso_time)
+        autoscaled = self.autoscaler.status_block(res, base, beats, now)
+        if autoscaled is not None:
+            status["autoscale"] = autoscaled
         if any(c.get("type") == "ZooKeeperReachable" for c in status["conditions"]):
             status["conditions"] = pods.merge_conditions(status["conditions"], [pods.condition(
                 "ZooKeeperReachable", True, "Connected", "connected to ZooKeeper", now,
@@ -802,6 +809,18 @@ class KubeNimbus(Nimbus):
         res.rolled = None
         res.status = status
         res.last_status_write = now
+
+    def patch_spec(self, res: Resource, ops: list[dict[str, Any]]) -> None:
+        """A JSON patch of the resource (the autoscaler's numWorkers and parallelism)."""
+        self.api.patch_topology(res.namespace, res.name, ops)
+
+    def slots_taken_by_others(self, topo: str) -> set[WorkerSlot]:
+        """The slots other topologies' assignments hold."""
+        taken: set[WorkerSlot] = set()
+        for other in self.state.storm_ids():
+            if other != topo:
+                taken.update((self.state.get_assignment(other) or Assignment()).slots().values())
+        return taken
 
     def _note_transitions(self, res: Resource, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         def cond(status: Mapping[str, Any], type_: str) -> Mapping[str, Any]:

@@ -154,7 +154,11 @@ def decide(res: Resource, snap: Snapshot) -> list[Intent]:
                       "delete it and apply it again to change anything else")]
     executors = {c.name: c.parallelism for c in spec.components}
     changed = {c: n for c, n in executors.items() if base.component_executors.get(c) != n}
-    workers = spec.num_workers if spec.num_workers != base.num_workers else None
+    # spec.autoscale owns numWorkers within its bounds: one outside them (a `kubectl scale`) is
+    # rebalanced to clamped, and squall_operator.autoscaler writes it back so
+    want = spec.num_workers if spec.autoscale is None else min(
+        max(spec.num_workers, spec.autoscale.min_workers), spec.autoscale.max_workers)
+    workers = want if want != base.num_workers else None
     if changed or workers is not None:
         if res.rejected_generation == res.generation:
             return out
