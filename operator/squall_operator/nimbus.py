@@ -22,7 +22,7 @@ from squall.models.cluster import (
     WorkerSlot,
     executor_key,
 )
-from squall import validation
+from squall import specchange, validation
 from squall.models.v1alpha1 import Topology
 from squall.plan import ACKER
 from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected
@@ -175,6 +175,28 @@ class Nimbus:
         if wait_secs is None:
             wait_secs = spec.rebalance_wait
         self.act(topo, lifecycle.Action.rebalance(wait_secs, num_workers, executors))
+
+    def update(self, topo: str, topology: Topology) -> specchange.SpecChange:
+        """A new spec for a running topology (`squall update`, the operator's reconcile), as
+        `squall.specchange` classifies it: a change applied in place is stored (the workers,
+        watching the StormBase, apply it: live settings at once, a component's executors
+        restarted with nothing lost); one that needs a graph upgrade or cannot be carried
+        raises NimbusError saying why, and nothing changes."""
+        with self.lock:
+            base = self._base(topo)
+            if base.status in (TopologyStatus.KILLED, TopologyStatus.REBALANCING):
+                raise NimbusError(f"update: topology {topo!r} is {base.status.value}; update it once that is done")
+            running = stored.topology(base)
+            change = specchange.classify(running.spec, topology.spec)
+            if change.kind is specchange.Kind.NONE:
+                return change
+            if not change.applies_in_place:
+                raise NimbusError(f"update: topology {topo!r} {change.describe()}; Squall does not upgrade a "
+                                  "running graph yet: kill it and submit it again")
+            self.state.set_storm(topo, base.model_copy(update={"topology": specchange.stored_after(running, topology)}))
+            self._event(f"{topo}: updated ({change.describe()})")
+            self.wake.set()
+            return change
 
     def status(self, topo: str) -> TopologyStatus | None:
         base = self.state.get_storm(topo)

@@ -1,5 +1,6 @@
 """The local nimbus's side of the CLI verbs: answer the requests written under
-``<root>/requests`` (`squall activate|deactivate|rebalance|kill NAME --zookeeper ...`).
+``<root>/requests`` (`squall activate|deactivate|rebalance|kill NAME --zookeeper ...`, `squall update
+FILE --zookeeper ...`).
 
 Storm's CLI reaches nimbus over Thrift; a local Squall cluster's nimbus lives inside the
 `squall run` process, so the verbs write a `NimbusRequest` node and this nimbus runs it through
@@ -14,6 +15,7 @@ import logging
 from collections.abc import Callable
 
 from squall.models.cluster import NimbusRequest
+from squall.models.v1alpha1 import Topology
 from squall.state import ClusterState
 from squall_operator.nimbus import Nimbus, NimbusError
 
@@ -21,7 +23,7 @@ __all__ = ["ACTIONS", "STALE_ANSWER_SECS", "perform", "serve_pending"]
 
 log = logging.getLogger("squall.requests")
 
-ACTIONS = ("activate", "deactivate", "rebalance", "kill")
+ACTIONS = ("activate", "deactivate", "rebalance", "kill", "update")
 # an answered request whose asker has gone (killed while waiting) is removed after this long
 STALE_ANSWER_SECS = 60.0
 
@@ -42,6 +44,11 @@ def perform(nimbus: Nimbus, req: NimbusRequest) -> str:
     if req.action == "kill":
         nimbus.kill(name, req.wait_secs)
         return f"killed topology {name}"
+    if req.action == "update":
+        if req.resource is None:
+            raise ValueError("update: the request carries no topology")
+        change = nimbus.update(name, Topology.model_validate(req.resource))
+        return f"topology {name}: {change.describe()}"
     raise ValueError(f"unknown action {req.action!r} (expected one of {', '.join(ACTIONS)})")
 
 

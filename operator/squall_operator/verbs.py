@@ -1,4 +1,5 @@
 """Storm's CLI verbs on a running topology: list, activate, deactivate, rebalance, kill,
+update (JStorm's update_topology: a new spec of the same graph, squall.specchange),
 set-log-level, and the debugging verbs logs and dump-stacks.
 
 Two targets, both behind `Target`:
@@ -41,7 +42,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Final, Protocol, TypeVar
 
-from squall import limits
+from squall import limits, specchange
+from squall.models.v1alpha1 import Topology, TopologySpec
 from squall_operator.resources import LOG_LEVELS_ANNOTATION
 
 __all__ = [
@@ -150,6 +152,7 @@ class Target(Protocol):
     def rebalance(self, name: str, num_workers: int | None, executors: Mapping[str, int],
                   wait_secs: float | None) -> str: ...
     def kill(self, name: str, wait_secs: float | None) -> str: ...
+    def update(self, name: str, topology: Topology) -> str: ...
     def set_log_level(self, name: str, settings: Sequence[str], remove: Sequence[str]) -> str: ...
     def logs(self, name: str, target: str | None, follow: bool, tail: int, out: Callable[[str], None]) -> str: ...
     def dump_stacks(self, name: str, target: str | None, profile_secs: float | None,
@@ -157,6 +160,18 @@ class Target(Protocol):
     def debug(self, name: str, component: str | None, pct: float | None, secs: float | None) -> str: ...
     def events(self, name: str, component: str | None, tail: int) -> Sequence[dict[str, Any]]: ...
     def close(self) -> None: ...
+
+
+def _update_refused(name: str, running: TopologySpec, asked: Topology) -> specchange.SpecChange:
+    """How `asked` applies to `name` running `running`; a VerbError for what cannot be applied in
+    place (the same decision nimbus and the operator make)."""
+    if asked.name != name:
+        raise VerbError(f"update: the file's topology is {asked.name!r}, not {name!r}", EXIT_USAGE)
+    change = specchange.classify(running, asked.spec)
+    if change.kind in (specchange.Kind.UPGRADE, specchange.Kind.REFUSED):
+        raise VerbError(f"update: topology {name!r} {change.describe()}; Squall does not upgrade a running "
+                        "graph yet: kill it and submit it again")
+    return change
 
 
 def _check_executors(name: str, tasks: Mapping[str, int], executors: Mapping[str, int]) -> None:
@@ -385,6 +400,13 @@ class ZooKeeperTarget:
 
     def kill(self, name: str, wait_secs: float | None) -> str:
         return self._ask(name, "kill", wait_secs=wait_secs)
+
+    def update(self, name: str, topology: Topology) -> str:
+        from squall_operator import stored
+
+        _update_refused(name, stored.topology(self._base(name)).spec, topology)
+        return self._ask(name, "update", resource=topology.model_dump(mode="json", by_alias=True,
+                                                                      exclude_none=True))
 
     def set_log_level(self, name: str, settings: Sequence[str], remove: Sequence[str]) -> str:
         from squall.models.cluster import LogConfig, LogSetting
@@ -651,6 +673,28 @@ class KubernetesTarget:
         self._patch(name, ops)
         after = "rebalanceWaitSecs" if wait_secs is None else f"{wait_secs:g}s"
         return f"topology {name} is rebalancing ({', '.join(parts)}; reassigned after {after})"
+
+    def update(self, name: str, topology: Topology) -> str:
+        from squall.errors import TopologyError
+        from squall.validation import parse_topology
+
+        obj = self._get(name)
+        try:
+            running = parse_topology({"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+                                      "metadata": {"name": name}, "spec": obj.get("spec") or {}})
+        except TopologyError as exc:
+            raise VerbError(f"update: the resource {name!r} does not parse: {exc}") from None
+        change = _update_refused(name, running.spec, topology)
+        # the whole spec replaced, as `kubectl apply` of the file would; the operator applies it
+        # (squall.specchange); a resource edited meanwhile is refused, not overwritten
+        ops: list[dict[str, Any]] = []
+        rv = obj["metadata"].get("resourceVersion")
+        if rv:
+            ops.append({"op": "test", "path": "/metadata/resourceVersion", "value": rv})
+        ops.append({"op": "replace", "path": "/spec",
+                    "value": topology.spec.model_dump(mode="json", by_alias=True, exclude_none=True)})
+        self._patch(name, ops)
+        return f"topology {name}: {change.describe()} (spec replaced; the operator applies it)"
 
     def set_log_level(self, name: str, settings: Sequence[str], remove: Sequence[str]) -> str:
         import json

@@ -1,4 +1,4 @@
-"""The verbs as commands: `squall list|activate|deactivate|rebalance|kill|set-log-level|logs|dump-stacks` and the kubectl
+"""The verbs as commands: `squall list|activate|deactivate|rebalance|kill|update|set-log-level|logs|dump-stacks` and the kubectl
 plugin `kubectl-squall` (the same verbs, always on Kubernetes), so that
 `kubectl squall rebalance wordcount -n 3` works. See `squall_operator.verbs` for what they do.
 
@@ -10,10 +10,12 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from squall.models.v1alpha1 import Topology
 from squall.sampling import MAX_SECS as MAX_SAMPLING_SECS
 from squall.worker.debugging import MAX_PROFILE_SECS
 from squall_operator.cli_usage import MAX_SECONDS, OneLineUsageGroup, print_error
@@ -159,6 +161,33 @@ def add_verbs(app: typer.Typer, *, kubectl: bool = False) -> None:
             executors = parse_executors(executor or [])
         run(zookeeper, kubernetes, namespace, kubeconfig, context, timeout,
             lambda t: t.rebalance(name, num_workers, executors, wait))
+
+    @app.command()
+    def update(
+        file: Annotated[Path, typer.Argument(metavar="FILE", help="the Topology resource (YAML) to apply")],
+        name: Annotated[str | None, typer.Option(
+            "--name", metavar="NAME", help="the running topology (default: the file's metadata.name)")] = None,
+        zookeeper: ZooKeeperOpt = None, kubernetes: KubernetesOpt = False,
+        namespace: NamespaceOpt = None, kubeconfig: KubeconfigOpt = None,
+        context: ContextOpt = None, timeout: TimeoutOpt = 30.0,
+    ) -> None:
+        """Apply a changed topology file to the running topology: config live or by restarting
+        a component's executors (nothing lost); a graph change is refused with the reason."""
+        from squall.errors import TopologyError
+        from squall.validation import check_topology, load_topology
+
+        with _verb_errors():
+            try:
+                topology = load_topology(file)
+                check_topology(topology, resolve_classes=False, source=str(file))
+            except TopologyError as exc:
+                raise VerbError("; ".join(exc.lines()), EXIT_USAGE) from None
+            if name is not None and name != topology.name:
+                data = topology.model_dump(mode="json", by_alias=True, exclude_none=True)
+                data["metadata"]["name"] = name
+                topology = Topology.model_validate(data)
+        run(zookeeper, kubernetes, namespace, kubeconfig, context, timeout,
+            lambda t: t.update(topology.name, topology))
 
     @app.command()
     def kill(name: NameArg, wait: WaitOpt = None,

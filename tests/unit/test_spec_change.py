@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from squall.models.v1alpha1 import TopologySpec
-from squall.specchange import Kind, SpecChange, classify
+from squall.models.v1alpha1 import Topology, TopologySpec
+from squall.specchange import Kind, SpecChange, classify, stored_after
 
 SPEC: dict[str, Any] = {
     "numWorkers": 2,
@@ -107,6 +107,22 @@ def test_a_stateful_topology_restarts_nothing_in_place_and_a_stateful_task_count
     assert change.refused == (("a is stateful and its task count changed (2 -> 4): its state is kept per task "
                                "and cannot be carried to another count"),)
     assert change.describe().startswith("refused: a is stateful")
+    # a stateful component's parallelism is a rebalance (its tasks stay), not a refusal
+    rebalanced = edited(lambda d: d["bolts"][0].update(stateful=True, parallelism=1))
+    assert classify(stateful, rebalanced).kind is Kind.NONE
+
+
+def test_the_stored_topology_keeps_what_other_paths_change() -> None:
+    running = Topology.model_validate({"apiVersion": "squall.io/v1alpha1", "kind": "Topology",
+                                       "metadata": {"name": "wc", "namespace": "ns"}, "spec": SPEC})
+    asked = running.model_dump(mode="json", by_alias=True, exclude_none=True)
+    asked["metadata"]["namespace"] = "other"
+    asked["spec"].update(maxSpoutPending=9, numWorkers=5, active=False)
+    asked["spec"]["bolts"][0].update(parallelism=1, config={"k": 1})
+    got = stored_after(running, Topology.model_validate(asked))
+    assert got["metadata"]["namespace"] == "ns"
+    assert got["spec"]["maxSpoutPending"] == 9 and got["spec"]["numWorkers"] == 2 and got["spec"]["active"] is True
+    assert got["spec"]["bolts"][0]["parallelism"] == 2 and got["spec"]["bolts"][0]["config"] == {"k": 1}
 
 
 def test_a_spout_turned_bolt_is_an_upgrade() -> None:

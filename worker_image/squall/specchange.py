@@ -32,7 +32,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from squall.models.v1alpha1 import ComponentSpec, TopologySpec
+from squall.models.v1alpha1 import ComponentSpec, Topology, TopologySpec
 
 TICK_KEY = "topology.tick.tuple.freq.secs"
 
@@ -171,8 +171,10 @@ def classify(old: TopologySpec, new: TopologySpec) -> SpecChange:
         if kinds[name] != new_kinds[name]:
             upgrade.append(f"{name} changed from a {kinds[name]} to a {new_kinds[name]}")
             continue
-        if oc.tasks != nc.tasks and (oc.stateful or nc.stateful):
-            refused.append(f"{name} is stateful and its task count changed ({oc.tasks} -> {nc.tasks}): "
+        # a parallelism change is a rebalance: without numTasks the task count stays the running one
+        tasks = nc.num_tasks if nc.num_tasks is not None else oc.parallelism
+        if oc.tasks != tasks and (oc.stateful or nc.stateful):
+            refused.append(f"{name} is stateful and its task count changed ({oc.tasks} -> {tasks}): "
                            "its state is kept per task and cannot be carried to another count")
         og, ng = _graph(oc), _graph(nc)
         fields = _changed_keys(og, ng)
@@ -192,6 +194,27 @@ def classify(old: TopologySpec, new: TopologySpec) -> SpecChange:
     return SpecChange(tuple(live), tuple(restart), tuple(upgrade), tuple(refused))
 
 
+def stored_after(running: Topology, new: Topology) -> dict[str, Any]:
+    """The topology to store for a change applied in place: the running one (its metadata, and
+    what other paths change: numWorkers, parallelism, active, the worker pod settings, health,
+    upgrade, autoscale) with everything else of the new spec. Parallelism stays: without
+    numTasks it is also the task count, which must not move under a running topology."""
+    data = running.model_dump(mode="json", by_alias=True, exclude_none=True)
+    old = data["spec"]
+    spec = new.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for f in OTHER_PATHS:
+        spec.pop(f, None)
+        if f in old:
+            spec[f] = old[f]
+    parallelism = {c.name: c.parallelism for c in running.spec.components}
+    for kind in ("spouts", "bolts"):
+        for comp in spec.get(kind, []):
+            if comp["name"] in parallelism:
+                comp["parallelism"] = parallelism[comp["name"]]
+    data["spec"] = spec
+    return data
+
+
 __all__ = [
     "LIVE_COMPONENT_KEYS",
     "LIVE_FIELDS",
@@ -201,4 +224,5 @@ __all__ = [
     "SpecChange",
     "classify",
     "component_conf",
+    "stored_after",
 ]

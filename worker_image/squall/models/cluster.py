@@ -187,7 +187,7 @@ class NimbusRequest(_Payload):
     ``message``) and the asker deletes it. Storm's CLI reaches nimbus over Thrift; here
     ZooKeeper is the only channel, as between nimbus and the supervisors."""
 
-    # activate | deactivate | rebalance | kill
+    # activate | deactivate | rebalance | kill | update
     action: str
     topology: str
     # rebalance / kill: seconds to wait (None: the topology's rebalanceWaitSecs / killWaitSecs)
@@ -195,6 +195,8 @@ class NimbusRequest(_Payload):
     # rebalance: new worker count and component -> executors (None: unchanged)
     num_workers: int | None = None
     executors: dict[str, int] | None = None
+    # update: the Topology resource to apply to the running one (`squall update FILE`)
+    resource: dict[str, Any] | None = None
     answered: bool = False
     ok: bool = False
     message: str = ""

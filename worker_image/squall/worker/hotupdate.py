@@ -1,20 +1,26 @@
 """Hot update: a new assignment applied without stopping (seed 003): new executors built and
 handed to the loop, removed ones retired while they finish what they hold, in-flight trees
-handed to their acker's new home, one new routing published. Functions of the worker's state.
+handed to their acker's new home, one new routing published. And a new stored spec of the same
+graph (JStorm's update_topology; `squall update`, a `kubectl patch`) applied as
+`squall.specchange` classifies it: the engine's settings set on the running executors, the
+executors of components whose config changed restarted in place. Functions of the worker's state.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
-from squall import wire
-from squall.acker import AckerLedger
+from squall import specchange, wire
+from squall.acker import AckerLedger, Rotator
 from squall.models.cluster import (
     Assignment,
+    StormBase,
     WorkerSlot,
 )
+from squall.models.v1alpha1 import ComponentSpec, Topology
 from squall.plan import ACKER, CHECKPOINT_COMPONENT, build_plan
 from squall.worker import acking
 from squall.worker.bolt import BoltExecutor
@@ -78,10 +84,7 @@ def apply_assignment(w: WorkerState, host: WorkerHost, assignment: Assignment) -
         if comp in plan.spouts:
             ex = SpoutExecutor(host, plan, e, comp, cls, conf)
         else:
-            tick = spec.config.get("topology.tick.tuple.freq.secs", w.spec.tick_tuple_freq_secs)
-            # a windowed bolt in a checkpointed topology fires its time windows on ticks
-            tick = conf.get("squall.checkpoint.tick.secs", tick)
-            ex = BoltExecutor(host, plan, e, comp, cls, conf, float(tick) if tick else None)
+            ex = BoltExecutor(host, plan, e, comp, cls, conf, bolt_tick(w, spec, conf))
         ex.isolated = is_isolated(w.classes[comp], conf)
         w.executors[e] = ex
         new_execs.append(ex)
@@ -118,6 +121,85 @@ def apply_assignment(w: WorkerState, host: WorkerHost, assignment: Assignment) -
         "worker %s: %d executors (%d new, %d retiring), %d ackers",
         w.slot.key(), len(w.executors), len(new_execs), len(w.retiring), len(w.ledgers),
     )
+
+
+def bolt_tick(w: WorkerState, spec: ComponentSpec, conf: Mapping[str, Any]) -> float | None:
+    """A bolt's tick period: its own config's, else the topology's tickTupleFreqSecs."""
+    tick = spec.config.get(specchange.TICK_KEY, w.spec.tick_tuple_freq_secs)
+    # a windowed bolt in a checkpointed topology fires its time windows on ticks
+    tick = conf.get("squall.checkpoint.tick.secs", tick)
+    return float(tick) if tick else None
+
+
+def topology_conf(topology: Topology, launch_time_secs: float) -> dict[str, Any]:
+    """The topology's config as every component gets it (before its own config)."""
+    spec = topology.spec
+    return {
+        "topology.name": topology.name,
+        "topology.workers": spec.num_workers,
+        "topology.message.timeout.secs": spec.message_timeout_secs,
+        "topology.max.spout.pending": spec.max_spout_pending,
+        "topology.tick.tuple.freq.secs": spec.tick_tuple_freq_secs,
+        # when this deployment was submitted: tells a resubmission under the same name apart
+        # (the Kafka spout's EARLIEST/LATEST apply once per deployment, as Storm's)
+        "topology.launch.time.secs": launch_time_secs,
+        **spec.config,
+    }
+
+
+def _retime(rotator: Rotator, buckets: int, timeout: float, now: float) -> None:
+    """A new message timeout for a rotating book: what is pending times out by the new
+    period from now on (sooner if the timeout shrank)."""
+    rotator.period = timeout / (buckets - 1)
+    rotator.next_at = min(rotator.next_at, now + rotator.period)
+
+
+def apply_spec(w: WorkerState, host: WorkerHost, base: StormBase) -> specchange.SpecChange:
+    """A new stored topology of the same graph: the engine's settings (maxSpoutPending, the
+    message timeout, ticks) set on the running executors and ackers at once, and the executors
+    of the components whose config changed restarted in place: each old one retires as in a
+    rebalance (a bolt finishes what it was handed, a spout its pending trees: nothing is lost)
+    while a new one, opened with the new config, takes its tasks. A change that needs an
+    upgrade is not applied here (nimbus stores none; this is the worker's own guard)."""
+    new = Topology.model_validate(base.topology)
+    change = specchange.classify(w.spec, new.spec)
+    w.base = w.base.model_copy(update={"topology": base.topology})
+    if not change.applies_in_place:
+        if change.kind is not specchange.Kind.NONE:
+            log.warning("worker %s: the stored topology changed in a way a running worker cannot take (%s); "
+                        "it keeps the one it runs", w.slot.key(), change.describe())
+        return change
+    w.topology, w.spec = new, new.spec
+    w.conf = topology_conf(new, w.base.launch_time_secs)
+    now = time.monotonic()
+    timeout = float(w.spec.message_timeout_secs)
+    with w.acker_lock:
+        for led in w.ledgers.values():
+            _retime(led.rotator, len(led.pending._buckets), timeout, now)
+    specs = {c.name: c for c in w.spec.components}
+    for ex in w.executors.values():
+        if isinstance(ex, SpoutExecutor):
+            ex.max_pending = w.spec.max_spout_pending
+            for c in ex.collectors.values():
+                _retime(c.pending.rotator, len(c.pending.pending._buckets), timeout, now)
+        elif isinstance(ex, BoltExecutor) and ex.component in specs:
+            tick = bolt_tick(w, specs[ex.component], ex.conf)
+            if tick != ex.tick_secs:
+                ex.tick_secs = tick
+                ex.next_tick = now + tick if tick else None
+    restart = change.restarted
+    if restart and w.assignment is not None:
+        retire_by = now + timeout + 5.0
+        for e in [e for e, ex in w.executors.items() if ex.component in restart]:
+            old = w.executors.pop(e)
+            old.retire(retire_by)
+            w.retiring.append(old)
+        # the same assignment: every executor missing from it now is built with the new config
+        apply_assignment(w, host, w.assignment)
+    if w.engine is not None:
+        w.engine.ring()
+    log.info("worker %s: spec change applied: %s", w.slot.key(), change.describe())
+    return change
 
 
 def rehome_trees(w: WorkerState, acker_tasks: tuple[int, ...], local_tasks: frozenset[int]) -> list[list[int]]:

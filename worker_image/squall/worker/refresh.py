@@ -64,6 +64,11 @@ def refresh(w: WorkerState, host: WorkerHost) -> None:
         w.endpoints = endpoints
         if w.stop_requested is not None and has_successor(w):
             w.wake.set()  # leave at the next turn, not after a heartbeat period
+    if base.topology != w.base.topology:
+        # a new spec of the same graph (squall update, a kubectl patch): applied in place
+        hotupdate.apply_spec(w, host, base)
+        if w.sampling:
+            eventlog.apply_sampling(w, time.time())  # restarted executors sample too
     if assignment is not None and (assignment != w.assignment or base.component_executors != w.base.component_executors):
         w.base = base
         hotupdate.apply_assignment(w, host, assignment)

@@ -1,0 +1,123 @@
+"""A spec change applied to a running topology on the local cluster (issue 30, item 3): `squall
+update FILE --zookeeper ...` as a user runs it, against real worker processes on the session's
+ZooKeeper. maxSpoutPending changes live (the spouts' pending, read from the heartbeats, falls
+under the new bound with no worker or executor restarted), a bolt's config restarts that bolt's
+executors in place (each new executor is prepared with the new value, in the same worker
+processes), and every message id is acked in the end; a graph change is refused in one line and
+changes nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import (  # the integration tests' helpers (same directory)
+    id_pipeline,
+    logs_tail,
+    read_spout,
+    stop_topology,
+    totals,
+    wait_for,
+    wait_running,
+    wait_spout_done,
+)
+
+from squall.models.v1alpha1 import Topology
+from squall_operator.local import LocalCluster
+
+pytestmark = pytest.mark.integration
+
+
+def squall(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "squall_operator", *args], capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def write(topo: dict[str, object], path: Path) -> Path:
+    path.write_text(yaml.safe_dump(topo), encoding="utf-8")
+    return path
+
+
+def spout_pending(cluster: LocalCluster, name: str) -> int:
+    beats = cluster.state.get_worker_heartbeats(name)
+    return sum(ex.pending for beat in beats.values() for ex in beat.executors.values() if ex.component == "ids")
+
+
+def prepared(out: Path) -> list[tuple[int, int, str]]:
+    path = out / "prepared.txt"
+    if not path.exists():
+        return []
+    rows = [line.split() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [(int(t), int(pid), tag) for t, pid, tag in rows]
+
+
+def test_squall_update_changes_max_spout_pending_live_and_restarts_a_bolt_with_no_id_lost(
+    make_cluster: Callable[..., LocalCluster], tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    middle = {"name": "pass", "class": "liveupdate_components:TagPassBolt", "parallelism": 2,
+              "config": {"test.tag": "one", "test.sleep_ms": 1},
+              "inputs": [{"component": "ids", "grouping": "shuffle"}]}
+    topo = id_pipeline("live", out, 10**9, workers=2, timeout=30, middle=middle, extra={"test.stoppable": True})
+    cluster = make_cluster(nodes=1, slots=2)
+    zk = ["--zookeeper", cluster.connect_string]
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: totals(cluster, topo.name)["ids"]["acked"] >= 300, 60, "the first acks", cluster)
+    # the bolt is slower than the spout: the spout's pending sits at its bound
+    wait_for(lambda: spout_pending(cluster, topo.name) > 100, 30, "the spout's pending near 500", cluster)
+    pids = cluster.worker_pids(topo.name)
+    assert sorted(tag for _t, _p, tag in prepared(out)) == ["one", "one"]
+
+    data = topo.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data["spec"]["maxSpoutPending"] = 20
+    data["spec"]["bolts"][0]["config"]["test.tag"] = "two"
+    t0 = time.monotonic()
+    done = squall("update", str(write(data, tmp_path / "live.yaml")), *zk)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ("topology live: live: maxSpoutPending 500 -> 20; "
+                                   "executors restarted: pass (test.tag)"), done.stdout
+
+    # the bolt's executors restart in place, prepared with the new value
+    wait_for(lambda: sorted(tag for _t, _p, tag in prepared(out)) == ["one", "one", "two", "two"], 30,
+             "both pass executors prepared with test.tag two", cluster)
+    restarted = time.monotonic() - t0
+    assert {p for _t, p, tag in prepared(out) if tag == "two"} <= set(pids.values()), "a worker was replaced"
+    # the spout's bound is live: its pending falls under 20 (three heartbeats in a row)
+    lows: list[int] = []
+
+    def under_bound() -> bool:
+        lows.append(spout_pending(cluster, topo.name))
+        return len(lows) >= 3 and all(p <= 20 for p in lows[-3:])
+    wait_for(under_bound, 30, "the spout's pending under the new bound", cluster, 1.0)
+    bounded = time.monotonic() - t0
+    start = totals(cluster, topo.name)["ids"]["acked"]
+    wait_for(lambda: totals(cluster, topo.name)["ids"]["acked"] >= start + 300, 60, "acks after the update", cluster)
+
+    # a graph change is refused, in one line, and changes nothing
+    graph = topo.model_dump(mode="json", by_alias=True, exclude_none=True)
+    graph["spec"]["bolts"][1]["inputs"][0]["grouping"] = "shuffle"
+    graph["spec"]["bolts"][1]["inputs"][0].pop("fields")
+    refused = squall("update", str(write(graph, tmp_path / "graph.yaml")), *zk)
+    assert refused.returncode == 1 and refused.stdout == "", refused
+    assert refused.stderr.count("\n") == 1 and "needs an upgrade (drain and resubmit): sink: inputs changed" in \
+        refused.stderr, refused.stderr
+    base = cluster.state.get_storm(topo.name)
+    assert base is not None and Topology.model_validate(base.topology).spec.max_spout_pending == 20
+
+    (out / "stop").write_text("stop")
+    wait_spout_done(out, cluster, 120)
+    stop_topology(cluster, topo.name)
+    spout = read_spout(out, cluster)
+    print(f"UPDATE restarted in {restarted:.1f}s, bounded in {bounded:.1f}s, pending samples {lows}, "
+          f"ids {spout['limit']}, failed {spout['failed']}")
+    assert spout["acked"] == list(range(spout["limit"])), "an id was lost" + logs_tail(cluster)
+    assert spout["opens"] == 1, "the spout was restarted"
+    logs = "\n".join(cluster.worker_logs().values())
+    assert "spec change applied" in logs and "did not finish in time" not in logs
+    assert cluster.worker_pids(topo.name) == {} and not cluster.crashes
