@@ -1,11 +1,13 @@
-"""The `squall` command line against arbitrary arguments (hypothesis; issue 31): every verb with
+"""The `squall` command line against arbitrary arguments (hypothesis): every verb with
 arbitrary names, option values and unknown options answers with exit code 0, 1 or 2, never a
 traceback, and an error is one line on stderr (`error: ...`), or, for a topology file that
 cannot be used, its report (a line per problem, then `invalid topology: N problems`); nothing
 the user typed reaches the terminal raw.
 
 The commands and their options are enumerated from the click group behind the typer app, so a
-new verb or option is fuzzed without editing this file. They run in-process through typer's
+new verb or option is fuzzed without editing this file: the verbs (every command that takes both
+`--zookeeper` and `--kubernetes`) are also called well-formed, each argument and option drawn from
+the command's own parameters, and each is called once on an unknown topology. They run in-process through typer's
 CliRunner (it calls the group's `main`, as the console script does), then a smaller sample as
 real subprocesses of the console script. The verbs act on a real ZooKeeper (the session's, a
 fresh root for this module, with no topology in it: whatever name is drawn is unknown); run and
@@ -24,9 +26,10 @@ import unicodedata
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, currently_in_test_context, event, example, given, settings
 from hypothesis import strategies as st
 from typer.main import get_command
 from typer.testing import CliRunner
@@ -48,7 +51,11 @@ GROUP = get_command(app)
 # kafka up` starts a broker) are not this module's: both are left out
 COMMANDS = {name: cmd for name, cmd in GROUP.commands.items()  # type: ignore[attr-defined]
             if name != "operator" and not hasattr(cmd, "commands")}
-VERBS = {"list", "activate", "deactivate", "rebalance", "kill"}
+# the verbs that steer or inspect a cluster: ZooKeeper or Kubernetes, whichever is named
+VERBS = {name: cmd for name, cmd in COMMANDS.items()
+         if {"zookeeper", "kubernetes"} <= {p.name for p in cmd.params}}
+# how a verb chooses its cluster: the well-formed calls always name the module's ZooKeeper
+TARGET_OPTIONS = {"zookeeper", "kubernetes", "namespace", "kubeconfig", "context"}
 OPTIONS = {name: sorted(opt for p in cmd.params for opt in (*p.opts, *getattr(p, "secondary_opts", ()))
                         if opt.startswith("-"))
            for name, cmd in COMMANDS.items()}
@@ -110,27 +117,48 @@ def command_lines(draw: st.DrawFn, options: dict[str, list[str]] = OPTIONS) -> l
 
 @st.composite
 def verb_calls(draw: st.DrawFn) -> list[str]:
-    """Well-formed verbs with arbitrary names and values: these reach ZooKeeper."""
+    """Well-formed verbs with arbitrary names and values: these reach ZooKeeper. Each of the
+    verb's arguments (the optional ones or not) and options (flags bare, repeatable ones up to 3
+    times) is drawn from its parameters, so a new one is drawn too."""
     verb = draw(st.sampled_from(sorted(VERBS)))
-    name = draw(st.one_of(texts, hostile))
-    if verb == "list":
-        return ["list", *draw(st.sampled_from([[], ["--timeout", "5"], ["-A"]]))]
-    args = [verb, "--", name] if name.startswith("-") else [verb, name]
-    if verb in ("kill", "rebalance") and draw(st.booleans()):
-        args[1:1] = ["-w", draw(numbers)]
-    if verb == "rebalance":
-        args[1:1] = draw(st.lists(st.tuples(st.sampled_from(["-n", "-e"]), st.one_of(
-            numbers, st.builds(lambda c, n: f"{c}={n}", texts, numbers))).map(list), max_size=3)
-            .map(lambda pairs: [x for pair in pairs for x in pair]))
-    return args
+    options: list[str] = []
+    positional: list[str] = []
+    for param in VERBS[verb].params:
+        if param.name in TARGET_OPTIONS:
+            continue
+        if not param.opts[0].startswith("-"):  # an argument
+            if param.required or draw(st.booleans()):
+                positional.append(draw(st.one_of(texts, hostile)))
+            continue
+        for _ in range(draw(st.integers(0, 3 if getattr(param, "multiple", False) else 1))):
+            options.append(draw(st.sampled_from(param.opts)))
+            if not getattr(param, "is_flag", False):
+                options.append(draw(_values(param)))
+    # after `--` every word is an argument, also one starting with "-"
+    return [verb, *options, "--", *positional] if positional else [verb, *options]
+
+
+def _values(param: Any) -> st.SearchStrategy[str]:
+    """What an option's value is drawn from: a number option mostly within its declared range
+    (so the call gets past the parsing), else any number; a text option any text, also `A=B`."""
+    kind = param.type_descriptor.annotation
+    if kind is int:
+        low, high = param.min if param.min is not None else -(10**6), param.max if param.max is not None else 10**6
+        return st.one_of(st.integers(low, high).map(str), st.integers(low, high).map(str), numbers)
+    if kind is float:
+        low, high = param.min if param.min is not None else -1e6, param.max if param.max is not None else 1e6
+        return st.one_of(st.floats(low, high).map(repr), st.floats(low, high).map(repr), numbers)
+    return st.one_of(texts, hostile, st.builds(lambda c, n: f"{c}={n}", texts, st.one_of(numbers, texts)))
 
 
 def _with_target(args: list[str], zk_where: str) -> list[str]:
     """The verbs reach the module's ZooKeeper (a --zookeeper drawn earlier is overridden: click
-    keeps the last), and run/validate a file that does not exist, unless the draw named one."""
+    keeps the last; the option goes before a `--`, after which every word is an argument), and
+    run/validate a file that does not exist, unless the draw named one."""
     name = args[0]
     if name in VERBS and "--kubernetes" not in args and "-k" not in args:
-        return [*args, "--zookeeper", zk_where]
+        end = args.index("--") if "--" in args else len(args)
+        return [*args[:end], "--zookeeper", zk_where, *args[end:]]
     if name in ("run", "validate") and len(args) == 1:
         return [*args, "missing-topology.yaml"]
     return args
@@ -142,7 +170,8 @@ def _check(args: list[str], code: int, stdout: str, stderr: str) -> None:
     assert "Traceback" not in stdout + stderr, where
     for ch in stdout + stderr:
         assert ch == "\n" or unicodedata.category(ch) not in ("Cc", "Zl", "Zp"), (repr(ch), where)
-    event(f"{args[0]}: exit {code}" + (": unknown topology" if "no topology named" in stderr else ""))
+    if currently_in_test_context():
+        event(f"{args[0]}: exit {code}" + (": unknown topology" if "no topology named" in stderr else ""))
     if code == 0:
         return
     lines = stderr.splitlines()
@@ -156,8 +185,24 @@ def _check(args: list[str], code: int, stdout: str, stderr: str) -> None:
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                      HealthCheck.too_slow])
 @given(args=st.one_of(command_lines(), verb_calls()))
+# a name no ZooKeeper node can have reached `squall events` as a ValueError traceback
+@example(args=["events", "--", ""])
+@example(args=["debug", "--off", "--", ".."])
 def test_arbitrary_arguments_in_process(args: list[str], zk_where: str, workdir: Path) -> None:
     args = _with_target(args, zk_where)
+    result = CliRunner(env={"KUBECONFIG": str(workdir / "no-kubeconfig"), "SQUALL_ZOOKEEPER": None,
+                            "SQUALL_ZK_AUTH_FILE": None}).invoke(app, args)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise AssertionError(f"squall {args!r} raised {result.exception!r}") from result.exception
+    _check(args, result.exit_code, result.stdout, result.stderr)
+
+
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_every_verb_answers_with_only_its_required_arguments(verb: str, zk_where: str, workdir: Path) -> None:
+    """Each verb once, whatever hypothesis draws: its required arguments naming a topology that
+    is not there (or a file that is not there), on the module's ZooKeeper."""
+    required = [p for p in VERBS[verb].params if not p.opts[0].startswith("-") and p.required]
+    args = _with_target([verb, *("no-such-topology" for _ in required)], zk_where)
     result = CliRunner(env={"KUBECONFIG": str(workdir / "no-kubeconfig"), "SQUALL_ZOOKEEPER": None,
                             "SQUALL_ZK_AUTH_FILE": None}).invoke(app, args)
     if result.exception is not None and not isinstance(result.exception, SystemExit):

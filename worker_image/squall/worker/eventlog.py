@@ -80,7 +80,10 @@ class InspectorError(ValueError):
 
 
 def _components(state: ClusterState, name: str) -> list[str]:
-    base = state.get_storm(name)
+    try:
+        base = state.get_storm(name)
+    except ValueError as exc:  # a name no ZooKeeper node can have ('', '..', 'a/b')
+        raise InspectorError(f"topology {name!r}: {exc}") from None
     if base is None:
         raise InspectorError(f"no topology named {name!r} is running")
     return [c.name for c in Topology.model_validate(base.topology).spec.components]
