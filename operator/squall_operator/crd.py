@@ -188,6 +188,8 @@ class TopologyStatusModel(_Status):
     images: dict[str, str] | None = None
     # a roll of the worker pods in progress (operator bookkeeping, kept across restarts)
     roll: dict[str, Any] | None = None
+    # the last good pod settings and a failed canary's rollback (squall_operator.canary.Upgrade)
+    upgrade: dict[str, Any] | None = None
     components: dict[str, ComponentStatusModel] | None = None
     conditions: list[ConditionModel] | None = None
 

@@ -23,6 +23,7 @@ registry of resources (`resources.Resource`) is rebuilt by kopf's resume handler
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -44,6 +45,7 @@ from squall.models.v1alpha1 import Topology, WorkerSpec
 from squall.state import CONNECTION_ERRORS, NotConnected, StateError, ZkCredentials
 from squall.validation import check_topology, parse_topology
 from squall.worker.security import CurveKeys
+from squall_operator import canary as canaries
 from squall_operator import degraded, monitor, pods, scheduler
 from squall_operator import placement as placements
 from squall_operator import reconcile, stored
@@ -181,9 +183,15 @@ class KubeNimbus(Nimbus):
                 # (a roll saved before `mode` and `since` were kept is a drain, the only roll there
                 # was, that ends at its due time as it would have)
                 due = parse_time(saved.get("due")) or 0.0
+                analysing = saved.get("analysingSince")
                 res.roll = rolls.Roll(str(saved["step"]), due, str(saved.get("image", "")),
                                       tuple(saved.get("from") or ()), str(saved.get("mode") or rolls.DRAIN),
-                                      parse_time(saved.get("since")) or due)
+                                      parse_time(saved.get("since")) or due, str(saved.get("template") or ""),
+                                      tuple(str(k) for k in saved.get("canarySlots") or ()),
+                                      float(analysing) if isinstance(analysing, (int, float)) else None)
+            if res.upgrade == canaries.Upgrade():
+                # the last good pod settings (and a rollback's) survive an operator restart
+                res.upgrade = canaries.Upgrade.from_status(res.status.get("upgrade"), parse_time)
         self.loop_wake.set()
         return res
 
@@ -649,17 +657,26 @@ class KubeNimbus(Nimbus):
 
     def worker_spec(self, res: Resource, base: StormBase | None) -> WorkerSpec | None:
         """The worker pod settings the topology asks for: its latest valid spec's, else (an
-        invalid change) the running one's."""
+        invalid change) the running one's; but the last good ones while a failed canary rolls
+        back, and while the spec still asks for the settings it rolled back from."""
         if res.topology is not None:
-            return res.topology.spec.worker
-        if base is not None:
-            return stored.topology(base).spec.worker
-        return None
+            asked = res.topology.spec.worker
+        elif base is not None:
+            asked = stored.topology(base).spec.worker
+        else:
+            return None
+        good, rejected = res.upgrade.last_good, res.upgrade.rejected
+        if good is not None and (
+                res.roll is not None and res.roll.step == rolls.ROLLING_BACK
+                or rejected is not None and rejected.hash == pods.template_hash(self.config.worker, asked)):
+            return WorkerSpec.model_validate_json(json.dumps(good.worker)) if good.worker is not None else None
+        return asked
 
     # -- rolling the workers to new pod settings -----------------------------------------------------
     def reconcile_roll(self, res: Resource, now: float) -> None:
         """Roll worker pods whose settings (image, env, resources, ...) are not the topology's:
-        read the inputs of `roll.step` and apply its effects (see squall_operator.roll)."""
+        read the inputs of `roll.step` and apply its effects (see squall_operator.roll), and keep
+        `res.upgrade` (the last good settings, and a failed canary's; squall_operator.canary)."""
         base = self.state.get_storm(res.name) if res.owned and not res.deleting else None
         if base is None:
             res.roll = None
@@ -684,9 +701,21 @@ class KubeNimbus(Nimbus):
                     stats = beat.executors.get(f"{executor[0]}-{executor[1]}") if beat is not None else None
                     spouts[f"{executor[0]}-{executor[1]}"] = (
                         (beat.time_secs, stats.pending) if beat is not None and stats is not None else None)
+        worker_json = worker.model_dump(mode="json", by_alias=True, exclude_none=True) if worker is not None else None
+        good = res.upgrade.last_good
+        settings = None
+        if spec.upgrade is not None and spec.upgrade.canary is not None and good is not None \
+                and not good.same_worker(worker_json):
+            # a canary needs settings to roll back to that differ from the wanted ones: not when
+            # only the operator's own worker settings changed (a helm upgrade of the chart's image)
+            settings = canaries.Settings.of(spec.upgrade.canary)
+        observed = None
+        if res.roll is not None and res.roll.step == rolls.CANARY:
+            observed = self._canary_observed(res, res.roll, live, want, assignment)
+        outdated = [(v.name, v.slot, v.image) for v in live if v.template != want]
         inp = rolls.RollInput(
             now=now, storm=base.status,
-            outdated=[(v.name, v.slot, v.image) for v in live if v.template != want],
+            outdated=outdated,
             all_ready=assigned <= ready,
             ready=frozenset(v.name for v in live if v.ready),
             unavailable=len(assigned - {v.slot for v in live if v.ready}),
@@ -695,6 +724,10 @@ class KubeNimbus(Nimbus):
             active=spec.active,
             mode=mode,
             spouts=spouts,
+            template=want,
+            canary=settings,
+            observed=observed,
+            ready_timeout=self.config.launch_timeout_secs,
         )
         res.roll, effects = rolls.step(res.roll, inp)
         for effect in effects:
@@ -708,10 +741,65 @@ class KubeNimbus(Nimbus):
                 for name in effect.pods:
                     self.api.delete_pod(res.namespace, name)
                     log.info("topology %s: rolling worker pod %s to %s", res.name, name, inp.image)
+            elif effect.kind == "reject":
+                # the next rounds want the last good settings (worker_spec) until spec.worker changes
+                res.upgrade = canaries.Upgrade(good, canaries.Rejected(
+                    want, inp.image, res.generation, effect.reason, effect.message, now))
+                log.warning("topology %s: the canary of %s failed (%s); rolling back", res.name, inp.image,
+                            effect.message)
             elif effect.kind == "event":
-                self.post(res, "Normal", effect.reason, effect.message)
-                if effect.reason == "RollCompleted":
+                self.post(res, "Warning" if effect.warning else "Normal", effect.reason, effect.message)
+                if effect.reason in ("RollCompleted", "RolledBack"):
                     res.rolled = effect.message
+        rejected = res.upgrade.rejected
+        if res.roll is None and not outdated and inp.all_ready:
+            # every assigned slot runs a ready pod of the wanted settings: they are the last good
+            # ones (during a rollback's aftermath the wanted settings are the last good already)
+            now_good = canaries.Template(want, inp.image, worker_json)
+            if now_good != good:
+                res.upgrade = canaries.Upgrade(now_good, rejected)
+        if rejected is not None and (res.roll is None or res.roll.step != rolls.ROLLING_BACK):
+            asked = res.topology.spec.worker if res.topology is not None else running.spec.worker
+            if pods.template_hash(self.config.worker, asked) != rejected.hash:
+                # spec.worker changed since the rollback: the next roll tries the new settings
+                res.upgrade = canaries.Upgrade(res.upgrade.last_good, None)
+
+    def _canary_observed(self, res: Resource, roll: rolls.Roll, live: list[pods.PodView], want: str,
+                         assignment: Assignment) -> canaries.Observed:
+        """What the canary shows now: its slots' pods of the new settings (ready, restarts), the
+        executors on them counted from heartbeats of workers started since the canary began, the
+        executors on pods of the old settings, and the topology's Degraded condition."""
+        beats = self.state.get_worker_heartbeats(res.name)
+        by_slot = {v.slot: v for v in live if v.slot is not None}
+        slot_executors: dict[WorkerSlot, list[str]] = {}
+        for executor, slot in assignment.slots().items():
+            slot_executors.setdefault(slot, []).append(f"{executor[0]}-{executor[1]}")
+        new, old, not_ready = [], [], []
+        restarts = 0
+        canary_slots = sorted((s for s in slot_executors if s.key() in roll.canary_slots), key=WorkerSlot.key)
+        for slot, keys in slot_executors.items():
+            pod, beat = by_slot.get(slot), beats.get(slot)
+            stats = [beat.executors[k] for k in keys if k in beat.executors] if beat is not None else []
+            if slot in canary_slots:
+                fresh = pod is not None and pod.template == want
+                # the slot's new worker (the deleted one served it until the new one registered)
+                started = beat is not None and beat.time_secs - beat.uptime_secs >= roll.since
+                if fresh and pod is not None:
+                    restarts += pod.restarts
+                if fresh and started:
+                    new += stats
+                if not (fresh and started and pod is not None and pod.ready):
+                    not_ready.append(slot.key())
+            elif pod is not None and pod.template != want:
+                old += stats
+        cond: Mapping[str, Any] = next(
+            (c for c in res.status.get("conditions") or [] if c.get("type") == degraded.CONDITION), {})
+        degraded_since = parse_time(cond.get("lastTransitionTime")) if cond.get("status") == "True" else None
+        return canaries.Observed(
+            ready=bool(canary_slots) and not not_ready, restarts=restarts,
+            new=canaries.component_figures(new), old=canaries.component_figures(old),
+            degraded_since=degraded_since, degraded=str(cond.get("message") or ""),
+            not_ready=tuple(not_ready) if canary_slots else roll.canary_slots)
 
     def _restamp(self, topo: str, slots: set[WorkerSlot], now: float) -> None:
         """Give the executors of replaced slots a fresh launch time: their new pods get
@@ -773,6 +861,13 @@ class KubeNimbus(Nimbus):
                 msg = (f"spouts deactivated, in-flight tuples finishing; replacing the workers "
                        f"({', '.join(r.from_images)} -> {r.image}) once nothing is pending, at "
                        f"{pods.iso_time(r.due)} at the latest")
+            elif r.step == rolls.CANARY:
+                msg = (f"canary: slot(s) {', '.join(r.canary_slots)} run {r.image}, "
+                       + (f"analysed since {pods.iso_time(r.analysing)} against the old pods"
+                          if r.analysing is not None else "starting") + "; the other slots keep the old settings")
+            elif r.step == rolls.ROLLING_BACK:
+                msg = (f"the canary failed: worker pods rolled back to the last good settings ({r.image}), "
+                       "one slot at a time, through the hand-over; spouts active")
             elif r.mode == rolls.HANDOVER:
                 msg = (f"outdated worker pods replaced by pods running {r.image}, one slot at a time, "
                        "each serving its slot until its new pod has registered; spouts active")
@@ -793,6 +888,7 @@ class KubeNimbus(Nimbus):
         autoscaled = self.autoscaler.status_block(res, base, beats, now)
         if autoscaled is not None:
             status["autoscale"] = autoscaled
+        self._upgrade_status(res, status, now)
         if any(c.get("type") == "ZooKeeperReachable" for c in status["conditions"]):
             status["conditions"] = pods.merge_conditions(status["conditions"], [pods.condition(
                 "ZooKeeperReachable", True, "Connected", "connected to ZooKeeper", now,
@@ -809,6 +905,28 @@ class KubeNimbus(Nimbus):
         res.rolled = None
         res.status = status
         res.last_status_write = now
+
+    def _upgrade_status(self, res: Resource, status: dict[str, Any], now: float) -> None:
+        """`status.upgrade` (squall_operator.canary.Upgrade) and condition `RolledBack`: True
+        while the workers run the last good settings instead of the spec's failed ones, False
+        once spec.worker changed after a rollback."""
+        upgrade = res.upgrade.to_status(pods.iso_time)
+        if upgrade:
+            status["upgrade"] = upgrade
+        previous = list(status.get("conditions") or [])
+        rejected, good = res.upgrade.rejected, res.upgrade.last_good
+        if rejected is not None:
+            cond = pods.condition("RolledBack", True, rejected.reason, (
+                f"the canary of {rejected.image} (generation {rejected.generation}) failed: {rejected.message}; "
+                f"the workers run the last good settings ({good.image if good else '?'}), and spec.worker's "
+                "settings are not tried again until it changes"), now, previous)
+        elif any(c.get("type") == "RolledBack" and c.get("status") == "True" for c in previous):
+            cond = pods.condition("RolledBack", False, "SpecChanged",
+                                  "spec.worker changed since the rollback: its new settings are rolled out", now,
+                                  previous)
+        else:
+            return
+        status["conditions"] = pods.merge_conditions(previous, [cond])
 
     def patch_spec(self, res: Resource, ops: list[dict[str, Any]]) -> None:
         """A JSON patch of the resource (the autoscaler's numWorkers and parallelism)."""

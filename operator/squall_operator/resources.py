@@ -13,6 +13,8 @@ from typing import Any
 
 from squall.models.cluster import StormBase, WorkerSlot
 from squall.models.v1alpha1 import API_VERSION, KIND, Topology
+
+from squall_operator import canary
 from squall_operator import roll as rolls
 
 
@@ -50,6 +52,8 @@ class Resource:
     roll: rolls.Roll | None = None
     # message of a roll that just completed (shown once in the Rolling condition)
     rolled: str | None = None
+    # the last good pod settings and the ones a failed canary rolled back from (status.upgrade)
+    upgrade: canary.Upgrade = field(default_factory=canary.Upgrade)
     # slots whose pod the kubelet refused (OutOfcpu, NodeAffinity, ...) -> until when nimbus
     # keeps the topology off them
     rejected: dict[WorkerSlot, float] = field(default_factory=dict)

@@ -23,6 +23,15 @@ one goes when the previous slot's new pod is ready, and a new image that never g
 the roll after one slot, the other workers still running the old one. Outdated pods that are not
 ready are unavailable already: they are replaced at once (as a Deployment scales down unhealthy
 old pods first). Each slot's executors get a fresh launch time when its pod is deleted.
+
+With a canary (`spec.upgrade.canary`, hand-over only) the roll begins in step Canary: only the
+first `slots` outdated slots (by slot key) are replaced, the rest wait while
+`squall_operator.canary.judge` compares the canary's executors with the old pods'. A pass goes
+on to Replacing; a failure asks the caller to record the settings as rejected (Effect `reject`)
+and goes to RollingBack, where the caller's wanted template is the last good one: the pods of
+the new settings are then the outdated ones, replaced the same way, and the roll ends with
+Event `RolledBack` instead of `RollCompleted`. A change of the settings during the canary starts
+it over on the newest; the caller keeps the last good settings wanted until a rollback is done.
 """
 
 from __future__ import annotations
@@ -34,11 +43,27 @@ from typing import Any, Final
 from squall.models.cluster import TopologyStatus, WorkerSlot
 from squall.models.v1alpha1 import UpgradeMode
 
-__all__ = ["BEAT_MARGIN", "DRAIN", "DRAINING", "Effect", "HANDOVER", "REPLACING", "Roll", "RollInput",
-           "drained", "step"]
+from squall_operator import canary as canaries
+
+__all__ = [
+    "BEAT_MARGIN",
+    "CANARY",
+    "DRAIN",
+    "DRAINING",
+    "HANDOVER",
+    "REPLACING",
+    "ROLLING_BACK",
+    "Effect",
+    "Roll",
+    "RollInput",
+    "drained",
+    "step",
+]
 
 DRAINING: Final = "Draining"
 REPLACING: Final = "Replacing"
+CANARY: Final = "Canary"
+ROLLING_BACK: Final = "RollingBack"
 HANDOVER: Final = UpgradeMode.HANDOVER.value
 DRAIN: Final = UpgradeMode.DRAIN.value
 # a spout's heartbeat says its pending count after the deactivation only when taken this long
@@ -56,12 +81,26 @@ class Roll:
     image: str
     from_images: tuple[str, ...] = ()
     mode: str = HANDOVER
-    # when the roll began, or (drain) when the spouts were last deactivated (seconds)
+    # when the roll (or its canary) began, or (drain) when the spouts were last deactivated (seconds)
     since: float = 0.0
+    # the template hash the roll goes to (a change of it during a canary starts the canary over)
+    template: str = ""
+    # Canary: the slots (keys) that run the new settings first, and since when every one of them
+    # has (the analysis window's start; None: not yet)
+    canary_slots: tuple[str, ...] = ()
+    analysing: float | None = None
 
     def to_status(self, iso: Any) -> dict[str, Any]:
-        return {"step": self.step, "mode": self.mode, "since": iso(self.since), "due": iso(self.due),
-                "image": self.image, "from": list(self.from_images)}
+        out = {"step": self.step, "mode": self.mode, "since": iso(self.since), "due": iso(self.due),
+               "image": self.image, "from": list(self.from_images)}
+        if self.template:
+            out["template"] = self.template
+        if self.canary_slots:
+            out["canarySlots"] = list(self.canary_slots)
+        if self.analysing is not None:
+            # to the millisecond: the window's end is judged on it after an operator restart
+            out["analysingSince"] = round(self.analysing, 3)
+        return out
 
 
 @dataclass(frozen=True)
@@ -84,17 +123,28 @@ class RollInput:
     # every assigned spout executor (system spouts too) -> (the time of the heartbeat of its slot
     # that reports it, its pending count there); None: no heartbeat of its slot reports it
     spouts: Mapping[str, tuple[float, int] | None] = field(default_factory=dict)
+    # the template hash of the wanted settings (the spec's, or the last good during a rollback)
+    template: str = ""
+    # spec.upgrade.canary when this roll may have one (the caller knows good settings to roll back
+    # to, other than the wanted ones); None: no canary
+    canary: canaries.Settings | None = None
+    # what the canary shows now (step Canary); None: nothing to judge yet
+    observed: canaries.Observed | None = None
+    # how long the canary's pods may take to get ready (the operator's launchTimeoutSecs)
+    ready_timeout: float = 120.0
 
 
 @dataclass(frozen=True)
 class Effect:
-    """deactivate | activate | delete (pods) | restamp (slots) | event (reason, message)."""
+    """deactivate | activate | delete (pods) | restamp (slots) | event (reason, message; a
+    Warning when `warning`) | reject (the wanted settings failed their canary: reason, message)."""
 
     kind: str
     pods: tuple[str, ...] = ()
     slots: tuple[WorkerSlot, ...] = ()
     reason: str = ""
     message: str = ""
+    warning: bool = False
 
 
 def drained(since: float, spouts: Mapping[str, tuple[float, int] | None]) -> bool:
@@ -126,11 +176,32 @@ def step(roll: Roll | None, inp: RollInput) -> tuple[Roll | None, list[Effect]]:
                 f"{what} (upgrade mode drain): spouts deactivated; replacing {len(outdated)} worker pods "
                 f"once nothing is pending, in {wait:g}s (rebalanceWaitSecs) at the most")))
             return Roll(DRAINING, inp.now + wait, inp.image, old, DRAIN, inp.now), effects
-        effects.append(Effect("event", reason="RollStarted", message=(
-            f"{what} (upgrade mode handover): replacing {len(outdated)} worker pods one slot at a time, "
-            "each serving its slot until its new pod has registered; spouts stay active")))
-        roll = Roll(REPLACING, inp.now, inp.image, old, HANDOVER, inp.now)
+        first = _canary_slots(outdated, inp.canary)
+        if inp.canary is not None and first:
+            effects.append(Effect("event", reason="RollStarted", message=(
+                f"{what} (upgrade mode handover, canary): slot(s) {', '.join(first)} first, analysed for "
+                f"{inp.canary.analysis_secs:g}s against the old pods; the other "
+                f"{len(outdated) - len(first)} follow if it passes, every slot rolls back if not")))
+            roll = Roll(CANARY, inp.now, inp.image, old, HANDOVER, inp.now, inp.template, first)
+        else:
+            effects.append(Effect("event", reason="RollStarted", message=(
+                f"{what} (upgrade mode handover): replacing {len(outdated)} worker pods one slot at a time, "
+                "each serving its slot until its new pod has registered; spouts stay active")))
+            roll = Roll(REPLACING, inp.now, inp.image, old, HANDOVER, inp.now, inp.template)
+    elif roll.step == CANARY and inp.template != roll.template:
+        # the settings changed again during the canary: it starts over on the newest
+        first = _canary_slots(outdated, inp.canary)
+        roll = replace(roll, step=CANARY if first else REPLACING, since=inp.now, template=inp.template,
+                       canary_slots=first, analysing=None)
+        effects.append(_event("CanaryRestarted", (
+            f"the pod settings changed during the canary: slot(s) {', '.join(first)} start over on {inp.image}"
+            if first else f"the pod settings changed during the canary: replacing every worker pod with {inp.image}")))
     roll = replace(roll, image=inp.image)
+    if roll.step == CANARY:
+        roll, verdict = _canary_step(roll, inp, outdated, effects)
+        if verdict != canaries.PASS:
+            return roll, effects
+    roll = replace(roll, template=inp.template)
     if roll.step == DRAINING and outdated:
         if inp.storm is TopologyStatus.ACTIVE:
             # activated during the drain (by hand): deactivated again, and the drain counts from now
@@ -148,18 +219,73 @@ def step(roll: Roll | None, inp: RollInput) -> tuple[Roll | None, list[Effect]]:
             f"{len(outdated)} worker pods with {inp.image}, one slot at a time")))
     if outdated:
         # a second change during the roll makes more pods outdated: they go too
-        go = [o for o in outdated if o[0] not in inp.ready]
-        if not go and inp.unavailable == 0:
-            go = [min(outdated, key=lambda o: o[0])]
-        if go:
-            effects.append(Effect("restamp", slots=tuple(s for _, s, _ in go if s is not None)))
-            effects.append(Effect("delete", pods=tuple(n for n, _, _ in go)))
-        return replace(roll, step=REPLACING), effects
+        effects.extend(_replace(outdated, inp))
+        return replace(roll, step=ROLLING_BACK if roll.step == ROLLING_BACK else REPLACING), effects
     if not inp.all_ready:
         return roll, effects
     if inp.active and inp.storm is TopologyStatus.INACTIVE:
         effects.append(Effect("activate"))
+    if roll.step == ROLLING_BACK:
+        effects.append(Effect("event", reason="RolledBack", warning=True, message=(
+            f"every worker runs the last good settings ({inp.image}) again, "
+            f"{max(0.0, inp.now - roll.since):.1f}s after the canary began; the rejected settings are "
+            "not tried again until spec.worker changes")))
+        return None, effects
     message = f"every worker runs {inp.image}" + ("; spouts activated" if inp.active and (
         roll.mode == DRAIN or inp.storm is TopologyStatus.INACTIVE) else "")
     effects.append(Effect("event", reason="RollCompleted", message=message))
     return None, effects
+
+
+def _event(reason: str, message: str, warning: bool = False) -> Effect:
+    return Effect("event", reason=reason, message=message, warning=warning)
+
+
+def _canary_slots(outdated: Sequence[tuple[str, WorkerSlot | None, str]],
+                  settings: canaries.Settings | None) -> tuple[str, ...]:
+    """The slots a canary replaces first: the first `slots` outdated slots by key (none without
+    a canary, or when no outdated pod says its slot)."""
+    if settings is None:
+        return ()
+    keys = sorted({s.key() for _, s, _ in outdated if s is not None})
+    return tuple(keys[:settings.slots])
+
+
+def _replace(outdated: Sequence[tuple[str, WorkerSlot | None, str]], inp: RollInput) -> list[Effect]:
+    """The outdated pods to delete now, a slot at a time: those not ready at once (they are
+    unavailable already), else the first ready one while every assigned slot has a ready pod."""
+    go = [o for o in outdated if o[0] not in inp.ready]
+    if not go and inp.unavailable == 0 and outdated:
+        go = [min(outdated, key=lambda o: o[0])]
+    if not go:
+        return []
+    return [Effect("restamp", slots=tuple(s for _, s, _ in go if s is not None)),
+            Effect("delete", pods=tuple(n for n, _, _ in go))]
+
+
+def _canary_step(roll: Roll, inp: RollInput, outdated: Sequence[tuple[str, WorkerSlot | None, str]],
+                 effects: list[Effect]) -> tuple[Roll, str]:
+    """Step Canary: replace the canary's slots, then judge them (effects appended). Returns the
+    roll after it and the verdict's outcome: PASS goes on to Replacing in the same round."""
+    mine = [o for o in outdated if o[1] is not None and o[1].key() in roll.canary_slots]
+    if mine:
+        effects.extend(_replace(mine, inp))
+        return roll, canaries.WAIT
+    if inp.canary is None:
+        # spec.upgrade.canary removed during the canary: the roll goes on without it
+        effects.append(_event("CanaryPassed", "spec.upgrade.canary removed: replacing the other worker pods"))
+        return replace(roll, step=REPLACING, canary_slots=(), analysing=None), canaries.PASS
+    seen = inp.observed or canaries.Observed(ready=False)
+    if roll.analysing is None and seen.ready:
+        roll = replace(roll, analysing=inp.now)
+    verdict = canaries.judge(inp.canary, seen, roll.since, roll.analysing, inp.now, inp.ready_timeout)
+    if verdict.outcome == canaries.PASS:
+        effects.append(_event("CanaryPassed", f"{verdict.message}; replacing the other worker pods"))
+        return replace(roll, step=REPLACING, canary_slots=(), analysing=None), canaries.PASS
+    if verdict.outcome == canaries.FAIL:
+        effects.append(Effect("reject", reason=verdict.reason, message=verdict.message))
+        effects.append(_event("CanaryFailed", (
+            f"{verdict.message}: rolling every worker back to the last good settings "
+            f"{max(0.0, inp.now - roll.since):.1f}s after the canary began"), warning=True))
+        return replace(roll, step=ROLLING_BACK, canary_slots=(), analysing=None), canaries.FAIL
+    return roll, canaries.WAIT

@@ -476,11 +476,35 @@ class UpgradeMode(str, enum.Enum):
     DRAIN = "drain"
 
 
+class CanarySpec(_Model):
+    """A canary for the hand-over roll (squall_operator.canary): the first `slots` worker slots
+    run the new pod settings for `analysisSecs` while the operator compares their executors with
+    the old pods'; a regression rolls every slot back to the last good settings."""
+
+    slots: int = Field(1, ge=1, le=limits.MAX_WORKERS)
+    analysis_secs: float = Field(60.0, alias="analysisSecs", gt=0, le=limits.MAX_SECONDS, allow_inf_nan=False)
+    # a component's failed fraction on the canary may pass the old pods' by this much at most
+    max_failed_fraction: float = Field(0.05, alias="maxFailedFraction", ge=0, le=1, allow_inf_nan=False)
+    # a component's p99 latency on the canary may be this many times the old pods' at most
+    max_p99_ratio: float = Field(2.0, alias="maxP99Ratio", ge=1, le=1000, allow_inf_nan=False)
+    # container restarts of the canary's pods allowed
+    max_restarts: int = Field(0, alias="maxRestarts", ge=0, le=1000)
+
+
 class UpgradeSpec(_Model):
     """How the operator rolls the worker pods onto new pod settings (another image, env,
     resources). Kubernetes only: `squall run` ignores it; a change applies to the next roll."""
 
     mode: UpgradeMode = Field(UpgradeMode.HANDOVER, strict=False)
+    # watch the first slots on the new settings before the others, roll back on a regression
+    canary: CanarySpec | None = None
+
+    @model_validator(mode="after")
+    def _canary_needs_handover(self) -> UpgradeSpec:
+        if self.canary is not None and self.mode is not UpgradeMode.HANDOVER:
+            raise ValueError("canary needs mode handover: the drain roll stops the spouts, so a canary "
+                             "would have no tuples to be judged on")
+        return self
 
 
 class AutoscaleSignal(str, enum.Enum):

@@ -1,0 +1,291 @@
+"""The canary of a roll, and what a failed one rolls back to, as pure decisions.
+
+With `spec.upgrade.canary`, a hand-over roll replaces only its first `slots` worker slots with
+the new pod settings, then watches them for `analysisSecs` before it replaces the others
+(squall_operator.roll). `judge` compares what the workers' heartbeats say of the canary's
+executors with what they say of the executors on the old pods, component by component:
+
+- the failed fraction (tuples the component's executors failed, of those they acked or failed):
+  the canary's may pass the old pods' by `maxFailedFraction` at most; where no old executor of the
+  component reports enough tuples (all its executors are on the canary's slots), the canary's
+  own fraction is held against `maxFailedFraction`;
+- the p99 latency (complete latency for spouts, execute latency for bolts, from the merged
+  latency histograms): at most `maxP99Ratio` times the old pods', and a regression of less than
+  `P99_FLOOR_MS` never counts (a sub-millisecond execute latency doubles on noise alone);
+- the canary pods' container restarts: at most `maxRestarts`;
+- readiness: every canary slot has a ready pod of the new settings whose worker heartbeats, within
+  the operator's `launchTimeoutSecs` of the canary's start, and still at the end of the window;
+- the topology's own `Degraded` condition (squall_operator.degraded, the same heartbeat figures
+  summed over the topology): turning True after the canary began fails it.
+
+A component is compared only once the canary's executors of it have ended `MIN_TUPLES` tuples (a
+fraction of 3 tuples says nothing), and then at every round, so a clear regression fails the
+canary as soon as the figures show it, without waiting for the window's end; passing needs the
+whole window. An idle topology passes on readiness and restarts alone (the message says so).
+
+`Upgrade` is what the operator keeps in `status.upgrade`: the last good settings (the template
+hash, the image and the `spec.worker` the pods were made from, so that an operator restarted in
+the middle of a rollback can still make the old pods), and the settings it rolled back from and
+why, which it does not try again until `spec.worker` changes.
+
+Nothing here reads a clock, the API server or ZooKeeper: the caller passes the time and figures.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from squall import stats as latency
+from squall.models.cluster import ExecutorStats
+from squall.models.v1alpha1 import CanarySpec
+
+__all__ = [
+    "FAIL",
+    "MIN_TUPLES",
+    "P99_FLOOR_MS",
+    "PASS",
+    "WAIT",
+    "Figures",
+    "Observed",
+    "Rejected",
+    "Settings",
+    "Template",
+    "Upgrade",
+    "Verdict",
+    "component_figures",
+    "judge",
+]
+
+PASS: Final = "Passed"
+FAIL: Final = "Failed"
+WAIT: Final = "Analysing"
+# the canary's executors of a component must have ended this many tuples before it is compared
+MIN_TUPLES: Final = 100
+# a p99 regression smaller than this (milliseconds) never fails a canary
+P99_FLOOR_MS: Final = 10.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """`spec.upgrade.canary` with its defaults filled in."""
+
+    slots: int = 1
+    analysis_secs: float = 60.0
+    max_failed_fraction: float = 0.05
+    max_p99_ratio: float = 2.0
+    max_restarts: int = 0
+
+    @classmethod
+    def of(cls, spec: CanarySpec) -> Settings:
+        return cls(spec.slots, spec.analysis_secs, spec.max_failed_fraction, spec.max_p99_ratio,
+                   spec.max_restarts)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One component's executors in one group (the canary's slots, or the old pods'): tuples
+    acked and failed, and the merged latency histogram (squall.stats buckets)."""
+
+    acked: int = 0
+    failed: int = 0
+    hist: Mapping[int, int] = field(default_factory=dict)
+
+    @property
+    def ended(self) -> int:
+        return self.acked + self.failed
+
+    @property
+    def fraction(self) -> float:
+        return self.failed / self.ended if self.ended else 0.0
+
+    @property
+    def samples(self) -> int:
+        return sum(self.hist.values())
+
+    @property
+    def p99(self) -> float:
+        return latency.percentile(self.hist, 0.99)
+
+
+def component_figures(stats: Iterable[ExecutorStats]) -> dict[str, Figures]:
+    """Executors' heartbeat counters summed per component. System components (`__acker`,
+    `__system`, the checkpoint spout `$checkpoint`) are left out: their counts follow the user
+    components' (an acker relays the fails of every bolt), they do not run the user's code."""
+    sums: dict[str, tuple[int, int, list[Mapping[int, int]]]] = {}
+    for s in stats:
+        if s.component.startswith(("__", "$")):
+            continue
+        acked, failed, hists = sums.get(s.component, (0, 0, []))
+        sums[s.component] = (acked + s.acked, failed + s.failed, [*hists, s.latency_hist])
+    return {c: Figures(a, f, latency.merge(h)) for c, (a, f, h) in sums.items()}
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the canary shows now (the caller reads it off the pods and heartbeats)."""
+
+    # every canary slot has a ready pod of the new settings whose (new) worker heartbeats
+    ready: bool
+    # container restarts of the canary's pods of the new settings
+    restarts: int = 0
+    # per component: the canary slots' executors (counted since their new worker started), and
+    # the executors on pods of the old settings
+    new: Mapping[str, Figures] = field(default_factory=dict)
+    old: Mapping[str, Figures] = field(default_factory=dict)
+    # when the topology's Degraded condition last turned True, if it is True now; and its message
+    degraded_since: float | None = None
+    degraded: str = ""
+    # the canary slots without a ready pod of the new settings (for the message)
+    not_ready: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """PASS, FAIL (with a reason for the condition: FailedFraction, LatencyP99, Restarts,
+    NotReady, Degraded) or WAIT; the message says what was compared."""
+
+    outcome: str
+    reason: str = ""
+    message: str = ""
+
+
+def _regression(comp: str, new: Figures, old: Figures | None, settings: Settings) -> tuple[str, str] | None:
+    if new.ended < MIN_TUPLES:
+        return None
+    base = old.fraction if old is not None and old.ended >= MIN_TUPLES else None
+    if new.fraction - (base or 0.0) > settings.max_failed_fraction:
+        against = (f"against {base:.1%} on the old pods ({old.failed} of {old.ended})"
+                   if base is not None and old is not None
+                   else "with no old executor of it to compare against")
+        return "FailedFraction", (
+            f"{comp}: {new.fraction:.1%} of its tuples failed on the canary ({new.failed} of {new.ended}) "
+            f"{against}; maxFailedFraction {settings.max_failed_fraction:g}")
+    if old is None or new.samples < MIN_TUPLES or old.samples < MIN_TUPLES:
+        return None
+    new_p99, old_p99 = new.p99, old.p99
+    if old_p99 > 0 and new_p99 > settings.max_p99_ratio * old_p99 and new_p99 - old_p99 >= P99_FLOOR_MS:
+        return "LatencyP99", (
+            f"{comp}: p99 latency {new_p99:.1f} ms on the canary against {old_p99:.1f} ms on the old pods "
+            f"({new_p99 / old_p99:.1f}x; maxP99Ratio {settings.max_p99_ratio:g})")
+    return None
+
+
+def judge(settings: Settings, seen: Observed, since: float, analysing: float | None, now: float,
+          ready_timeout: float) -> Verdict:
+    """The canary's verdict at `now`: it began at `since` (its first old pod deleted), and its
+    analysis window at `analysing` (every canary slot ready; None: not yet). `ready_timeout`:
+    how long the canary's pods may take to get ready (the operator's launchTimeoutSecs)."""
+    if seen.restarts > settings.max_restarts:
+        return Verdict(FAIL, "Restarts", f"the canary's worker containers restarted {seen.restarts} times "
+                                         f"(maxRestarts {settings.max_restarts})")
+    if seen.degraded_since is not None and seen.degraded_since >= since:
+        return Verdict(FAIL, "Degraded", f"the topology turned Degraded during the canary: {seen.degraded}")
+    if analysing is None:
+        if now - since >= ready_timeout:
+            return Verdict(FAIL, "NotReady", (
+                f"canary slot(s) {', '.join(seen.not_ready) or '?'} not ready {now - since:.0f}s after the "
+                f"canary began (launchTimeoutSecs {ready_timeout:g})"))
+        return Verdict(WAIT)
+    for comp in sorted(seen.new):
+        found = _regression(comp, seen.new[comp], seen.old.get(comp), settings)
+        if found is not None:
+            return Verdict(FAIL, *found)
+    if now - analysing < settings.analysis_secs:
+        return Verdict(WAIT)
+    if not seen.ready:
+        return Verdict(FAIL, "NotReady", (
+            f"canary slot(s) {', '.join(seen.not_ready) or '?'} not ready at the end of the "
+            f"{settings.analysis_secs:g}s analysis"))
+    judged = sorted(c for c, f in seen.new.items() if f.ended >= MIN_TUPLES)
+    if not judged:
+        return Verdict(PASS, "Passed", (
+            f"ready for {settings.analysis_secs:g}s with no restart; too few tuples "
+            f"(under {MIN_TUPLES} per component) to compare failures and latencies"))
+    parts = []
+    for comp in judged:
+        new, old = seen.new[comp], seen.old.get(comp)
+        parts.append(f"{comp} failed {new.fraction:.1%}" + (f" (old {old.fraction:.1%})" if old and old.ended else "")
+                     + (f", p99 {new.p99:.1f} ms" if new.samples else "")
+                     + (f" (old {old.p99:.1f} ms)" if new.samples and old and old.samples else ""))
+    return Verdict(PASS, "Passed", f"{settings.analysis_secs:g}s with no regression: " + "; ".join(parts))
+
+
+# --- what status.upgrade keeps ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Template:
+    """Pod settings the workers ran: the template hash (pods.template_hash), the image, and the
+    topology's `spec.worker` they were made from (JSON, by alias; None: the chart's defaults)."""
+
+    hash: str
+    image: str
+    worker: Mapping[str, Any] | None = None
+
+    def to_status(self) -> dict[str, Any]:
+        return {"templateHash": self.hash, "image": self.image,
+                **({"worker": dict(self.worker)} if self.worker is not None else {})}
+
+    @classmethod
+    def from_status(cls, data: Any) -> Template | None:
+        if not isinstance(data, Mapping) or not data.get("templateHash"):
+            return None
+        worker = data.get("worker")
+        return cls(str(data["templateHash"]), str(data.get("image") or ""),
+                   dict(worker) if isinstance(worker, Mapping) else None)
+
+    def same_worker(self, worker: Mapping[str, Any] | None) -> bool:
+        """Whether `worker` (spec.worker as JSON) is the one these settings were made from."""
+        return json.dumps(self.worker, sort_keys=True) == json.dumps(worker, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """Settings a failed canary rolled back from: the template hash and image of the spec's
+    `spec.worker` then, the generation, why (the verdict's reason and message), and when."""
+
+    hash: str
+    image: str
+    generation: int | None
+    reason: str
+    message: str
+    time: float
+
+    def to_status(self, iso: Any) -> dict[str, Any]:
+        return {"templateHash": self.hash, "image": self.image, "generation": self.generation,
+                "reason": self.reason, "message": self.message, "time": iso(self.time)}
+
+    @classmethod
+    def from_status(cls, data: Any, parse_time: Any) -> Rejected | None:
+        if not isinstance(data, Mapping) or not data.get("templateHash"):
+            return None
+        generation = data.get("generation")
+        return cls(str(data["templateHash"]), str(data.get("image") or ""),
+                   generation if isinstance(generation, int) else None, str(data.get("reason") or ""),
+                   str(data.get("message") or ""), parse_time(data.get("time")) or 0.0)
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    """`status.upgrade`: the last good settings, and the ones rolled back from (if any)."""
+
+    last_good: Template | None = None
+    rejected: Rejected | None = None
+
+    def to_status(self, iso: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.last_good is not None:
+            out["lastGood"] = self.last_good.to_status()
+        if self.rejected is not None:
+            out["rolledBack"] = self.rejected.to_status(iso)
+        return out
+
+    @classmethod
+    def from_status(cls, data: Any, parse_time: Any) -> Upgrade:
+        if not isinstance(data, Mapping):
+            return cls()
+        return cls(Template.from_status(data.get("lastGood")),
+                   Rejected.from_status(data.get("rolledBack"), parse_time))
