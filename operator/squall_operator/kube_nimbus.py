@@ -498,6 +498,12 @@ class KubeNimbus(Nimbus):
                 self.post(res, intent.type, intent.reason, intent.message)
             elif isinstance(intent, reconcile.Submit):
                 self.submit(intent.topology)
+            elif isinstance(intent, reconcile.Update):
+                try:
+                    self.update(topo, intent.topology)
+                except NimbusError as exc:  # nimbus's own guard: decide saw it applicable
+                    self.post(res, "Warning", "SpecChangeRefused", str(exc))
+                    return
             elif isinstance(intent, reconcile.Rebalance):
                 try:
                     self.rebalance(topo, intent.workers, intent.executors, intent.wait)

@@ -9,6 +9,10 @@ only carrying it out can tell.
 
     submit     the spec is valid and nothing of that name is stored
     conflict   the name is stored for another resource (or still being killed)
+    update     the spec changed in a way the running topology takes in place (squall.specchange:
+               maxSpoutPending, messageTimeoutSecs, ticks live; a component's config by
+               restarting its executors); a graph change is refused with a Warning, once per
+               generation, and the topology keeps its stored spec
     rebalance  numWorkers or a parallelism changed (waiting the asked or the topology's wait)
     activate / deactivate   spec.active changed (activation waits for a roll to finish)
     kill       the resource is being deleted: Storm's kill, then, once nimbus removed it and no
@@ -20,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from squall import specchange
 from squall.models.cluster import StormBase, TopologyStatus
 from squall.models.v1alpha1 import Topology
 from squall_operator import stored
@@ -65,6 +70,14 @@ class Rebalance:
 
 
 @dataclass(frozen=True)
+class Update:
+    """A new spec of the running graph, applied in place (`Nimbus.update`): live settings, and
+    restarted executors of the components whose config changed (squall.specchange)."""
+
+    topology: Topology
+
+
+@dataclass(frozen=True)
 class Activate:
     pass
 
@@ -84,7 +97,7 @@ class Teardown:
     """Remove what workers still wrote under the name after nimbus removed the topology."""
 
 
-Intent = Record | Event | Submit | Rebalance | Activate | Deactivate | Kill | Teardown
+Intent = Record | Event | Submit | Update | Rebalance | Activate | Deactivate | Kill | Teardown
 
 
 @dataclass(frozen=True)
@@ -147,11 +160,14 @@ def decide(res: Resource, snap: Snapshot) -> list[Intent]:
         return [first]
     out: list[Intent] = [first]
     running = stored.topology(base)
-    if comparable_spec(running) != comparable_spec(topology) and res.ignored_generation != res.generation:
+    change = specchange.classify(running.spec, spec)
+    if change.applies_in_place:
+        out += [Update(topology), Event("Normal", "ConfigUpdated", change.describe())]
+    elif change.kind is not specchange.Kind.NONE and res.ignored_generation != res.generation:
         out += [Record({"ignored_generation": res.generation}),
-                Event("Warning", "SpecChangeIgnored",
-                      "a running topology can change numWorkers, parallelism and active only; "
-                      "delete it and apply it again to change anything else")]
+                Event("Warning", "SpecChangeRefused",
+                      f"{change.describe()}; Squall does not upgrade a running graph yet: the topology keeps "
+                      "running its stored spec (delete the resource and apply it again to run the new one)")]
     executors = {c.name: c.parallelism for c in spec.components}
     changed = {c: n for c, n in executors.items() if base.component_executors.get(c) != n}
     # spec.autoscale owns numWorkers within its bounds: one outside them (a `kubectl scale`) is
@@ -213,6 +229,7 @@ __all__ = [
     "Snapshot",
     "Submit",
     "Teardown",
+    "Update",
     "comparable_spec",
     "decide",
     "decide_kill",

@@ -272,7 +272,7 @@ def test_submit_pods_and_status() -> None:
     assert st["phase"] == "Running" and st["workers"] == "2/2" and st["observedGeneration"] == 1
 
 
-def test_deactivate_activate_and_ignored_changes() -> None:
+def test_deactivate_activate_and_spec_changes() -> None:
     nimbus, state, api, clock = _make()
     nimbus.register("ns", "wc", "uid-1", 1, SPEC)
     nimbus.round()
@@ -283,7 +283,15 @@ def test_deactivate_activate_and_ignored_changes() -> None:
     nimbus.register("ns", "wc", "uid-1", 3, {**SPEC, "active": True, "messageTimeoutSecs": 99})
     nimbus.round()
     assert state.storms["wc"].status is TopologyStatus.ACTIVE
-    assert "Activated" in api.reasons("wc") and "SpecChangeIgnored" in api.reasons("wc")
+    assert "Activated" in api.reasons("wc") and "ConfigUpdated" in api.reasons("wc")
+    assert state.storms["wc"].topology["spec"]["messageTimeoutSecs"] == 99
+    # a graph change is refused: a Warning, once, and the stored spec stays
+    bolts = [{**SPEC["bolts"][0], "class": "m:B2"}]  # type: ignore[index, dict-item]
+    nimbus.register("ns", "wc", "uid-1", 4, {**SPEC, "messageTimeoutSecs": 99, "bolts": bolts})
+    nimbus.round()
+    nimbus.round()
+    assert api.reasons("wc").count("SpecChangeRefused") == 1
+    assert state.storms["wc"].topology["spec"]["bolts"][0]["class"] == "m:B"
 
 
 def test_log_levels_of_the_annotation_reach_zookeeper_once_the_topology_is_stored() -> None:

@@ -19,6 +19,7 @@ from squall_operator.reconcile import (
     Snapshot,
     Submit,
     Teardown,
+    Update,
     decide,
     decide_kill,
     needs_pods,
@@ -137,12 +138,30 @@ def test_active_follows_the_spec_but_activation_waits_for_a_roll() -> None:
     assert kinds(decide(res, Snapshot(stored(res, TopologyStatus.INACTIVE)))) == []
 
 
-def test_a_change_a_running_topology_cannot_take_is_reported_once_per_generation() -> None:
+def test_a_config_change_is_applied_in_place_and_said_so() -> None:
     res = resource({**SPEC, "messageTimeoutSecs": 99}, generation=5)
     base = stored(res, spec=SPEC)
     intents = decide(res, Snapshot(base))
-    assert Record({"ignored_generation": 5}) in intents
-    assert [i.reason for i in intents if isinstance(i, Event)] == ["SpecChangeIgnored"]
+    assert Update(res.topology) in intents  # type: ignore[arg-type]
+    assert [i for i in intents if isinstance(i, Event)] == [
+        Event("Normal", "ConfigUpdated", "live: messageTimeoutSecs 30 -> 99")]
+    # once stored, nothing more to do
+    assert kinds(decide(res, Snapshot(stored(res, spec=res.spec)))) == []
+    # a config change and a rebalance in one generation: the update first
+    bolts = [{**SPEC["bolts"][0], "parallelism": 3, "config": {"k": 1}}]
+    res = resource({**SPEC, "bolts": bolts}, generation=6)
+    assert kinds(decide(res, Snapshot(base))) == [Update, Event, Rebalance, Event]
+
+
+def test_a_graph_change_is_refused_once_per_generation_and_says_why() -> None:
+    bolts = [{**SPEC["bolts"][0], "class": "m:B2"}]
+    res = resource({**SPEC, "bolts": bolts}, generation=5)
+    base = stored(res, spec=SPEC)
+    intents = decide(res, Snapshot(base))
+    assert Record({"ignored_generation": 5}) in intents and not any(isinstance(i, Update) for i in intents)
+    events = [i for i in intents if isinstance(i, Event)]
+    assert [e.reason for e in events] == ["SpecChangeRefused"]
+    assert events[0].message.startswith("needs an upgrade (drain and resubmit): b: class changed")
     res.ignored_generation = 5
     assert not any(isinstance(i, Event) for i in decide(res, Snapshot(base)))
 
