@@ -172,6 +172,65 @@ def real_cluster(k8s_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
         assert not left, f"cgroups left: {left}"
 
 
+# --- chart releases shared by several modules ------------------------------------------------------
+#
+# Installing the chart and waiting for its ZooKeeper and operator takes a minute or two on 2 cores,
+# and as much again to tear it down; the modules that need the same release share one. `squall`
+# (release `squall` in namespace squall-e2e, on the process-kubelet cluster: test_operator_e2e.py)
+# and `release` (release `squall` in namespace squall-real, on the real nodes, the word count's
+# image: test_chart_real_nodes.py) are session fixtures, installed by the first test that asks
+# and uninstalled right after the last one: the tests that use one are run one after the other
+# (at the first one's place, each module's order kept), so no release stays installed beside the
+# next modules' own ones. Each user leaves no topology of its own behind.
+SHARED_RELEASES = ("squall", "release")
+_installed: dict[str, contextlib.ExitStack] = {}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for name in SHARED_RELEASES:
+        users = [i for i in items if name in getattr(i, "fixturenames", ())]
+        if not users:
+            continue
+        at = items.index(users[0])
+        rest = [i for i in items if name not in getattr(i, "fixturenames", ())]
+        items[:] = rest[:at] + users + rest[at:]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    yield
+    for name in SHARED_RELEASES:
+        if name in _installed and (nextitem is None or name not in getattr(nextitem, "fixturenames", ())):
+            _installed.pop(name).close()
+
+
+def _shared(name: str, release: contextlib.AbstractContextManager[Any]) -> Iterator[Any]:
+    stack = contextlib.ExitStack()
+    _installed[name] = stack
+    try:
+        yield stack.enter_context(release)
+    finally:  # after a failed setup, or an interrupted session
+        if _installed.get(name) is stack:
+            _installed.pop(name).close()
+
+
+@pytest.fixture(scope="session")
+def squall(k8s_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The chart installed as release `squall` in namespace squall-e2e (test_operator_e2e.e2e_release)."""
+    from .test_operator_e2e import e2e_release
+
+    yield from _shared("squall", e2e_release(k8s_cluster, tmp_path_factory.mktemp("squall-e2e")))
+
+
+@pytest.fixture(scope="session")
+def release(real_cluster: RealNodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The chart on the real nodes, namespace squall-real (test_chart_real_nodes.real_release)."""
+    from .test_chart_real_nodes import real_release
+
+    yield from _shared("release", real_release(real_cluster, tmp_path_factory.mktemp("chart-real")))
+
+
 _ns_counter = itertools.count(1)
 
 

@@ -245,103 +245,99 @@ def test_debugging_verbs_without_worker_pods_say_so(k8s_cluster: Cluster, ns: st
 
 
 @pytest.mark.timeout(900)
-def test_logs_and_dump_stacks_reach_the_right_worker_pods(real_cluster: Any, tmp_path: Path) -> None:
+def test_logs_and_dump_stacks_reach_the_right_worker_pods(release: Any, tmp_path: Path) -> None:
     """On real nodes (the chart's operator and ZooKeeper, the word count in containers): `kubectl
     squall dump-stacks` asks the workers of a component through a worker pod (pod exec) and prints
     their threads; `kubectl squall logs` shows that component's pod's log (--tail, every pod's
-    prefixed with its slot, -f as new lines come); bad names are one line."""
+    prefixed with its slot, -f as new lines come); bad names are one line. On the session's
+    real-node release (`release`, conftest.py), which test_chart_real_nodes.py shares."""
     import re
     import threading
 
-    from .conftest import chart_release
-
-    c = real_cluster
-    ns = "squall-verbs-real"
+    c, ns = release.c, release.ns
     example = REPO / "examples" / "wordcount" / "topology.yaml"
-    with chart_release(c, ns, "worker.image.repository=squall-wordcount",
-                       "operator.nodeSelector.kubernetes\\.io/hostname=node-1", local_pv=True):
-        c.kubectl("-n", ns, "apply", "-f", str(example))
+    c.kubectl("-n", ns, "apply", "-f", str(example))
 
-        def running() -> dict[str, Any] | None:
-            st = kget(c, "topology", "wordcount", "-n", ns).get("status") or {}
-            return st if st.get("phase") == "Running" and st.get("workers") == "2/2" else None
+    def running() -> dict[str, Any] | None:
+        st = kget(c, "topology", "wordcount", "-n", ns).get("status") or {}
+        return st if st.get("phase") == "Running" and st.get("workers") == "2/2" else None
 
-        status = wait_for(running, 300, interval=2, what="wordcount Running 2/2")
-        pods = status["slots"]  # slot -> pod
-        assert len(pods) == 2, status
+    status = wait_for(running, 300, interval=2, what="wordcount Running 2/2")
+    pods = status["slots"]  # slot -> pod
+    assert len(pods) == 2, status
 
-        def answered() -> subprocess.CompletedProcess[str] | None:
-            done = kubectl_squall(c, ns, "dump-stacks", "wordcount")
-            return done if done.returncode == 0 else None
+    def answered() -> subprocess.CompletedProcess[str] | None:
+        done = kubectl_squall(c, ns, "dump-stacks", "wordcount")
+        return done if done.returncode == 0 else None
 
-        # every worker: both pods answer, each under its slot and pod
-        dump = wait_for(answered, 90, interval=2, what="dump-stacks to answer")
-        headers = re.findall(r"^==== worker (\S+) \(pod (\S+)\) on \S+ \(pid \d+\), running (.*) ====$",
-                             dump.stdout, re.M)
-        assert sorted((slot, pod) for slot, pod, _ in headers) == sorted(pods.items()), dump.stdout[:3000]
-        assert dump.stdout.count('"MainThread" ident=') == 2 and "squall/worker/" in dump.stdout
-        # a component: the workers running it, and only those
-        split = kubectl_squall(c, ns, "dump-stacks", "wordcount", "split")
-        assert split.returncode == 0, split.stderr
-        shown = re.findall(r"^==== worker (\S+) \(pod (\S+)\) .*, running split ====$", split.stdout, re.M)
-        assert shown and all(pods[slot] == pod for slot, pod in shown), split.stdout[:2000]
-        assert {slot for slot, _ in shown} == {slot for slot, _, comps in headers if "split" in comps.split(", ")}
+    # every worker: both pods answer, each under its slot and pod
+    dump = wait_for(answered, 90, interval=2, what="dump-stacks to answer")
+    headers = re.findall(r"^==== worker (\S+) \(pod (\S+)\) on \S+ \(pid \d+\), running (.*) ====$",
+                         dump.stdout, re.M)
+    assert sorted((slot, pod) for slot, pod, _ in headers) == sorted(pods.items()), dump.stdout[:3000]
+    assert dump.stdout.count('"MainThread" ident=') == 2 and "squall/worker/" in dump.stdout
+    # a component: the workers running it, and only those
+    split = kubectl_squall(c, ns, "dump-stacks", "wordcount", "split")
+    assert split.returncode == 0, split.stderr
+    shown = re.findall(r"^==== worker (\S+) \(pod (\S+)\) .*, running split ====$", split.stdout, re.M)
+    assert shown and all(pods[slot] == pod for slot, pod in shown), split.stdout[:2000]
+    assert {slot for slot, _ in shown} == {slot for slot, _, comps in headers if "split" in comps.split(", ")}
 
-        spout = kubectl_squall(c, ns, "dump-stacks", "wordcount", "sentences", "--profile", "0.5")
-        assert spout.returncode == 0, spout.stderr
-        (slot, pod), = re.findall(r"^==== worker (\S+) \(pod (\S+)\)", spout.stdout, re.M)
-        assert "samples over 0.5s" in spout.stdout and pods[slot] == pod, spout.stdout[:2000]
+    spout = kubectl_squall(c, ns, "dump-stacks", "wordcount", "sentences", "--profile", "0.5")
+    assert spout.returncode == 0, spout.stderr
+    (slot, pod), = re.findall(r"^==== worker (\S+) \(pod (\S+)\)", spout.stdout, re.M)
+    assert "samples over 0.5s" in spout.stdout and pods[slot] == pod, spout.stdout[:2000]
 
-        shown = kubectl_squall(c, ns, "logs", "wordcount", "sentences", "--tail", "5")
-        assert shown.returncode == 0, shown.stderr
-        full = c.kubectl("-n", ns, "logs", pod).stdout
-        lines = shown.stdout.splitlines()
-        assert 0 < len(lines) <= 5 and all(line in full for line in lines), shown.stdout
-        every = run(c, str(VENV_BIN / "squall"), "logs", "wordcount", "--tail", "3", "--kubernetes", "--namespace", ns)
-        assert every.returncode == 0, every.stderr
-        assert {line.split(" ", 1)[0] for line in every.stdout.splitlines()} == {f"[{s}]" for s in pods}
+    shown = kubectl_squall(c, ns, "logs", "wordcount", "sentences", "--tail", "5")
+    assert shown.returncode == 0, shown.stderr
+    full = c.kubectl("-n", ns, "logs", pod).stdout
+    lines = shown.stdout.splitlines()
+    assert 0 < len(lines) <= 5 and all(line in full for line in lines), shown.stdout
+    every = run(c, str(VENV_BIN / "squall"), "logs", "wordcount", "--tail", "3", "--kubernetes", "--namespace", ns)
+    assert every.returncode == 0, every.stderr
+    assert {line.split(" ", 1)[0] for line in every.stdout.splitlines()} == {f"[{s}]" for s in pods}
 
-        # -f: the pod's new lines as they come (a worker logs each debug request it answers)
-        env = c.env()
-        env["PATH"] = f"{c.bin}{os.pathsep}{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
-        follow = subprocess.Popen([str(c.bin / "kubectl"), "squall", "logs", "wordcount", "sentences", "-f",
-                                   "--tail", "1", "--namespace", ns], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-        seen: list[str] = []
-        reader = threading.Thread(target=lambda: seen.extend(iter(follow.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
-        reader.start()
-        try:
-            wait_for(lambda: seen or follow.poll() is not None, 30, what="the followed log's last line")
-            asked = kubectl_squall(c, ns, "dump-stacks", "wordcount", "sentences")
-            assert asked.returncode == 0, asked.stderr
-            request = re.search(r"worker \S+ \(pid \d+\)", asked.stdout)
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and follow.poll() is None and not any(
-                    "debugging: answered stacks request" in line for line in seen):
-                time.sleep(0.5)
-        finally:
-            follow.terminate()
-            _, err = follow.communicate(timeout=10)
-        assert any("debugging: answered stacks request" in line for line in seen), (
-            f"followed {len(seen)} lines, exit {follow.returncode}, stderr {err[-500:]!r}, asked {request}; the pod's "
-            f"log ends: {c.kubectl('-n', ns, 'logs', pod, '--tail', '5').stdout!r}; seen ends {seen[-3:]!r}")
+    # -f: the pod's new lines as they come (a worker logs each debug request it answers)
+    env = c.env()
+    env["PATH"] = f"{c.bin}{os.pathsep}{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    follow = subprocess.Popen([str(c.bin / "kubectl"), "squall", "logs", "wordcount", "sentences", "-f",
+                               "--tail", "1", "--namespace", ns], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(iter(follow.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        wait_for(lambda: seen or follow.poll() is not None, 30, what="the followed log's last line")
+        asked = kubectl_squall(c, ns, "dump-stacks", "wordcount", "sentences")
+        assert asked.returncode == 0, asked.stderr
+        request = re.search(r"worker \S+ \(pid \d+\)", asked.stdout)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and follow.poll() is None and not any(
+                "debugging: answered stacks request" in line for line in seen):
+            time.sleep(0.5)
+    finally:
+        follow.terminate()
+        _, err = follow.communicate(timeout=10)
+    assert any("debugging: answered stacks request" in line for line in seen), (
+        f"followed {len(seen)} lines, exit {follow.returncode}, stderr {err[-500:]!r}, asked {request}; the pod's "
+        f"log ends: {c.kubectl('-n', ns, 'logs', pod, '--tail', '5').stdout!r}; seen ends {seen[-3:]!r}")
 
-        one_line_error(kubectl_squall(c, ns, "logs", "wordcount", "cuont"), 1,
-                       "no component 'cuont' (it has count, report, sentences, split)")
-        one_line_error(kubectl_squall(c, ns, "dump-stacks", "wordcount", "999"), 1, "no task 999")
+    one_line_error(kubectl_squall(c, ns, "logs", "wordcount", "cuont"), 1,
+                   "no component 'cuont' (it has count, report, sentences, split)")
+    one_line_error(kubectl_squall(c, ns, "dump-stacks", "wordcount", "999"), 1, "no task 999")
 
-        # the event inspector, through a worker pod as well: split's words sampled, then off
-        on = kubectl_squall(c, ns, "debug", "wordcount", "split", "--sample", "100", "--secs", "60")
-        assert on.returncode == 0 and "sampling 100% of split's emits for 60s" in on.stdout, on.stdout + on.stderr
+    # the event inspector, through a worker pod as well: split's words sampled, then off
+    on = kubectl_squall(c, ns, "debug", "wordcount", "split", "--sample", "100", "--secs", "60")
+    assert on.returncode == 0 and "sampling 100% of split's emits for 60s" in on.stdout, on.stdout + on.stderr
 
-        def sampled() -> list[str] | None:
-            shown = kubectl_squall(c, ns, "events", "wordcount", "split", "-n", "5")
-            rows = shown.stdout.splitlines()[1:] if shown.returncode == 0 else []
-            return rows if len(rows) == 5 else None
+    def sampled() -> list[str] | None:
+        shown = kubectl_squall(c, ns, "events", "wordcount", "split", "-n", "5")
+        rows = shown.stdout.splitlines()[1:] if shown.returncode == 0 else []
+        return rows if len(rows) == 5 else None
 
-        rows = wait_for(sampled, 60, interval=2, what="split's sampled tuples")
-        assert all(" split " in r and " default " in r for r in rows), rows
-        off = kubectl_squall(c, ns, "debug", "wordcount", "split", "--off")
-        assert off.returncode == 0 and "no longer sampled" in off.stdout, off.stdout + off.stderr
-        one_line_error(kubectl_squall(c, ns, "debug", "wordcount", "split", "--sample", "0"), 2, "above 0")
-        one_line_error(kubectl_squall(c, ns, "events", "wordcount", "cuont"), 1, "no component 'cuont'")
+    rows = wait_for(sampled, 60, interval=2, what="split's sampled tuples")
+    assert all(" split " in r and " default " in r for r in rows), rows
+    off = kubectl_squall(c, ns, "debug", "wordcount", "split", "--off")
+    assert off.returncode == 0 and "no longer sampled" in off.stdout, off.stdout + off.stderr
+    one_line_error(kubectl_squall(c, ns, "debug", "wordcount", "split", "--sample", "0"), 2, "above 0")
+    one_line_error(kubectl_squall(c, ns, "events", "wordcount", "cuont"), 1, "no component 'cuont'")

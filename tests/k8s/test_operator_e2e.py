@@ -3,8 +3,8 @@
 `helm install` the chart (CRD, operator, RBAC, ZooKeeper) into one namespace, then, in order:
 run the word count from the same file `squall run` takes (its pods, probes, metrics, Secrets and
 its state in ZooKeeper), read `kubectl get topo`, steer it with `kubectl squall rebalance -w` and
-`kill -w`, and kill it with `kubectl delete`. The tests share the release (module scope) and run
-in file order.
+`kill -w`, and kill it with `kubectl delete`. The tests run in file order on one release, the
+session fixture `squall` (conftest.py), which the other modules on this release share.
 
 What test_chart_real_nodes.py shows the same way on real nodes (deactivate / activate, invalid
 specs, rebalance 2 -> 3 workers with every id acked, a failed node, the operator killed
@@ -19,6 +19,7 @@ to node-1 and the operator reaches ZooKeeper at 127.0.0.2 (there is no cluster D
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -74,11 +75,11 @@ def _values(tmp: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def squall(k8s_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """The chart installed as release `squall` in namespace squall-e2e."""
-    tmp = tmp_path_factory.mktemp("squall-e2e")
-    c = k8s_cluster
+@contextlib.contextmanager
+def e2e_release(c: Cluster, tmp: Path) -> Iterator[Cluster]:
+    """The chart installed as release `squall` in namespace squall-e2e: the session fixture
+    `squall` (conftest.py), shared by this module, test_scale_subresource.py,
+    test_topology_pods.py and test_zk_outage_e2e.py."""
     # pods of node-1 listen on 127.0.0.2 of this machine: a second test cluster running at the
     # same time would share ZooKeeper's address and two operators would fight over one state
     import socket

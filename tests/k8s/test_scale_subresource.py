@@ -9,8 +9,8 @@ A topology whose bolt fails every tuple turns Degraded (condition, STATUS, one E
 when deactivated; its workers' PodDisruptionBudget is the Topology's and goes with it; the
 operator's livenessProbe keeps passing (issue 30, item 6).
 
-The chart, the operator, ZooKeeper and the process kubelet come from test_operator_e2e.py's
-module fixture (release `squall` in namespace squall-e2e).
+The chart, the operator, ZooKeeper and the process kubelet are the session's release `squall` in
+namespace squall-e2e (the `squall` fixture, conftest.py), shared with test_operator_e2e.py.
 """
 
 from __future__ import annotations
@@ -36,14 +36,11 @@ from .test_operator_e2e import (
     events,
     id_pipeline,
     running,
-    squall,
     status,
     worker_pods,
 )
 
 pytestmark = pytest.mark.k8s
-
-__all__ = ["squall"]  # the module fixture, shared
 
 NAME = "scaled"
 SELECTOR = f"app.kubernetes.io/name=squall-worker,squall.io/topology={NAME}"

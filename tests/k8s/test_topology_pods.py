@@ -2,7 +2,7 @@
 (issue 10, items 4, 5, 7, 8, 9 and its Bad input).
 
 The CRD's schema refuses invalid worker settings with the field in the message. With the chart
-installed (the `squall` fixture of test_operator_e2e: the process kubelet runs `squall-worker:*`
+installed (the session's `squall` fixture, conftest.py: the process kubelet runs `squall-worker:*`
 images as the worker command, any tag, and reports ErrImagePull for an image it does not know),
 what cannot run says why on the Topology within a minute (an image no registry serves, requests
 no node can hold, an invalid pod template) while a topology on its own image runs on, and
@@ -22,7 +22,7 @@ import yaml
 
 from .cluster import Cluster
 from .conftest import kget, wait_for
-from .test_operator_e2e import (  # noqa: F401 (squall is a fixture)
+from .test_operator_e2e import (
     NS,
     WORDCOUNT,
     apply_doc,
@@ -30,7 +30,6 @@ from .test_operator_e2e import (  # noqa: F401 (squall is a fixture)
     delete_and_wait_gone,
     reasons,
     running,
-    squall,
     status,
     worker_pods,
 )
@@ -48,7 +47,7 @@ def _wordcount(name: str, worker: dict[str, Any], workers: int = 1) -> dict[str,
     return doc
 
 
-def test_crd_refuses_invalid_worker_settings_and_keeps_valid_ones(squall: Cluster) -> None:  # noqa: F811
+def test_crd_refuses_invalid_worker_settings_and_keeps_valid_ones(squall: Cluster) -> None:
     c = squall
     good = _wordcount("good", {
         "image": "team-a/wordcount:2", "imagePullPolicy": "Never",
@@ -75,7 +74,7 @@ def test_crd_refuses_invalid_worker_settings_and_keeps_valid_ones(squall: Cluste
         assert field in r.stderr and words in r.stderr, r.stderr
 
 
-def test_operator_is_ready_through_its_readiness_endpoint(squall: Cluster) -> None:  # noqa: F811
+def test_operator_is_ready_through_its_readiness_endpoint(squall: Cluster) -> None:
     pod = kget(squall, "pods", "-n", NS, "-l", "app.kubernetes.io/component=operator")["items"][0]
     (container,) = pod["spec"]["containers"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
@@ -89,7 +88,7 @@ def test_operator_is_ready_through_its_readiness_endpoint(squall: Cluster) -> No
         conn.close()
 
 
-def test_what_cannot_run_says_why_within_a_minute(squall: Cluster) -> None:  # noqa: F811
+def test_what_cannot_run_says_why_within_a_minute(squall: Cluster) -> None:
     c = squall
     # a topology on an image of its own runs beside them and stays untouched
     apply_doc(c, _wordcount("other", {"image": "squall-worker:team-b"}))
@@ -119,7 +118,7 @@ def test_what_cannot_run_says_why_within_a_minute(squall: Cluster) -> None:  # n
         delete_and_wait_gone(c, name, 120)
 
 
-def test_workers_keep_off_nodes_their_pods_may_not_use(squall: Cluster) -> None:  # noqa: F811
+def test_workers_keep_off_nodes_their_pods_may_not_use(squall: Cluster) -> None:
     c = squall
     c.kubectl("taint", "node", "node-2", "dedicated=stream:NoSchedule")
     try:

@@ -26,7 +26,6 @@ from .test_operator_e2e import (
     reasons,
     running,
     spout_emitted,
-    squall,  # noqa: F401  (the release fixture)
     worker_pods,
 )
 
@@ -47,7 +46,7 @@ def _workers(c: Cluster, name: str) -> dict[str, tuple[str, int]]:
     return {p["metadata"]["name"]: (p["metadata"]["uid"], container_pid(p)) for p in worker_pods(c, name)}
 
 
-def test_zookeeper_outage_replaces_no_worker(squall: Cluster, tmp_path: Path) -> None:  # noqa: F811
+def test_zookeeper_outage_replaces_no_worker(squall: Cluster, tmp_path: Path) -> None:
     c = squall
     apply_doc(c, id_pipeline("zkout", tmp_path / "out", 0, workers=2, rate=150))
     wait_for(lambda: running(c, "zkout", 2), 120, what="zkout Running 2/2")
