@@ -8,7 +8,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from typing import Any
 
 import pytest
 
@@ -16,6 +15,7 @@ from squall.state import ClusterState
 from squall.zkserver import EmbeddedZooKeeper, java_available
 from squall_operator.local import LocalCluster
 from kafka_fixtures import kafka_broker  # noqa: F401  (one Kafka broker per session)
+from helpers import browser_missing, headless_chromium
 
 # ZooKeeper clamps session timeouts to [MIN_SESSION_TIMEOUT_S, 20 * tick]; tests that make
 # sessions expire can ask for this short one.
@@ -148,3 +148,14 @@ def make_cluster(zookeeper: Any, tmp_path: Path) -> Iterator[Callable[..., Local
     yield make
     for cluster in clusters:
         cluster.shutdown()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """Headless Chromium (helpers.headless_chromium) for a test of the UI's pages; skipped where
+    Debian's chromium and chromium-driver are not installed."""
+    reason = browser_missing()
+    if reason:
+        pytest.skip(reason)
+    with headless_chromium() as driver:
+        yield driver

@@ -1,21 +1,24 @@
 """Helpers of the integration tests that run topologies on a LocalCluster (the `make_cluster`
 fixture is in conftest.py): waits with deadlines that show the workers' logs on failure,
 figures from the heartbeats in ZooKeeper, topologies built from the components in
-tests/integration/topologies, and the usual start/stop steps."""
+tests/integration/topologies, the usual start/stop steps, the `squall` command as a child
+process with the check of its one-line errors, and headless Chromium for the UI's pages."""
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import importlib
 import json
 import queue
 import re
+import shutil
 import subprocess
 import sys
 import threading
 from types import ModuleType
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +160,50 @@ def import_example(folder: Path, *names: str) -> list[ModuleType]:
         return [importlib.import_module(name) for name in names]
     finally:
         sys.path.remove(str(folder))
+
+
+def browser_missing() -> str | None:
+    """Why the headless-browser tests cannot run here, or None."""
+    if not shutil.which("chromium") and not shutil.which("chromium-browser") or not shutil.which("chromedriver"):
+        return "Debian's chromium and chromium-driver are not installed (scripts/setup-browser installs them as root)"
+    return None
+
+
+@contextlib.contextmanager
+def headless_chromium() -> Iterator[Any]:
+    """Headless Chromium driven by Selenium (Debian's chromium and chromium-driver): a 1360x1000
+    window at scale 1, as the UI's screenshots in docs/ were taken; quit on leaving."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(shutil.which("chromium") or shutil.which("chromium-browser"))
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1360,1000", "--hide-scrollbars", "--force-device-scale-factor=1"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=str(shutil.which("chromedriver"))), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def squall(*args: str, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`squall ARGS...` as a user runs it: the console script's module in a child process."""
+    return subprocess.run([sys.executable, "-m", "squall_operator", *args], capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env)
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], code: int, *words: str) -> None:
+    """`proc` failed as the CLI promises: exit `code`, one line `error: ...` on stderr naming
+    every one of `words`, no traceback."""
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    for word in words:
+        assert word in lines[0], (word, lines[0])
 
 
 class SquallRun:

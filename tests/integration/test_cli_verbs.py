@@ -19,6 +19,8 @@ from helpers import (  # the integration tests' helpers (same directory)
     id_pipeline,
     latest_beat_time,
     logs_tail,
+    one_line_error,
+    squall,
     totals,
     wait_for,
     wait_running,
@@ -29,20 +31,6 @@ from squall_operator.local import LocalCluster
 from squall_operator.nimbus import NimbusError
 
 pytestmark = pytest.mark.integration
-
-
-def squall(*args: str, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "squall_operator", *args], capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env)
-
-
-def one_line_error(proc: subprocess.CompletedProcess[str], code: int, *words: str) -> None:
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-    assert "Traceback" not in proc.stderr + proc.stdout
-    for word in words:
-        assert word in lines[0], (word, lines[0])
 
 
 def test_verbs_steer_a_local_cluster(make_cluster: Callable[..., LocalCluster], tmp_path: Path) -> None:

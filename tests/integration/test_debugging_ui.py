@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import assigned_slots, id_pipeline, wait_for, wait_running  # the integration tests' helpers
+from helpers import REPO, assigned_slots, id_pipeline, wait_for, wait_running  # the integration tests' helpers
 
 from squall_operator.local import LocalCluster
 from squall_operator.ui import UiServer, create_app
@@ -23,9 +23,6 @@ from squall_operator.ui.data import UiData
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 
 
 def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -72,12 +69,8 @@ def test_ui_links_and_serves_every_workers_stacks(make_cluster: Callable[..., Lo
         data.stop()
 
 
-@pytest.mark.skipif(not CHROMIUM or not CHROMEDRIVER, reason="Debian's chromium and chromium-driver are not "
-                    "installed (scripts/setup-browser installs them as root)")
-def test_stacks_link_in_headless_chromium(make_cluster: Callable[..., LocalCluster], tmp_path: Path) -> None:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
+def test_stacks_link_in_headless_chromium(make_cluster: Callable[..., LocalCluster], browser: Any,
+                                          tmp_path: Path) -> None:
     cluster = make_cluster(nodes=1, slots=1)
     topo = id_pipeline("dumped", tmp_path / "out", 0, rate=20, workers=1)
     cluster.submit(topo)
@@ -86,13 +79,7 @@ def test_stacks_link_in_headless_chromium(make_cluster: Callable[..., LocalClust
     data = UiData(cluster.state, interval=0.5)
     data.start()
     ui = UiServer(create_app(data, None)).start()
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1360,1000", "--hide-scrollbars", "--force-device-scale-factor=1"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
-    driver.set_page_load_timeout(60)
+    driver = browser
     try:
         driver.get(ui.url + "topology/dumped")
         # the script's own rendering of the workers' table (it replaces the server's every poll)
@@ -110,6 +97,5 @@ def test_stacks_link_in_headless_chromium(make_cluster: Callable[..., LocalClust
         if os.environ.get("SQUALL_UI_SCREENSHOTS") == "docs":
             driver.save_screenshot(str(REPO / "docs" / "ui-stacks.png"))
     finally:
-        driver.quit()
         ui.stop()
         data.stop()

@@ -13,22 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import id_pipeline, totals, wait_for, wait_running  # the integration tests' helpers
+from helpers import id_pipeline, one_line_error, squall, totals, wait_for, wait_running  # same directory
 
 from squall_operator.local import LocalCluster
 
 pytestmark = pytest.mark.integration
-
-
-def squall(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "squall_operator", *args], capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL)
-
-
-def one_line_error(proc: subprocess.CompletedProcess[str], code: int, words: str) -> None:
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and words in lines[0] and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_debug_samples_a_components_emits_in_every_worker_until_it_lapses(
@@ -52,8 +41,10 @@ def test_debug_samples_a_components_emits_in_every_worker_until_it_lapses(
         """worker -> tuples of `pass` it published"""
         return {slot: len(s.tuples) for slot, s in cluster.state.samples("inspected").items()}
 
-    # both workers run a `pass` executor (a uniform shuffle feeds both): both sample
-    wait_for(lambda: len(pass_samples()) == 2 or None, 30, "samples from both workers", cluster)
+    # both workers run a `pass` executor (a uniform shuffle feeds both): both sample, and publish
+    # with each heartbeat, so the five asked for below may take a second one
+    wait_for(lambda: (len(got := pass_samples()) == 2 and sum(got.values()) >= 5) or None, 30,
+             "5 samples, from both workers", cluster)
     shown = squall("events", "inspected", "pass", "-n", "5", *zk)
     assert shown.returncode == 0, shown.stderr
     header, *rows = shown.stdout.splitlines()

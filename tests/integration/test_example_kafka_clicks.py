@@ -8,55 +8,22 @@ from __future__ import annotations
 import collections
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from squall.kafka.broker import EmbeddedKafka
-from squall.validation import parse_topology
 from squall_operator.local import LocalCluster
-from helpers import import_example, logs_tail, stop_topology, wait_for, wait_running
-from kafka_fixtures import new_topic, read_to_end
+from helpers import import_example, logs_tail, stop_topology, wait_for
+from kafka_clicks_example import EXAMPLE, LAG_S, WINDOW_S, start_clicks
+from kafka_fixtures import read_to_end
 
 pytestmark = pytest.mark.integration
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kafka-clicks"
-WINDOW_S = 4  # the example's 10 s windows, shortened so that a short run closes a few of them
-LAG_S = 2
-
-
-def example_topology(broker: EmbeddedKafka, topics: dict[str, str]) -> Any:
-    """The example's topology.yaml with this broker, these topics and shorter windows."""
-    data = yaml.safe_load((EXAMPLE / "topology.yaml").read_text())
-    for c in data["spec"]["spouts"] + data["spec"]["bolts"]:
-        for key in ("kafka.spout", "kafka.bolt"):
-            cfg = c.get("config", {}).get(key)
-            if cfg is None:
-                continue
-            cfg["bootstrapServers"] = broker.bootstrap_servers
-            if "topics" in cfg:
-                cfg["topics"] = [topics[t] for t in cfg["topics"]]
-            for field in ("topic", "deadLetterTopic"):
-                if field in cfg:
-                    cfg[field] = topics[cfg[field]]
-    count = next(b for b in data["spec"]["bolts"] if b["name"] == "count")
-    count["window"].update({"windowLength": f"{WINDOW_S}s", "lag": f"{LAG_S}s"})
-    return parse_topology(data, source=str(EXAMPLE / "topology.yaml"))
-
-
 def test_window_counts_equal_a_recount_of_the_input_topic(
         kafka_broker: EmbeddedKafka, make_cluster: Callable[..., LocalCluster]) -> None:
-    produce, clicks_mod = import_example(EXAMPLE, "produce", "kafka_clicks")
-    topics = {"clicks": new_topic(kafka_broker, 3, prefix="clicks"),
-              "click-counts": new_topic(kafka_broker, 1, prefix="counts"),
-              "clicks-late": new_topic(kafka_broker, 1, prefix="late"),
-              "clicks-dlq": new_topic(kafka_broker, 1, prefix="dlq")}
-    topo = example_topology(kafka_broker, topics)
-    cluster = make_cluster(nodes=2, slots=1, search_paths=[str(EXAMPLE)])
-    cluster.submit(topo)
-    wait_running(cluster, topo)
+    run = start_clicks(kafka_broker, make_cluster)
+    cluster, topo, topics, produce, clicks_mod = run.cluster, run.topo, run.topics, run.produce, run.clicks
 
     sent = produce.produce(kafka_broker.bootstrap_servers, topics["clicks"], rate=150, seconds=14, seed=26)
     # the recount, from the input topic itself

@@ -10,44 +10,20 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from squall.kafka.broker import EmbeddedKafka
-from squall.validation import parse_topology
 from squall_operator.local import LocalCluster
-from helpers import import_example, stop_topology, wait_for, wait_running
-from kafka_fixtures import committed, new_topic, read_to_end
+from helpers import stop_topology, wait_for
+from kafka_clicks_example import LAG_S, WINDOW_S, start_clicks
+from kafka_fixtures import committed, read_to_end
 
 pytestmark = pytest.mark.integration
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kafka-clicks"
-WINDOW_S = 4
-LAG_S = 2
 LATE_BY_S = 60  # far behind any watermark the live clicks make
 N_LATE = 24
-
-
-def clicks_topology(broker: EmbeddedKafka, topics: dict[str, str]) -> Any:
-    """The example's topology.yaml with this broker, these topics and 4 s windows."""
-    data = yaml.safe_load((EXAMPLE / "topology.yaml").read_text())
-    for c in data["spec"]["spouts"] + data["spec"]["bolts"]:
-        for key in ("kafka.spout", "kafka.bolt"):
-            cfg = c.get("config", {}).get(key)
-            if cfg is None:
-                continue
-            cfg["bootstrapServers"] = broker.bootstrap_servers
-            if "topics" in cfg:
-                cfg["topics"] = [topics[t] for t in cfg["topics"]]
-            for field in ("topic", "deadLetterTopic"):
-                if field in cfg:
-                    cfg[field] = topics[cfg[field]]
-    count = next(b for b in data["spec"]["bolts"] if b["name"] == "count")
-    count["window"].update({"windowLength": f"{WINDOW_S}s", "lag": f"{LAG_S}s"})
-    return parse_topology(data, source=str(EXAMPLE / "topology.yaml"))
 
 
 def send_clicks(broker: EmbeddedKafka, topic: str, clicks: list[dict[str, Any]]) -> dict[int, int]:
@@ -71,15 +47,8 @@ def send_clicks(broker: EmbeddedKafka, topic: str, clicks: list[dict[str, Any]])
 
 def test_clicks_behind_the_watermark_go_to_the_late_topic(
         kafka_broker: EmbeddedKafka, make_cluster: Callable[..., LocalCluster]) -> None:
-    produce, clicks_mod = import_example(EXAMPLE, "produce", "kafka_clicks")
-    topics = {"clicks": new_topic(kafka_broker, 3, prefix="clicks"),
-              "click-counts": new_topic(kafka_broker, 1, prefix="counts"),
-              "clicks-late": new_topic(kafka_broker, 1, prefix="late"),
-              "clicks-dlq": new_topic(kafka_broker, 1, prefix="dlq")}
-    topo = clicks_topology(kafka_broker, topics)
-    cluster = make_cluster(nodes=2, slots=1, search_paths=[str(EXAMPLE)])
-    cluster.submit(topo)
-    wait_running(cluster, topo)
+    run = start_clicks(kafka_broker, make_cluster)
+    cluster, topo, topics, produce, clicks_mod = run.cluster, run.topo, run.topics, run.produce, run.clicks
     sections = clicks_mod.load_sections()
 
     # live clicks until a window has closed: the watermark is past them

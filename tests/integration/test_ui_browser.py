@@ -10,7 +10,6 @@ columns are right-aligned, and the page's script prints latencies as the server 
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,21 +20,14 @@ import pytest
 from squall.zkserver import java_available
 from squall_operator.ui.data import latency_text
 
-from helpers import SquallRun, wait_for  # the integration tests' helpers (same directory)
+from helpers import REPO, SquallRun, browser_missing, wait_for  # the integration tests' helpers (same directory)
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-
 
 def _missing() -> str | None:
     if not java_available():
         return "no java on PATH (squall run starts an embedded ZooKeeper)"
-    if not CHROMIUM or not CHROMEDRIVER:
-        return "Debian's chromium and chromium-driver are not installed (scripts/setup-browser installs them as root)"
-    return None
+    return browser_missing()
 
 
 @pytest.fixture(scope="module")
@@ -49,24 +41,6 @@ def squall_run() -> Iterator[tuple[str, list[str]]]:
         yield m.group(1), run.out
     finally:
         run.stop(2)  # Ctrl-C: Storm's kill, then exit
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1360,1000", "--hide-scrollbars", "--force-device-scale-factor=1"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
-    driver.set_page_load_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def _shoot(driver: Any, name: str, tmp_path: Path) -> None:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,7 +19,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from helpers import (  # the integration tests' helpers (same directory)
     id_pipeline,
+    one_line_error,
     read_spout,
+    squall,
     stop_topology,
     wait_running,
     wait_for,
@@ -36,19 +36,6 @@ from squall_operator.local import LocalCluster
 pytestmark = pytest.mark.integration
 
 SLOT = WorkerSlot("node1", 6700)
-
-
-def squall(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "squall_operator", *args], capture_output=True,
-                          text=True, timeout=60, stdin=subprocess.DEVNULL, env=env)
-
-
-def one_line_error(proc: subprocess.CompletedProcess[str], code: int, *words: str) -> None:
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    for word in words:
-        assert word in lines[0], (word, lines[0])
 
 
 @pytest.fixture
