@@ -10,7 +10,7 @@ executors with what they say of the executors on the old pods, component by comp
   component reports enough tuples (all its executors are on the canary's slots), the canary's
   own fraction is held against `maxFailedFraction`;
 - the p99 latency (complete latency for spouts, execute latency for bolts, from the merged
-  latency histograms): at most `maxP99Ratio` times the old pods', and a regression of less than
+  latency histograms), judged after the failed fractions: at most `maxP99Ratio` times the old pods', and a regression of less than
   `P99_FLOOR_MS` never counts (a sub-millisecond execute latency doubles on noise alone);
 - the canary pods' container restarts: at most `maxRestarts`;
 - readiness: every canary slot has a ready pod of the new settings whose worker heartbeats, within
@@ -18,10 +18,12 @@ executors with what they say of the executors on the old pods, component by comp
 - the topology's own `Degraded` condition (squall_operator.degraded, the same heartbeat figures
   summed over the topology): turning True after the canary began fails it.
 
-A component is compared only once the canary's executors of it have ended `MIN_TUPLES` tuples (a
-fraction of 3 tuples says nothing), and then at every round, so a clear regression fails the
-canary as soon as the figures show it, without waiting for the window's end; passing needs the
-whole window. An idle topology passes on readiness and restarts alone (the message says so).
+Both sides count from the analysis window's start (`since`: the heartbeats' cumulative counters
+less a baseline the caller takes when the window begins), so they cover the same time and the
+canary worker's own start is left out. A component is compared only once the canary's executors
+of it have ended `MIN_TUPLES` tuples (a fraction of 3 tuples says nothing), and then at every
+round, so a clear regression fails the canary as soon as the figures show it, without waiting
+for the window's end; passing needs the whole window. An idle topology passes on readiness and restarts alone (the message says so).
 
 `Upgrade` is what the operator keeps in `status.upgrade`: the last good settings (the template
 hash, the image and the `spec.worker` the pods were made from, so that an operator restarted in
@@ -57,6 +59,7 @@ __all__ = [
     "Verdict",
     "component_figures",
     "judge",
+    "since",
 ]
 
 PASS: Final = "Passed"
@@ -110,6 +113,23 @@ class Figures:
         return latency.percentile(self.hist, 0.99)
 
 
+def since(now: Mapping[str, ExecutorStats], base: Mapping[str, ExecutorStats]) -> list[ExecutorStats]:
+    """Each executor's counts (key -> its latest heartbeat's stats) since `base` (the same at
+    the analysis window's start), so the canary and the old pods are compared over the same
+    time, and the canary's worker's start (connections, first tuples) is left out. An executor
+    not in `base`, or whose counts went down (its worker restarted), counts from its start."""
+    out = []
+    for key, s in now.items():
+        b = base.get(key)
+        if b is None or s.acked < b.acked or s.failed < b.failed:
+            out.append(s)
+            continue
+        hist = {k: n - b.latency_hist.get(k, 0) for k, n in s.latency_hist.items() if n > b.latency_hist.get(k, 0)}
+        out.append(s.model_copy(update={"acked": s.acked - b.acked, "failed": s.failed - b.failed,
+                                        "latency_hist": hist}))
+    return out
+
+
 def component_figures(stats: Iterable[ExecutorStats]) -> dict[str, Figures]:
     """Executors' heartbeat counters summed per component. System components (`__acker`,
     `__system`, the checkpoint spout `$checkpoint`) are left out: their counts follow the user
@@ -152,18 +172,19 @@ class Verdict:
     message: str = ""
 
 
-def _regression(comp: str, new: Figures, old: Figures | None, settings: Settings) -> tuple[str, str] | None:
+def _regression(comp: str, new: Figures, old: Figures | None, settings: Settings,
+                latencies: bool) -> tuple[str, str] | None:
     if new.ended < MIN_TUPLES:
         return None
     base = old.fraction if old is not None and old.ended >= MIN_TUPLES else None
-    if new.fraction - (base or 0.0) > settings.max_failed_fraction:
+    if not latencies and new.fraction - (base or 0.0) > settings.max_failed_fraction:
         against = (f"against {base:.1%} on the old pods ({old.failed} of {old.ended})"
                    if base is not None and old is not None
                    else "with no old executor of it to compare against")
         return "FailedFraction", (
             f"{comp}: {new.fraction:.1%} of its tuples failed on the canary ({new.failed} of {new.ended}) "
             f"{against}; maxFailedFraction {settings.max_failed_fraction:g}")
-    if old is None or new.samples < MIN_TUPLES or old.samples < MIN_TUPLES:
+    if not latencies or old is None or new.samples < MIN_TUPLES or old.samples < MIN_TUPLES:
         return None
     new_p99, old_p99 = new.p99, old.p99
     if old_p99 > 0 and new_p99 > settings.max_p99_ratio * old_p99 and new_p99 - old_p99 >= P99_FLOOR_MS:
@@ -189,10 +210,12 @@ def judge(settings: Settings, seen: Observed, since: float, analysing: float | N
                 f"canary slot(s) {', '.join(seen.not_ready) or '?'} not ready {now - since:.0f}s after the "
                 f"canary began (launchTimeoutSecs {ready_timeout:g})"))
         return Verdict(WAIT)
-    for comp in sorted(seen.new):
-        found = _regression(comp, seen.new[comp], seen.old.get(comp), settings)
-        if found is not None:
-            return Verdict(FAIL, *found)
+    # failures first: a version that fails tuples also slows the trees it fails
+    for latencies in (False, True):
+        for comp in sorted(seen.new):
+            found = _regression(comp, seen.new[comp], seen.old.get(comp), settings, latencies)
+            if found is not None:
+                return Verdict(FAIL, *found)
     if now - analysing < settings.analysis_secs:
         return Verdict(WAIT)
     if not seen.ready:

@@ -37,6 +37,7 @@ from squall.errors import TopologyError
 from squall.models.cluster import (
     LOAD_ERROR_COMPONENT,
     Assignment,
+    ExecutorStats,
     StormBase,
     TopologyStatus,
     WorkerSlot,
@@ -116,6 +117,9 @@ class KubeNimbus(Nimbus):
         self._last_orphan_check = 0.0
         # Topologies (uid) whose ZooKeeper credentials Secret this operator wrote
         self._zk_auth_done: set[str] = set()
+        # Topology (uid) -> the canary (template, start) and its executors' counts when its
+        # analysis window began (squall_operator.canary.since)
+        self._canary_base: dict[str, tuple[tuple[str, float], dict[str, ExecutorStats]]] = {}
         # spec.autoscale (squall_operator.autoscaler), at each status write
         self.autoscaler = Autoscaler(self)
         if metrics is not None:
@@ -718,6 +722,8 @@ class KubeNimbus(Nimbus):
         observed = None
         if res.roll is not None and res.roll.step == rolls.CANARY:
             observed = self._canary_observed(res, res.roll, live, want, assignment)
+        else:
+            self._canary_base.pop(res.uid, None)
         outdated = [(v.name, v.slot, v.image) for v in live if v.template != want]
         inp = rolls.RollInput(
             now=now, storm=base.status,
@@ -774,18 +780,24 @@ class KubeNimbus(Nimbus):
                          assignment: Assignment) -> canaries.Observed:
         """What the canary shows now: its slots' pods of the new settings (ready, restarts), the
         executors on them counted from heartbeats of workers started since the canary began, the
-        executors on pods of the old settings, and the topology's Degraded condition."""
+        executors on pods of the old settings, and the topology's Degraded condition. The
+        executors' counts are taken since the analysis window's start: the first round that
+        finds the canary ready keeps them as the baseline (in memory: an operator restarted
+        during the window counts from its first round)."""
         beats = self.state.get_worker_heartbeats(res.name)
         by_slot = {v.slot: v for v in live if v.slot is not None}
         slot_executors: dict[WorkerSlot, list[str]] = {}
         for executor, slot in assignment.slots().items():
             slot_executors.setdefault(slot, []).append(f"{executor[0]}-{executor[1]}")
-        new, old, not_ready = [], [], []
+        new: dict[str, ExecutorStats] = {}
+        old: dict[str, ExecutorStats] = {}
+        not_ready: list[str] = []
         restarts = 0
         canary_slots = sorted((s for s in slot_executors if s.key() in roll.canary_slots), key=WorkerSlot.key)
         for slot, keys in slot_executors.items():
             pod, beat = by_slot.get(slot), beats.get(slot)
-            stats = [beat.executors[k] for k in keys if k in beat.executors] if beat is not None else []
+            stats = {f"{slot.key()}/{k}": beat.executors[k] for k in keys
+                     if beat is not None and k in beat.executors}
             if slot in canary_slots:
                 fresh = pod is not None and pod.template == want
                 # the slot's new worker (the deleted one served it until the new one registered)
@@ -793,17 +805,29 @@ class KubeNimbus(Nimbus):
                 if fresh and pod is not None:
                     restarts += pod.restarts
                 if fresh and started:
-                    new += stats
+                    new.update(stats)
                 if not (fresh and started and pod is not None and pod.ready):
                     not_ready.append(slot.key())
             elif pod is not None and pod.template != want:
-                old += stats
+                old.update(stats)
+        ready = bool(canary_slots) and not not_ready
+        identity = (roll.template, roll.since)
+        kept = self._canary_base.get(res.uid)
+        if kept is None or kept[0] != identity:
+            if not ready and roll.analysing is None:
+                kept = None
+            else:
+                # the window begins now (or began before this operator started)
+                kept = (identity, {**new, **old})
+                self._canary_base[res.uid] = kept
+        base = kept[1] if kept is not None else {}
         cond: Mapping[str, Any] = next(
             (c for c in res.status.get("conditions") or [] if c.get("type") == degraded.CONDITION), {})
         degraded_since = parse_time(cond.get("lastTransitionTime")) if cond.get("status") == "True" else None
         return canaries.Observed(
-            ready=bool(canary_slots) and not not_ready, restarts=restarts,
-            new=canaries.component_figures(new), old=canaries.component_figures(old),
+            ready=ready, restarts=restarts,
+            new=canaries.component_figures(canaries.since(new, base)),
+            old=canaries.component_figures(canaries.since(old, base)),
             degraded_since=degraded_since, degraded=str(cond.get("message") or ""),
             not_ready=tuple(not_ready) if canary_slots else roll.canary_slots)
 

@@ -147,3 +147,22 @@ def test_spec_upgrade_canary_defaults_and_refusals() -> None:
                 {"maxRestarts": -1}, {"window": 3}):
         with pytest.raises(ValueError):
             upgrade({"canary": bad})
+
+
+def test_counts_since_the_window_began_and_a_restarted_worker_from_its_start() -> None:
+    base = {"a/1-1": ExecutorStats(component="b", acked=100, failed=10, latency_hist={3: 50, 9: 60}),
+            "a/2-2": ExecutorStats(component="b", acked=500, failed=0)}
+    now = {"a/1-1": ExecutorStats(component="b", acked=300, failed=15, latency_hist={3: 80, 9: 60, 12: 1}),
+           "a/2-2": ExecutorStats(component="b", acked=20, failed=0),  # its worker restarted
+           "a/3-3": ExecutorStats(component="b", acked=7)}  # not there when the window began
+    out = {s.acked: s for s in canary.since(now, base)}
+    assert (out[200].failed, dict(out[200].latency_hist)) == (5, {3: 30, 12: 1})
+    assert out[20].failed == 0 and 7 in out
+    assert canary.component_figures(canary.since(now, base)) == {"b": Figures(227, 5, {3: 30, 12: 1})}
+
+
+def test_failures_are_judged_before_latencies() -> None:
+    """A bad version slows the trees it fails too: the reason names the failures."""
+    seen = _seen({"a": Figures(1000, 0, _lat(90.0, 1000)), "b": Figures(800, 200)},
+                 {"a": Figures(1000, 0, _lat(20.0, 1000)), "b": Figures(1000, 0)})
+    assert judge(S, seen, 0, 0, 1, 120).reason == "FailedFraction"

@@ -134,9 +134,11 @@ def _spec(image: str, **worker: Any) -> dict[str, Any]:
     return {**CANARY_SPEC, "worker": {"image": image, **worker}}
 
 
-def _beat(state: FakeState, clock: Clock, fail: dict[str, float], started: dict[str, float]) -> None:
-    """Heartbeats of every slot: bolt `b`'s executors acked 300 tuples and failed `fail[slot]` of
-    every 300 ended; a worker started at `started[slot]` (the clock's time minus its uptime)."""
+def _beat(state: FakeState, clock: Clock, fail: dict[str, float], started: dict[str, float],
+          ended: int = 300) -> None:
+    """Heartbeats of every slot: each executor ended `ended` tuples since its worker started
+    (cumulative), `fail[slot]` of them failed; a worker started at `started[slot]` (the clock's
+    time minus its uptime)."""
     a = state.assignments["wc"]
     plan = stored.plan(state.storms["wc"])
     beats: dict[WorkerSlot, WorkerHeartbeat] = {}
@@ -144,10 +146,10 @@ def _beat(state: FakeState, clock: Clock, fail: dict[str, float], started: dict[
         slot = WorkerSlot.from_key(slot_key)
         start, end = (int(x) for x in key.split("-"))
         comp = plan.executor_component((start, end))
-        failed = int(300 * fail.get(slot_key, 0.0))
+        failed = int(ended * fail.get(slot_key, 0.0))
         beat = beats.setdefault(slot, WorkerHeartbeat(
             time_secs=clock.now, uptime_secs=clock.now - started.get(slot_key, clock.now - 1000)))
-        beat.executors[key] = ExecutorStats(component=comp, acked=300 - failed, failed=failed)
+        beat.executors[key] = ExecutorStats(component=comp, acked=ended - failed, failed=failed)
     state.beats["wc"] = beats
 
 
@@ -174,8 +176,12 @@ def test_a_bad_version_is_rolled_back_by_itself_and_not_tried_again_until_the_sp
     st = _status(api)
     assert st["phase"] == "Rolling" and _cond(st, "Rolling")["reason"] == "Canary"
     assert st["roll"]["canarySlots"] == [slots[0]] and "starting" in _cond(st, "Rolling")["message"]
-    # the canary's worker heartbeats: its bolt executor fails 20%, the old one none
+    # the canary's worker heartbeats: its bolt executor fails 20%, the old one none; what they
+    # did before the window began (the round that finds the canary ready) is not judged
     _beat(state, clock, {slots[0]: 0.2}, {slots[0]: began + 0.5})
+    _ready_round(nimbus, api, clock)
+    assert "CanaryFailed" not in api.reasons("wc") and _status(api)["roll"]["analysingSince"]
+    _beat(state, clock, {slots[0]: 0.2}, {slots[0]: began + 0.5}, ended=600)
     _ready_round(nimbus, api, clock)
     assert [r for r in api.reasons("wc") if r.startswith("Canary")] == ["CanaryFailed"]
     assert len(api.deleted) == 1, "the other slot was touched"
@@ -235,13 +241,15 @@ def test_a_good_version_passes_its_canary_and_the_roll_completes() -> None:
     assert analysing == pytest.approx(clock.now)
     assert "analysed since" in _cond(_status(api), "Rolling")["message"]
     while clock.now + 5 < analysing + 20:
-        _beat(state, clock, {slots[0]: 0.01}, {slots[0]: began + 0.5})
+        _beat(state, clock, {slots[0]: 0.01}, {slots[0]: began + 0.5}, ended=int(300 + 100 * (clock.now - analysing)))
         _ready_round(nimbus, api, clock, 5)
         assert len(api.deleted) == 1 and "CanaryPassed" not in api.reasons("wc")
     clock.now = analysing + 19.5
-    _beat(state, clock, {slots[0]: 0.01}, {slots[0]: began + 0.5})
+    _beat(state, clock, {slots[0]: 0.01}, {slots[0]: began + 0.5}, ended=2300)
     _ready_round(nimbus, api, clock)
     assert "CanaryPassed" in api.reasons("wc") and len(api.deleted) == 2
+    passed = next(m for n, r, m in api.events if r == "CanaryPassed")
+    assert passed.startswith("20s with no regression: b failed 1.1% (old 0.0%)"), passed
     _ready_round(nimbus, api, clock)
     _ready_round(nimbus, api, clock)
     st = _status(api)
