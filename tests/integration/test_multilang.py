@@ -116,3 +116,41 @@ def test_a_python_spout_and_a_crashing_then_hanging_python_bolt_on_storm_py_lose
     for marker in starts:
         pid = int(marker.name.rsplit("-", 1)[1])
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower(), pid
+
+
+def test_an_idle_shell_bolt_is_heartbeated_and_its_hung_child_replaced(cluster: LocalCluster, tmp_path: Path) -> None:
+    """Storm's ShellBolt heartbeat on a real worker: once the spout has no more ids the bolt is
+    idle, its executor heartbeats the child every second, and the first child, which hangs on
+    that heartbeat, is reported and killed after topology.subprocess.timeout.secs and a new one
+    started; the worker never restarts."""
+    n = 50
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = {
+        "numWorkers": 1,
+        "messageTimeoutSecs": 20,
+        "spouts": [{"name": "ids", "class": f"{E}:IdSpout"}],
+        "bolts": [
+            {"name": "idle", "shell": {"command": ["python3", "ml_idle_hang.py"], "files": ["ml_idle_hang.py"]},
+             "outputs": [{"fields": ["id"]}], "inputs": [{"component": "ids"}],
+             "config": {"topology.subprocess.timeout.secs": 2}},
+            {"name": "sink", "class": f"{E}:SinkBolt", "inputs": [{"component": "idle"}]},
+        ],
+    }
+    topo = topology("ml-idle", spec, {"test.count": n, "test.out": str(out)})
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_spout_done(out, cluster, 60)
+    # idle now: the hung child is given up on within about 1 s (the heartbeat) + 2 s
+    starts = wait_for(lambda: len(s := sorted(out.glob("mlidle-*"))) >= 2 and s, 30,
+                      "the hung child to be replaced", cluster, 0.2)
+    logs = "\n".join(cluster.worker_logs().values())
+    stop_topology(cluster, topo.name)
+    assert read_spout(out, cluster)["acked"] == list(range(n))
+    assert "sent nothing for 2 s (topology.subprocess.timeout.secs)" in logs, logs[-3000:]
+    assert not cluster.crashes
+    # the hung child was killed, and the later one ended with its topology
+    time.sleep(0.5)
+    for marker in starts:
+        pid = int(marker.name.rsplit("-", 1)[1])
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower(), pid

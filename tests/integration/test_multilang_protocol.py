@@ -259,3 +259,82 @@ def test_a_spout_child_next_ack_fail_activate_and_its_death(code: Path) -> None:
     assert pid is not None
     time.sleep(0.1)
     assert not os.path.exists(f"/proc/{pid}") or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+# A child speaking Storm's JSON framing by hand: it holds each tuple and acks it at the next
+# heartbeat that comes alone (between tuples, as an async bolt acks later); with `test.hang` in
+# its conf it hangs on that heartbeat instead.
+IDLE_CHILD = """\
+    import json, os, sys, time
+    def read():
+        lines = []
+        while True:
+            line = sys.stdin.readline()
+            if not line:
+                sys.exit(0)
+            if line == "end\\n":
+                return json.loads("".join(lines))
+            lines.append(line)
+    def send(m):
+        sys.stdout.write(json.dumps(m) + "\\nend\\n"); sys.stdout.flush()
+    setup = read()
+    open(os.path.join(setup["pidDir"], str(os.getpid())), "w").close()
+    send({"pid": os.getpid()})
+    held, after_tuple = [], False
+    while True:
+        m = read()
+        if isinstance(m, list):
+            continue
+        if m["stream"] != "__heartbeat":
+            held.append(m["id"]); after_tuple = True
+            continue
+        if not after_tuple:
+            if setup["conf"].get("test.hang"):
+                time.sleep(3600)
+            for i in held:
+                send({"command": "ack", "id": i})
+            held = []
+        after_tuple = False
+        send({"command": "sync"})
+    """
+
+
+def test_an_idle_child_is_heartbeated_and_its_late_acks_handled(code: Path) -> None:
+    name = script(code, "idle.py", IDLE_CHILD)
+    b, c = bolt(name)
+    try:
+        b.execute(tup(["a"]))
+        assert not c.calls  # the child holds it
+        start = b.last_sync
+        assert b.idle_step(start + 0.25) == pytest.approx(0.75)  # not due: nothing sent
+        assert not c.calls
+        assert b.idle_step(start + 1.0) == 1.0  # due: a heartbeat, the late ack comes with it
+        assert c.calls == [("ack", ["a"])]
+        assert b.last_sync > start
+    finally:
+        b.cleanup()
+
+
+def test_an_idle_child_that_hangs_is_killed_and_started_again(code: Path) -> None:
+    """Storm's ShellBolt heartbeat timeout: no sync to an idle heartbeat within
+    topology.subprocess.timeout.secs, and the child is reported, killed, replaced, and the
+    tuple it held failed (its spout replays it)."""
+    name = script(code, "hang.py", IDLE_CHILD)
+    b, c = bolt(name, {"test.hang": True, "topology.subprocess.timeout.secs": 1})
+    try:
+        b.execute(tup(["held"]))
+        assert b.proc is not None and b.proc.proc is not None
+        hung = b.proc.proc
+        t0 = time.monotonic()
+        b.idle_step(b.last_sync + 1.0)
+        waited = time.monotonic() - t0
+        (error,) = c.of("error")
+        assert "the subprocess sent nothing for 1 s (topology.subprocess.timeout.secs)" in error[1], error
+        assert 1.0 <= waited < 5.0, waited
+        assert c.of("fail") == [("fail", ["held"])]
+        assert hung.poll() is not None  # killed, not left asleep
+        assert b.proc is not None and b.proc.pid != hung.pid  # a new child
+        b.execute(tup(["next"]))  # which takes tuples
+        assert len(c.of("error")) == 1 and len(c.of("fail")) == 1
+    finally:
+        b.cleanup()

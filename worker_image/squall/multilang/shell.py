@@ -13,11 +13,13 @@ child's messages (emits, acks, fails, logs, errors, metrics, answering `need_tas
 the child answers the heartbeat with `sync`: by then the child has handled the tuple (Storm's
 adapters read their input in order). A child that acks later (an async JavaScript callback, a
 bolt that batches) has those acks handled at the next tuple, or the next tick if the bolt asks
-for ticks. A spout's `next_tuple`, `ack`, `fail`, `activate` and `deactivate` send Storm's
+for ticks. Between tuples the executor calls the bolt's `idle_step` (squall.worker.bolt): as
+Storm's ShellBolt heartbeat timer, a child that has not synced for `HEARTBEAT_SECS` gets a
+heartbeat tuple, and the late acks and emits of an idle child are handled then. A spout's `next_tuple`, `ack`, `fail`, `activate` and `deactivate` send Storm's
 command and handle messages until `sync`, exactly as Storm's ShellSpout.
 
-When the child dies, hangs (no answer within `topology.subprocess.timeout.secs`) or breaks the
-protocol, the component reports it as its error (with the exit code and the last lines of the
+When the child dies, hangs (no answer within `topology.subprocess.timeout.secs`, to a tuple or
+to an idle heartbeat) or breaks the protocol, the component reports it as its error (with the exit code and the last lines of the
 child's stderr), fails every input the child held (their spouts replay them), and starts the
 command again, as a Python bolt that raises reports the error, fails its input and goes on.
 """
@@ -57,6 +59,9 @@ SYSTEM_COMPONENT: Final = "__system"
 SYSTEM_TASK: Final = -1
 MAX_METRICS: Final = 1000  # metric names kept per task (the last value of each)
 MAX_RESTART_DELAY: Final = 5.0
+# an idle bolt's child gets a heartbeat tuple this long after its last sync (Storm's ShellBolt
+# heartbeat timer runs every second)
+HEARTBEAT_SECS: Final = 1.0
 # Storm's log levels (storm.py / storm.js) -> Python's
 LOG_LEVELS: Final = {0: 5, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
 
@@ -222,7 +227,9 @@ class ShellBolt(_Shell, Bolt):
         super().prepare(conf, context, collector)
         self.inputs: dict[str, Tuple] = {}  # tuples the child holds, by the id it was given
         self.ids = itertools.count(1)
+        self.clock = time.monotonic  # the executor's clock, which `idle_step` is given
         self._shell_setup(conf, context)
+        self.last_sync = self.clock()
 
     def execute(self, tup: Tuple) -> None:
         tid = str(next(self.ids))
@@ -241,14 +248,35 @@ class ShellBolt(_Shell, Bolt):
         if tup.stream == TICK_STREAM:
             self.inputs.pop(tid, None)  # nothing to ack: ticks are not anchored
 
-    def _heartbeat(self, proc: ShellProcess, before: dict[str, Any]) -> None:
-        """Send `before` (a tuple) and a heartbeat tuple after it, and handle the child's
-        messages until its `sync`."""
-        proc.send_many((before, {"id": f"hb{next(self.ids)}", "comp": SYSTEM_COMPONENT,
-                                 "stream": HEARTBEAT_STREAM, "task": SYSTEM_TASK, "tuple": []}), self.timeout)
+    def idle_step(self, now: float) -> float:
+        """Between tuples (the executor calls it every step with `now` from its monotonic
+        clock): a heartbeat tuple when the child has not synced for `HEARTBEAT_SECS`, its
+        messages handled until it syncs. No sync within `topology.subprocess.timeout.secs`:
+        the child is hung, and is reported, killed and started again, what it held failed.
+        How long until the next heartbeat is due."""
+        due = self.last_sync + HEARTBEAT_SECS
+        if now < due:
+            return due - now
+        try:
+            proc = self._ensure_running()
+            self._drain(proc)
+            self._heartbeat(proc)
+        except (SubprocessError, OSError) as exc:
+            self._fail_held()
+            self._restart(exc, self.collector.report_error)
+            self.last_sync = self.clock()  # the new child's first heartbeat a period from now
+        return HEARTBEAT_SECS
+
+    def _heartbeat(self, proc: ShellProcess, before: dict[str, Any] | None = None) -> None:
+        """Send `before` (a tuple, if any) and a heartbeat tuple after it, and handle the
+        child's messages until its `sync`."""
+        beat = {"id": f"hb{next(self.ids)}", "comp": SYSTEM_COMPONENT, "stream": HEARTBEAT_STREAM,
+                "task": SYSTEM_TASK, "tuple": []}
+        proc.send_many((beat,) if before is None else (before, beat), self.timeout)
         while not self._handle(proc, proc.receive(self.timeout)):
             pass
         self.restarts = 0
+        self.last_sync = self.clock()
 
     def _drain(self, proc: ShellProcess) -> None:
         while (msg := proc.receive_nowait()) is not None:

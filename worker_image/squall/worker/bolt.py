@@ -139,6 +139,10 @@ class BoltExecutor(Executor):
         # task -> its window's compiled per-tuple input, where the window mirrors its anchors
         self.feeds: dict[int, WindowFeed] = {}
         self.next_tick: float | None = None
+        # (task, the instance's `idle_step`) for bolts that keep something alive between
+        # tuples (squall.multilang.ShellBolt heartbeats its child): called every step with the
+        # monotonic time, each answers how long until it wants the next call
+        self.idlers: list[tuple[int, Callable[[float], float]]] = []
         # past this (time.perf_counter), `process` leaves the rest of its batch for the next step
         self.deadline = float("inf")
         self.step_budget = STEP_BUDGET
@@ -165,11 +169,13 @@ class BoltExecutor(Executor):
             if w.rooted is not None and w.rooted.rts is not None:
                 self.feeds[task] = WindowFeed(w, per_batch=True)
         self.next_tick = time.monotonic() + self.tick_secs if self.tick_secs else None
+        self.idlers = [(task, fn) for task, bolt in self.instances.items()
+                       if callable(fn := getattr(bolt, "idle_step", None))]
 
     def step(self, now: float) -> float:
         """Output held back from the last step first (while any is, it takes no input: that is
         the backpressure a slow consumer puts on this bolt, and through it on its upstream);
-        then due windows and ticks; then up to BOLT_BATCHES batches of its inbox within
+        then due windows and ticks, and the bolts' `idle_step`s; then up to BOLT_BATCHES batches of its inbox within
         STEP_BUDGET; then its output handed on."""
         self.refresh_routing()  # an idle executor moves to a new routing too
         if not self.flush():
@@ -184,6 +190,8 @@ class BoltExecutor(Executor):
                 self.next_tick = next_tick = now + self.tick_secs  # type: ignore[operator]
                 self.process([[t, SYSTEM_TASK, TICK_STREAM, [self.tick_secs], None] for t in self.tasks])
             wait = min(wait, next_tick - now)
+        if self.idlers:
+            wait = self._idle(now, wait)
         inbox = self.inbox
         taken = 0
         batch = self.held
@@ -227,6 +235,15 @@ class BoltExecutor(Executor):
                 self.report_error(task, exc)
         if self.windowed:
             GC_POLICY.windows_hold(self, 0)
+
+    def _idle(self, now: float, wait: float) -> float:
+        """The bolts' `idle_step`s; how long until the soonest wants its next call."""
+        for task, idle_step in self.idlers:
+            try:
+                wait = min(wait, idle_step(now))
+            except Exception as exc:  # the component's own failure: reported, the executor goes on
+                self.report_error(task, exc)
+        return wait
 
     def _fire_timers(self, wait: float) -> float:
         """Fire the windowed bolts' due time windows and watermarks; how long until the next."""
