@@ -1,0 +1,108 @@
+"""A spec change applied to a running topology by the operator (issue 30, item 3), on the
+process-kubelet cluster: `kubectl patch` of maxSpoutPending and of a bolt's config reaches the
+running workers with no pod replaced (one `ConfigUpdated` Event saying what changed and how:
+the spout's bound live, the bolt's executors restarted in place, each prepared with the new
+value), every message id is acked, and a graph change is refused with a `SpecChangeRefused`
+Warning, the stored spec left as it was.
+
+The chart, the operator, ZooKeeper and the process kubelet are the session's release `squall` in
+namespace squall-e2e (the `squall` fixture, conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .cluster import Cluster
+from .conftest import wait_for
+from .test_operator_e2e import (
+    NS,
+    apply_doc,
+    delete_and_wait_gone,
+    events,
+    id_pipeline,
+    running,
+    worker_pods,
+    zk_state,
+)
+
+pytestmark = pytest.mark.k8s
+
+NAME = "liveconf"
+
+
+def _patch(c: Cluster, ops: list[dict[str, Any]]) -> None:
+    c.kubectl("patch", "topology", NAME, "-n", NS, "--type=json", "-p", json.dumps(ops))
+
+
+def _pending(c: Cluster) -> int:
+    with zk_state(c) as zk:
+        beats = zk.get_worker_heartbeats(NAME)
+    return sum(ex.pending for b in beats.values() for ex in b.executors.values() if ex.component == "ids")
+
+
+def _tags(out: Path) -> list[str]:
+    path = out / "prepared.txt"
+    return sorted(line.split()[2] for line in path.read_text().splitlines()) if path.exists() else []
+
+
+def _event(c: Cluster, reason: str) -> dict[str, Any] | None:
+    return next((e for e in events(c, NAME) if e["reason"] == reason), None)
+
+
+def test_kubectl_patch_of_config_applies_live_with_no_pod_replaced_and_no_id_lost(
+    squall: Cluster, tmp_path: Path
+) -> None:
+    c = squall
+    out = tmp_path / "out"
+    # the bolt (2 x 10 ms a tuple) is slower than the spout (300/s): the spout's pending sits at
+    # its bound, 200, until the patch lowers it
+    doc = id_pipeline(NAME, out, 6000, workers=2, rate=300)
+    doc["spec"]["messageTimeoutSecs"] = 30
+    doc["spec"]["bolts"][0].update({"class": "liveupdate_components:TagPassBolt",
+                                    "config": {"test.tag": "one", "test.sleep_ms": 10}})
+    apply_doc(c, doc)
+    try:
+        wait_for(lambda: running(c, NAME, 2), 120, what=f"{NAME} Running 2/2")
+        wait_for(lambda: _pending(c) > 100, 60, what="the spout's pending near its bound")
+        pods = {p["metadata"]["uid"] for p in worker_pods(c, NAME)}
+        assert _tags(out) == ["one", "one"]
+
+        t0 = time.monotonic()
+        _patch(c, [{"op": "replace", "path": "/spec/maxSpoutPending", "value": 20},
+                   {"op": "replace", "path": "/spec/bolts/0/config/test.tag", "value": "two"}])
+        ev = wait_for(lambda: _event(c, "ConfigUpdated"), 60, what="a ConfigUpdated Event")
+        assert ev["type"] == "Normal"
+        assert ev["message"] == "live: maxSpoutPending 200 -> 20; executors restarted: pass (test.tag)", ev
+        wait_for(lambda: _tags(out) == ["one", "one", "two", "two"], 60,
+                 what="both pass executors prepared again with test.tag two")
+        restarted = time.monotonic() - t0
+        lows: list[int] = []
+
+        def bounded() -> bool:
+            lows.append(_pending(c))
+            return len(lows) >= 3 and all(p <= 20 for p in lows[-3:])
+        wait_for(bounded, 60, what="the spout's pending under the new bound", interval=1.0)
+        assert {p["metadata"]["uid"] for p in worker_pods(c, NAME)} == pods, "a worker pod was replaced"
+        assert all(s.get("restartCount", 0) == 0 for p in worker_pods(c, NAME)
+                   for s in p["status"].get("containerStatuses") or [])
+
+        # a graph change: refused, said once, and the stored spec keeps its grouping
+        _patch(c, [{"op": "replace", "path": "/spec/bolts/1/inputs/0/grouping", "value": "shuffle"},
+                   {"op": "remove", "path": "/spec/bolts/1/inputs/0/fields"}])
+        ev = wait_for(lambda: _event(c, "SpecChangeRefused"), 60, what="a SpecChangeRefused Event")
+        assert ev["type"] == "Warning" and "sink: inputs changed" in ev["message"], ev
+        with zk_state(c) as zk:
+            base = zk.get_storm(NAME)
+        assert base is not None and base.topology["spec"]["bolts"][1]["inputs"][0]["grouping"] == "fields"
+        assert base.topology["spec"]["maxSpoutPending"] == 20
+
+        wait_for(lambda: list(out.glob("spout-*.done")), 120, what="every id acked", interval=0.5)
+        print(f"LIVE UPDATE k8s: restarted in {restarted:.1f}s, pending samples {lows}")
+    finally:
+        delete_and_wait_gone(c, NAME)
