@@ -4,7 +4,8 @@ ZooKeeper. maxSpoutPending changes live (the spouts' pending, read from the hear
 under the new bound with no worker or executor restarted), a bolt's config restarts that bolt's
 executors in place (each new executor is prepared with the new value, in the same worker
 processes), and every message id is acked in the end; a graph change is refused in one line and
-changes nothing."""
+changes nothing. The message timeout and the tick period change live too: held trees fail after
+the new timeout, ticks come at the new period."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from helpers import (  # the integration tests' helpers (same directory)
     logs_tail,
     read_spout,
     stop_topology,
+    topology,
     totals,
     wait_for,
     wait_running,
@@ -121,3 +123,45 @@ def test_squall_update_changes_max_spout_pending_live_and_restarts_a_bolt_with_n
     logs = "\n".join(cluster.worker_logs().values())
     assert "spec change applied" in logs and "did not finish in time" not in logs
     assert cluster.worker_pids(topo.name) == {} and not cluster.crashes
+
+
+def test_the_message_timeout_and_the_tick_change_live(make_cluster: Callable[..., LocalCluster],
+                                                       tmp_path: Path) -> None:
+    """messageTimeoutSecs 30 -> 1 and tickTupleFreqSecs 2 -> 0.25 on a running topology whose
+    bolt acks nothing: its trees, which waited for the 30 s timeout, now fail after about a
+    second, and the bolt's ticks come 8 times as often, with no executor restarted."""
+    out = tmp_path / "out"
+    spec = {
+        "numWorkers": 1, "messageTimeoutSecs": 30, "tickTupleFreqSecs": 2, "maxSpoutPending": 100,
+        "spouts": [{"name": "ids", "class": "engine_components:IdSpout"}],
+        "bolts": [{"name": "hold", "class": "liveupdate_components:TickHoldBolt",
+                   "inputs": [{"component": "ids", "grouping": "shuffle"}]}],
+    }
+    topo = topology("timers", spec, {"test.rate": 50, "test.out": str(out)})
+    cluster = make_cluster(nodes=1, slots=1)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    ticks = out / "ticks.txt"
+
+    def tick_times() -> list[float]:
+        return [float(x) for x in ticks.read_text().split()] if ticks.exists() else []
+    wait_for(lambda: len(tick_times()) >= 2, 30, "two ticks", cluster)
+    assert totals(cluster, topo.name)["ids"]["failed"] == 0
+    data = topo.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data["spec"].update(messageTimeoutSecs=1, tickTupleFreqSecs=0.25)
+    done = squall("update", str(write(data, tmp_path / "timers.yaml")), "--zookeeper", cluster.connect_string)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ("topology timers: live: messageTimeoutSecs 30 -> 1, "
+                                   "tickTupleFreqSecs 2 -> 0.25"), done.stdout
+    t0 = time.monotonic()
+    wait_for(lambda: totals(cluster, topo.name)["ids"]["failed"] > 0, 15, "held trees timing out", cluster)
+    failed_after = time.monotonic() - t0
+    before = len(tick_times())
+    time.sleep(2.0)
+    gaps = [b - a for a, b in zip(tick_times()[before:], tick_times()[before + 1:])]
+    print(f"TIMERS first failure {failed_after:.1f}s after the update, tick gaps {gaps}")
+    assert failed_after < 10, "the trees waited for the old timeout"
+    assert len(gaps) >= 4 and max(gaps) < 1.0, gaps
+    logs = "\n".join(cluster.worker_logs().values())
+    assert "executors restarted" not in logs and not cluster.crashes
+    stop_topology(cluster, topo.name)

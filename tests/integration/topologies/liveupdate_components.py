@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from squall import BasicBolt, Tuple
+from squall import BasicBolt, Bolt, Tuple
 
 
 class TagPassBolt(BasicBolt):
@@ -29,3 +29,18 @@ class TagPassBolt(BasicBolt):
         if self.sleep:
             time.sleep(self.sleep)
         self.collector.emit([tup.values[0]])
+
+
+class TickHoldBolt(Bolt):
+    """Holds every tuple (acks none: its trees time out at the spout) and appends the monotonic
+    time of each tick tuple to `ticks.txt` in `test.out`."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.ticks = Path(conf["test.out"]) / "ticks.txt"
+        self.ticks.parent.mkdir(parents=True, exist_ok=True)
+
+    def execute(self, tup: Tuple) -> None:
+        if tup.is_tick():
+            with open(self.ticks, "a", encoding="utf-8") as f:
+                f.write(f"{time.monotonic()}\n")
