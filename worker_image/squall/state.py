@@ -93,6 +93,7 @@ from squall.models.cluster import (
 )
 from squall.models.debugging import DebugRequest, WorkerDebug
 from squall.models.sampling import SampledTuples, SamplingConfig
+from squall.stateviews import ForNimbus, ForViewers, ForWorker, SessionListener, Watch
 
 __all__ = [
     "ACCESS_ERRORS",
@@ -117,9 +118,6 @@ _kazoo_log = logging.getLogger(f"{__name__}.kazoo")
 if _kazoo_log.level == logging.NOTSET:
     _kazoo_log.setLevel(logging.ERROR)
 
-Watch = Callable[[], None]
-# called with True when the (re)connection began a new session (ephemerals were re-created)
-SessionListener = Callable[[bool], None]
 M = TypeVar("M", bound=BaseModel)
 
 MAX_ERRORS = 10
@@ -830,3 +828,9 @@ def connect(
     """``ClusterState.connect``: a started client on ``hosts``, owned by the returned state."""
     return ClusterState.connect(hosts, root=root, timeout=timeout, session_timeout=session_timeout,
                                 credentials=credentials)
+
+
+def _serves_every_caller(state: ClusterState) -> tuple[ForWorker, ForNimbus, ForViewers]:
+    """Never called: mypy checks here that ClusterState has every method of each caller's view
+    (squall.stateviews), with the same signatures."""
+    return state, state, state

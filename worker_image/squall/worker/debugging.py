@@ -41,6 +41,7 @@ from typing import Any, Final
 
 from squall.models.cluster import WorkerSlot, parse_executor_key
 from squall.models.debugging import DebugAction, DebugRequest, WorkerDebug
+from squall.stateviews import ForViewers, ForWorker
 
 __all__ = [
     "DebugServer",
@@ -274,7 +275,7 @@ class DebugServer:
 
     `connect` makes its ClusterState (a session of its own); it is retried until `stop()`."""
 
-    def __init__(self, connect: Callable[[], Any], topology: str, slot: WorkerSlot, host: str,
+    def __init__(self, connect: Callable[[], ForWorker], topology: str, slot: WorkerSlot, host: str,
                  *, clock: Callable[[], float] = time.time) -> None:
         self.connect = connect
         self.topology = topology
@@ -284,7 +285,7 @@ class DebugServer:
         self.stopping = threading.Event()
         self.wake = threading.Event()
         self.armed = False
-        self.state: Any = None
+        self.state: ForWorker | None = None
         self.card = WorkerDebug(slot=self.slot, pid=os.getpid(), host=host, log_path=own_log_path(),
                                 started_secs=clock())
         self.thread = threading.Thread(target=self._run, name="squall-debug", daemon=True)
@@ -323,22 +324,23 @@ class DebugServer:
             except (StateError, OSError) as exc:
                 log.info("debugging: ZooKeeper not reached (%s); trying again", exc)
                 self.stopping.wait(POLL_SECS)
+        state = self.state
         written = False
-        while not self.stopping.is_set():
+        while state is not None and not self.stopping.is_set():
             self.wake.clear()
             try:
                 if not written:
-                    self.state.put_worker_debug(self.topology, self.card)
+                    state.put_worker_debug(self.topology, self.card)
                     written = True
                 watch = None if self.armed else self._fired
                 self.armed = True  # before the read: a watch firing meanwhile disarms it again
-                request = self.state.get_debug_request(self.topology, watch=watch)
+                request = state.get_debug_request(self.topology, watch=watch)
                 if should_answer(request, self.slot, self.card.answer_id, self.clock()):
                     assert request is not None
                     text = answer(request, self.slot, self.stopping)
                     self.card = self.card.model_copy(update={
                         "answer_id": request.id, "answer": text, "answered_secs": self.clock()})
-                    self.state.put_worker_debug(self.topology, self.card)
+                    state.put_worker_debug(self.topology, self.card)
                     log.info("debugging: answered %s request %s", request.action, request.id)
             except Exception as exc:  # ZooKeeper away, the topology's nodes removed: try again later
                 self.armed = False
@@ -379,8 +381,8 @@ def serve_from_argv(argv: Sequence[str]) -> DebugServer | None:
 # --- the verb's side ---------------------------------------------------------------------------
 
 
-def resolve(state: Any, topology: str, target: str | None) -> dict[str, list[str]]:
-    """`holders` of a running topology, read from its ZooKeeper (`state`: a ClusterState)."""
+def resolve(state: ForViewers, topology: str, target: str | None) -> dict[str, list[str]]:
+    """`holders` of a running topology, read from its ZooKeeper."""
     from squall.models.v1alpha1 import Topology
     from squall.plan import build_plan
 
@@ -394,7 +396,7 @@ def resolve(state: Any, topology: str, target: str | None) -> dict[str, list[str
     return holders(plan.component_tasks, assignment.executor_slots, parse_target(target))
 
 
-def ask(state: Any, topology: str, action: DebugAction, slots: Sequence[str], *, seconds: float = 0.0,
+def ask(state: ForViewers, topology: str, action: DebugAction, slots: Sequence[str], *, seconds: float = 0.0,
         timeout: float = 30.0, clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep) -> tuple[dict[str, WorkerDebug], list[str]]:
@@ -416,7 +418,7 @@ def ask(state: Any, topology: str, action: DebugAction, slots: Sequence[str], *,
 
 
 def in_pod(prog: str, argv: Sequence[str] | None, add_arguments: Callable[[argparse.ArgumentParser], None],
-           answer: Callable[[Any, argparse.Namespace], dict[str, Any]]) -> int:
+           answer: Callable[[ForViewers, argparse.Namespace], dict[str, Any]]) -> int:
     """What ``python -m MODULE`` does inside a worker pod for the Kubernetes verbs: read
     --zookeeper, --root, --topology and --zk-auth-file (plus `add_arguments`'), connect to the
     topology's ZooKeeper, print `answer(state, args)` as one JSON object ({"error": ...} when
@@ -454,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.add_argument("--seconds", type=float, default=0.0)
         p.add_argument("--timeout", type=float, default=30.0)
 
-    def answer(state: Any, args: argparse.Namespace) -> dict[str, Any]:
+    def answer(state: ForViewers, args: argparse.Namespace) -> dict[str, Any]:
         try:
             found = resolve(state, args.topology, args.target)
             out: dict[str, Any] = {"holders": found, "cards": {

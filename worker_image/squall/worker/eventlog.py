@@ -19,7 +19,7 @@ from typing import Any
 from squall import sampling
 from squall.models.sampling import SampledTuple, SampledTuples, SampleSetting, SamplingConfig
 from squall.models.v1alpha1 import Topology
-from squall.state import ClusterState
+from squall.stateviews import ForViewers
 from squall.worker.workerstate import WorkerState
 
 log = logging.getLogger("squall.worker")
@@ -79,7 +79,7 @@ class InspectorError(ValueError):
         self.usage = usage
 
 
-def _components(state: ClusterState, name: str) -> list[str]:
+def _components(state: ForViewers, name: str) -> list[str]:
     try:
         base = state.get_storm(name)
     except ValueError as exc:  # a name no ZooKeeper node can have ('', '..', 'a/b')
@@ -89,7 +89,7 @@ def _components(state: ClusterState, name: str) -> list[str]:
     return [c.name for c in Topology.model_validate(base.topology).spec.components]
 
 
-def set_sampling(state: ClusterState, name: str, component: str | None, pct: float | None,
+def set_sampling(state: ForViewers, name: str, component: str | None, pct: float | None,
                  secs: float | None, now: float) -> str:
     """Store a component's (None: every component's) sampling at `pct` for `secs` (None: until
     turned off), or turn it off (`pct` None); the line to print."""
@@ -110,7 +110,7 @@ def set_sampling(state: ClusterState, name: str, component: str | None, pct: flo
     return f"{name}: sampling {pct:g}% of {what}'s emits {until}; see them with `squall events {name}`"
 
 
-def sampled(state: ClusterState, name: str, component: str | None, tail: int) -> list[dict[str, Any]]:
+def sampled(state: ForViewers, name: str, component: str | None, tail: int) -> list[dict[str, Any]]:
     """The newest `tail` (0: all) sampled tuples the topology's workers published (of
     `component`), oldest first, each with its worker."""
     comps = _components(state, name)
@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.add_argument("--off", action="store_true")
         p.add_argument("--tail", type=int, default=None, help="show the newest N sampled tuples")
 
-    def answer(state: ClusterState, args: argparse.Namespace) -> dict[str, Any]:
+    def answer(state: ForViewers, args: argparse.Namespace) -> dict[str, Any]:
         try:
             if args.tail is not None:
                 return {"events": sampled(state, args.topology, args.component, args.tail)}

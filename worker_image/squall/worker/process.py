@@ -17,13 +17,14 @@ from squall.models.cluster import (
 )
 from squall.models.v1alpha1 import Topology
 from squall.state import ZK_AUTH_ENV, ZK_AUTH_FILE_ENV, ClusterState, ZkCredentials
+from squall.stateviews import ForWorker
 from squall.worker import allocator
 from squall.worker.runtime import Worker, _process_age
 from squall.worker.security import CurveKeyError, keys_from_env, read_keys
 
 log = logging.getLogger("squall.worker")
 
-def has_windows(state: ClusterState, topology: str) -> bool:
+def has_windows(state: ForWorker, topology: str) -> bool:
     """Whether the topology as submitted has a windowed bolt (a bolt with `window`): what the
     worker's allocator goes by under `auto` (squall.worker.allocator). False when it cannot be
     read (the topology is gone, or ZooKeeper is away): the worker then keeps CPython's own."""

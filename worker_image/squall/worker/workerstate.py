@@ -29,7 +29,7 @@ from squall.models.cluster import (
     WorkerSlot,
 )
 from squall.models.v1alpha1 import StreamSpec, Topology, TopologySpec
-from squall.state import ClusterState
+from squall.stateviews import ForWorker
 from squall.worker import health
 from squall.worker.engine import Engine
 from squall.worker.errorlog import ErrorThrottle
@@ -68,7 +68,7 @@ class WorkerState:
 
     def __init__(
         self,
-        state: ClusterState,
+        state: ForWorker,
         topology_id: str,
         slot: WorkerSlot,
         host: str = "127.0.0.1",
