@@ -1,9 +1,11 @@
-"""When the operator scales a topology by itself (`spec.autoscale`): how busy its bolts are, and
-whether that is worth one more worker, one fewer, or nothing.
+"""When the operator scales a topology by itself (`spec.autoscale`): how loaded its bolts are,
+and whether that is worth one more worker, one fewer, or nothing.
 
 Two pure steps, as `degraded.assess`: `measure` turns two samples of the executors' cumulative
-counts from the heartbeats into each bolt's busy fraction (Storm's capacity: the share of the
-time its busiest executor spent in `execute`), and `decide` turns that figure, the time now (the
+counts from the heartbeats into each bolt's figures, the two signals: its busy fraction (Storm's
+capacity: the share of the time its busiest executor spent in `execute`) and its backpressure
+(the share of the time its most held-up executor's inbox was full), and `decide` turns the
+signal's figure, the time now (the
 caller's clock) and what the previous status kept (`status.autoscale`, so a restarted operator
 judges on) into a `Decision`: the workers and the bolts' parallelism to rebalance to, or none,
 with the message its Event says. Nothing here reads a clock or calls anything.
@@ -49,7 +51,7 @@ __all__ = [
 
 SCALE_OUT: Final = "ScaledOut"
 SCALE_IN: Final = "ScaledIn"
-# busy fractions are taken over at least this long: the heartbeats come every few seconds
+# the figures are taken over at least this long: the heartbeats come every few seconds
 MIN_INTERVAL_SECS: Final = 5.0
 
 
@@ -84,14 +86,15 @@ def clamp(workers: int, settings: Settings) -> int:
 
 @dataclass(frozen=True)
 class ExecutorSample:
-    """One executor's cumulative counts in one heartbeat: tuples executed, and the sampled
-    execute latencies (their sum in ms and how many)."""
+    """One executor's cumulative counts in one heartbeat: tuples executed, the sampled execute
+    latencies (their sum in ms and how many), and the seconds its inbox was full."""
 
     component: str
     time_secs: float
     executed: int
     latency_ms_sum: float
     latency_samples: int
+    backpressure_secs: float = 0.0
 
 
 def samples(beats: Iterable[WorkerHeartbeat], bolts: Iterable[str]) -> dict[str, ExecutorSample]:
@@ -99,7 +102,7 @@ def samples(beats: Iterable[WorkerHeartbeat], bolts: Iterable[str]) -> dict[str,
     wanted = set(bolts)
     return {
         key: ExecutorSample(s.component, beat.time_secs, s.executed, s.latency_ms_mean * s.latency_samples,
-                            s.latency_samples)
+                            s.latency_samples, s.backpressure_secs)
         for beat in beats for key, s in beat.executors.items() if s.component in wanted
     }
 
@@ -107,27 +110,35 @@ def samples(beats: Iterable[WorkerHeartbeat], bolts: Iterable[str]) -> dict[str,
 @dataclass(frozen=True)
 class Meter:
     """What `measure` keeps between calls: the samples the next figures are taken against, when
-    they were taken, and the last figures (component -> busy fraction; None: none yet)."""
+    they were taken, and the last figures (component -> busy fraction, and -> backpressure
+    fraction; None: none yet)."""
 
     at: float
     base: Mapping[str, ExecutorSample]
     busy: Mapping[str, float] | None = None
+    backpressure: Mapping[str, float] | None = None
+
+    def of(self, signal: str) -> Mapping[str, float] | None:
+        """The figures of a `spec.autoscale.signal`."""
+        return self.backpressure if signal == "backpressure" else self.busy
 
 
 def measure(meter: Meter | None, now: Mapping[str, ExecutorSample], at: float) -> Meter:
-    """Each bolt's busy fraction between the samples `meter` keeps and `now` (taken at `at`),
-    once at least MIN_INTERVAL_SECS passed; until then the last figures stand.
+    """Each bolt's busy and backpressure fractions between the samples `meter` keeps and `now`
+    (taken at `at`), once at least MIN_INTERVAL_SECS passed; until then the last figures stand.
 
     An executor's busy fraction is executed x mean execute latency / elapsed time (Storm's
-    capacity; the latency is sampled, 1 tuple in 16, so its mean over the interval is used); a
-    component's is its busiest executor's. An executor that is new, moved or restarted (counts
-    gone back) has no figure until the next interval.
+    capacity; the latency is sampled, 1 tuple in 16, so its mean over the interval is used), its
+    backpressure fraction the seconds its inbox was full / elapsed time; a component's figure is
+    its highest executor's. An executor that is new, moved or restarted (counts gone back) has
+    no figure until the next interval.
     """
     if meter is None:
         return Meter(at, dict(now))
     if at - meter.at < MIN_INTERVAL_SECS and at >= meter.at:
         return meter
     busy: dict[str, float] = {}
+    held: dict[str, float] = {}
     for key, cur in now.items():
         prev = meter.base.get(key)
         if prev is None or prev.component != cur.component:
@@ -135,7 +146,8 @@ def measure(meter: Meter | None, now: Mapping[str, ExecutorSample], at: float) -
         elapsed = cur.time_secs - prev.time_secs
         executed = cur.executed - prev.executed
         sampled = cur.latency_samples - prev.latency_samples
-        if elapsed <= 0 or executed < 0 or sampled < 0:
+        blocked = cur.backpressure_secs - prev.backpressure_secs
+        if elapsed <= 0 or executed < 0 or sampled < 0 or blocked < 0:
             continue
         if sampled > 0:
             mean_ms = (cur.latency_ms_sum - prev.latency_ms_sum) / sampled
@@ -143,7 +155,10 @@ def measure(meter: Meter | None, now: Mapping[str, ExecutorSample], at: float) -
             mean_ms = cur.latency_ms_sum / cur.latency_samples if cur.latency_samples else 0.0
         fraction = max(0.0, executed * mean_ms / 1000.0 / elapsed)
         busy[cur.component] = max(busy.get(cur.component, 0.0), fraction)
-    return Meter(at, dict(now), busy or meter.busy)
+        held[cur.component] = max(held.get(cur.component, 0.0), min(1.0, blocked / elapsed))
+    if not busy:
+        return Meter(at, dict(now), meter.busy, meter.backpressure)
+    return Meter(at, dict(now), busy, held)
 
 
 # --- the decision ----------------------------------------------------------------------------------
@@ -154,14 +169,14 @@ class Figures:
     """What the operator knows of the topology now.
 
     `active`: the spouts are active and no rebalance, roll or spec change is under way (else
-    nothing is judged); `workers`: numWorkers; `busy`: bolt -> busy fraction (None: not measured
-    yet); `parallelism` and `tasks`: bolt -> executors and tasks; `slots`: the most workers the
+    nothing is judged); `workers`: numWorkers; `load`: bolt -> the signal's figure (None: not
+    measured yet); `parallelism` and `tasks`: bolt -> executors and tasks; `slots`: the most workers the
     nodes can give the topology (its own slots plus the free ones it may use; None: unknown).
     """
 
     active: bool
     workers: int
-    busy: Mapping[str, float] | None
+    load: Mapping[str, float] | None
     parallelism: Mapping[str, int] = field(default_factory=dict)
     tasks: Mapping[str, int] = field(default_factory=dict)
     slots: int | None = None
@@ -230,9 +245,9 @@ def decide(previous: Mapping[str, Any] | None, figures: Figures, at: float, sett
 
     if not figures.active:
         return none("not judged: the spouts are not active, or a rebalance or roll is under way")
-    if not figures.busy:
-        return none("not judged yet: no busy figure from the heartbeats")
-    busy = figures.busy
+    if not figures.load:
+        return none(f"not judged yet: no {settings.signal} figure from the heartbeats")
+    busy = figures.load
     value = max(busy.values())
     busiest = max(busy, key=lambda c: busy[c])
     state["value"] = round(value, 3)

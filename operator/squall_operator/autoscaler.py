@@ -36,7 +36,7 @@ class Host(Protocol):
 
 
 class Autoscaler:
-    """Keeps each topology's busy meter (in memory: a restarted operator measures afresh; the
+    """Keeps each topology's meter (in memory: a restarted operator measures afresh; the
     decision's own state is in `status.autoscale`)."""
 
     def __init__(self, host: Host) -> None:
@@ -70,7 +70,7 @@ class Autoscaler:
         if settled:
             meter = autoscale.measure(self.meters.get(res.uid), autoscale.samples(beats.values(), bolts), now)
             self.meters[res.uid] = meter
-            busy = meter.busy
+            busy = meter.of(settings.signal)
         else:
             # a rebalance or roll: the figures after it start afresh
             self.forget(res.uid)
@@ -78,7 +78,7 @@ class Autoscaler:
         if busy and max(busy.values()) > settings.target:
             slots = self._offered(res, base)
         figures = autoscale.Figures(
-            active=settled, workers=base.num_workers, busy=busy,
+            active=settled, workers=base.num_workers, load=busy,
             parallelism={c: base.component_executors.get(c, b.parallelism) for c, b in bolts.items()},
             tasks={c: b.tasks for c, b in bolts.items()}, slots=slots)
         decision = autoscale.decide(res.status.get("autoscale"), figures, now, settings)

@@ -36,7 +36,7 @@ TASKS = {"pass": 4, "slow": 4}
 def figures(busy: float | None, workers: int = 2, active: bool = True, slots: int | None = 8,
             parallelism: dict[str, int] | None = None) -> Figures:
     return Figures(active=active, workers=workers,
-                   busy=None if busy is None else {"pass": busy / 4, "slow": busy},
+                   load=None if busy is None else {"pass": busy / 4, "slow": busy},
                    parallelism=parallelism or PAR, tasks=TASKS, slots=slots)
 
 
@@ -212,6 +212,26 @@ def test_busy_of_a_component_is_its_busiest_executor() -> None:
     assert measure(Meter(0, a), b, 10).busy == {"slow": pytest.approx(0.5)}
 
 
+def test_backpressure_is_the_share_of_the_time_an_inbox_was_full() -> None:
+    a = {"3-3": ExecutorSample("slow", 0, 0, 0.0, 0, 1.0), "4-4": ExecutorSample("slow", 0, 0, 0.0, 0, 0.0)}
+    b = {"3-3": ExecutorSample("slow", 10, 100, 10.0, 10, 4.0), "4-4": ExecutorSample("slow", 10, 100, 10.0, 10, 0.5)}
+    m = measure(Meter(0, a), b, 10)
+    assert m.backpressure == {"slow": pytest.approx(0.3)} and m.of("backpressure") is m.backpressure
+    assert m.of("busy") is m.busy
+    beats = [WorkerHeartbeat(time_secs=5, uptime_secs=5, executors={
+        "3-3": ExecutorStats(component="slow", executed=1, backpressure_secs=2.5)})]
+    assert autoscale.samples(beats, ["slow"])["3-3"].backpressure_secs == 2.5
+
+
+def test_the_backpressure_signal_names_itself_in_the_decision() -> None:
+    bp = Settings(**{**S.__dict__, "signal": "backpressure", "target": 0.2})
+    ds = _run([(t, Figures(True, 2, {"slow": 0.4, "pass": 0.0}, PAR, TASKS, 8)) for t in range(0, 25, 5)], bp)
+    assert ds[-1].reason == SCALE_OUT
+    assert ds[-1].message == "numWorkers 2 -> 3, slow parallelism 1 -> 2: backpressure 0.40 (slow) above target 0.2 for 20s"
+    assert decide(None, Figures(True, 2, None), 0, bp).state["message"] == (
+        "not judged yet: no backpressure figure from the heartbeats")
+
+
 # --- the spec -----------------------------------------------------------------------------------
 
 def _topology(autoscale: dict[str, Any]) -> Topology:
@@ -227,6 +247,7 @@ def test_the_spec_defaults_and_bad_values() -> None:
     assert Settings.of(spec) == Settings(1, 4, "busy", 0.7, 30.0, 120.0, 0.5, 60.0, 1)
     with pytest.raises(ValidationError, match=r"minWorkers \(5\) is above maxWorkers \(4\)"):
         AutoscaleSpec.model_validate({"minWorkers": 5, "maxWorkers": 4})
+    assert AutoscaleSpec.model_validate({"maxWorkers": 2, "signal": "backpressure"}).signal.value == "backpressure"
     for bad in ({}, {"maxWorkers": 2, "target": 1.5}, {"maxWorkers": 2, "signal": "lag"},
                 {"maxWorkers": 2, "scaleInBelow": 1}, {"maxWorkers": 0}):
         with pytest.raises(ValidationError):

@@ -122,6 +122,9 @@ class ExecutorStats(_Payload):
     dropped: int = 0
     # spouts: messages emitted and not yet acked or failed
     pending: int = 0
+    # seconds its tasks' inboxes were full and backpressure announced (the autoscaler's
+    # `backpressure` signal; /metrics' squall_backpressure_seconds_total)
+    backpressure_secs: float = 0.0
 
 
 class WorkerHeartbeat(_Payload):

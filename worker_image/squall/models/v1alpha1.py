@@ -511,6 +511,9 @@ class AutoscaleSignal(str, enum.Enum):
     # the busiest bolt executor's share of time spent in execute (Storm's capacity), from the
     # executed counts and execute latencies of the workers' heartbeats
     BUSY = "busy"
+    # the most held-up bolt executor's share of time with its inbox full (backpressure announced
+    # upstream), from the seconds of backpressure in the heartbeats
+    BACKPRESSURE = "backpressure"
 
 
 class AutoscaleSpec(_Model):
@@ -521,7 +524,7 @@ class AutoscaleSpec(_Model):
     min_workers: int = Field(1, alias="minWorkers", ge=1, le=limits.MAX_WORKERS)
     max_workers: int = Field(alias="maxWorkers", ge=1, le=limits.MAX_WORKERS)
     signal: AutoscaleSignal = Field(AutoscaleSignal.BUSY, strict=False)
-    # scale out above it; busy: a fraction of the time
+    # scale out above it; busy and backpressure: a fraction of the time
     target: float = Field(0.7, gt=0, le=1, allow_inf_nan=False)
     # the signal above target this long -> scale out
     scale_out_after_secs: float = Field(30.0, alias="scaleOutAfterSecs", ge=0, le=limits.MAX_SECONDS,

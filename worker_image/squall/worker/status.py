@@ -115,6 +115,7 @@ def heartbeat(w: WorkerState) -> WorkerHeartbeat:
             latency_samples=s.lat_n,
             latency_hist=hist,
             pending=ex.pending_count() if isinstance(ex, SpoutExecutor) else 0,
+            backpressure_secs=max((w.bp_secs.get(t, 0.0) for t in ex.tasks), default=0.0),
         )
     for e in w.acker_executors:
         execs[executor_key(e)] = ExecutorStats(component=ACKER)
