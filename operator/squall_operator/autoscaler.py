@@ -61,7 +61,9 @@ class Autoscaler:
             self.forget(res.uid)
             return dict(res.status.get("autoscale") or {})
         running = stored.topology(base).spec
-        bolts = {b.name: b for b in running.bolts}
+        # the bolts both running and in the spec (the parallelism the autoscaler may write)
+        asked = {b.name for b in spec.bolts}
+        bolts = {b.name: b for b in running.bolts if b.name in asked}
         settled = (base.status is TopologyStatus.ACTIVE and res.roll is None
                    and res.observed_generation == res.generation
                    and base.num_workers == spec.num_workers
@@ -86,11 +88,12 @@ class Autoscaler:
             return decision.state
         ops: list[dict[str, Any]] = [{"op": "test", "path": "/spec/numWorkers", "value": spec.num_workers},
                                      {"op": "replace", "path": "/spec/numWorkers", "value": decision.workers}]
-        raw = res.spec.get("bolts") or []
+        where = {b.get("name"): i for i, b in enumerate(res.spec.get("bolts") or []) if isinstance(b, dict)}
         for comp, parallelism in sorted(decision.parallelism.items()):
-            i = next(i for i, b in enumerate(raw) if b.get("name") == comp)
-            ops += [{"op": "test", "path": f"/spec/bolts/{i}/name", "value": comp},
-                    {"op": "add", "path": f"/spec/bolts/{i}/parallelism", "value": parallelism}]
+            if comp in where:
+                i = where[comp]
+                ops += [{"op": "test", "path": f"/spec/bolts/{i}/name", "value": comp},
+                        {"op": "add", "path": f"/spec/bolts/{i}/parallelism", "value": parallelism}]
         try:
             self.host.patch_spec(res, ops)
         except Exception as exc:
