@@ -679,7 +679,11 @@ class KubeNimbus(Nimbus):
         if good is not None and (
                 res.roll is not None and res.roll.step == rolls.ROLLING_BACK
                 or rejected is not None and rejected.hash == pods.template_hash(self.config.worker, asked)):
-            return WorkerSpec.model_validate_json(json.dumps(good.worker)) if good.worker is not None else None
+            try:
+                return WorkerSpec.model_validate_json(json.dumps(good.worker)) if good.worker is not None else None
+            except ValueError as exc:  # kept by an operator whose model took other fields
+                log.warning("topology %s: the last good spec.worker in status.upgrade is not valid here (%s); "
+                            "keeping the spec's", res.name, exc)
         return asked
 
     # -- rolling the workers to new pod settings -----------------------------------------------------
