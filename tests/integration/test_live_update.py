@@ -36,7 +36,7 @@ pytestmark = pytest.mark.integration
 
 
 def squall(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "squall_operator", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "squall_operator", *args], check=False, capture_output=True,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
