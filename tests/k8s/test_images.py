@@ -198,3 +198,61 @@ def test_an_image_rebuilt_on_a_shared_layer_is_imported_every_time() -> None:
         for image in reversed(made):
             buildah("rmi", image, check=False)
         shutil.rmtree(work, ignore_errors=True)
+
+
+NODE_BOLT = """\
+var storm = require('./storm');
+function Upper() { storm.BasicBolt.call(this); }
+Upper.prototype = Object.create(storm.BasicBolt.prototype);
+Upper.prototype.constructor = Upper;
+Upper.prototype.process = function(tup, done) {
+    this.emit({tuple: [tup.values[0].toUpperCase(), process.version], anchorTupleId: tup.id}, function(ids) {});
+    done();
+};
+new Upper().run();
+"""
+
+# A ShellBolt of the image's squall on `node` and the image's storm.js, driven as the protocol
+# tests drive one (tests/integration/test_multilang_protocol.py): a tuple in, the child's emit
+# and ack back
+NODE_DRIVER = """\
+import json, os, sys, tempfile
+from squall.multilang import ShellBolt
+from squall.tuples import Tuple
+d = tempfile.mkdtemp()
+with open(os.path.join(d, "upper.js"), "w") as f:
+    f.write(sys.argv[1])
+sys.path.insert(0, d)
+class Context:
+    topology_id, task_id, component_id, worker_port = "t", 7, "upper", 0
+    def task_to_component(self): return {7: "upper"}
+    def this_streams(self): return ["default"]
+    def output_fields(self, stream="default"): return ["word", "node"]
+calls = []
+class Collector:
+    def emit(self, values, stream="default", anchors=None):
+        calls.append(["emit", values, [a.values for a in anchors or ()]]); return [9]
+    def ack(self, tup): calls.append(["ack", tup.values])
+    def fail(self, tup): calls.append(["fail", tup.values])
+    def report_error(self, exc): calls.append(["error", str(exc)])
+b = ShellBolt()
+b.prepare({"squall.multilang.shell": {"command": ["node", "upper.js"], "files": ["upper.js"]}}, Context(), Collector())
+try:
+    b.execute(Tuple(["hi"], 3, "src", "default", {}, None))
+finally:
+    b.cleanup()
+print(json.dumps(calls))
+"""
+
+
+def test_worker_image_runs_a_node_shell_bolt_on_storm_js(run, images) -> None:  # type: ignore[no-untyped-def]
+    """The default worker image runs a JavaScript bolt as it is: Bookworm's Node.js and Storm's
+    adapters (from Maven Central, at SQUALL_MULTILANG_DIR) are in it."""
+    r = run(WORKER, "python", "-m", "squall.multilang.adapters", user="10001")
+    assert r.returncode == 0 and r.stdout.split() == [f"/opt/squall-multilang/storm.{e}" for e in ("js", "py", "rb")], \
+        r.stdout + r.stderr
+    r = run(WORKER, "python", "-c", NODE_DRIVER, NODE_BOLT, user="10001")
+    assert r.returncode == 0, r.stderr[-3000:]
+    (emit, ack) = json.loads(r.stdout.strip().splitlines()[-1])
+    assert emit[0] == "emit" and emit[1][0] == "HI" and emit[1][1].startswith("v18.") and emit[2] == [["hi"]], emit
+    assert ack == ["ack", ["hi"]]

@@ -126,3 +126,37 @@ def test_a_missing_adapter_says_what_to_run(tmp_path: Path) -> None:
         adapters.require("storm.js", tmp_path)
     with pytest.raises(FileNotFoundError, match="mvn -B dependency:get -Dartifact=org.apache.storm:multilang-javascript:1.0"):
         adapters.extract(tmp_path, tmp_path / "out", "1.0")
+
+
+def test_adapters_are_fetched_over_http_and_checked_against_their_sha1(tmp_path: Path) -> None:
+    """`fetch` (what the worker image's Dockerfile runs) against a loopback server laid out as
+    Maven Central: the three files land in `out`; a jar whose SHA-1 differs from the published
+    one is refused, naming both."""
+    import functools
+    import hashlib
+    import http.server
+
+    repo = tmp_path / "central"
+    for artifact, name in adapters.ADAPTERS.items():
+        d = repo / "org" / "apache" / "storm" / artifact / "9.9.9"
+        d.mkdir(parents=True)
+        jar = d / f"{artifact}-9.9.9.jar"
+        with zipfile.ZipFile(jar, "w") as z:
+            z.writestr(f"resources/{name}", f"// {name}\n")
+        (d / f"{jar.name}.sha1").write_text(hashlib.sha1(jar.read_bytes()).hexdigest() + "\n")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(repo))
+    handler.log_message = lambda *a: None  # type: ignore[method-assign, assignment]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        written = adapters.fetch(tmp_path / "out", "9.9.9", base=base, timeout=10)
+        assert sorted(p.name for p in written) == ["storm.js", "storm.py", "storm.rb"]
+        assert adapters.find(tmp_path / "out")["storm.js"].read_text() == "// storm.js\n"
+        sha1 = repo / "org/apache/storm/multilang-python/9.9.9/multilang-python-9.9.9.jar.sha1"
+        sha1.write_text("0" * 40)
+        with pytest.raises(ValueError, match="multilang-python-9.9.9.jar has SHA-1 [0-9a-f]{40}, Maven Central publishes 0{40}"):
+            adapters.fetch(tmp_path / "again", "9.9.9", base=base, timeout=10)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -4,28 +4,37 @@ Apache Storm publishes them on Maven Central as `org.apache.storm:multilang-java
 `multilang-python` and `multilang-ruby` (each jar holds `resources/storm.<ext>`). Squall does not
 copy them into its repository: `scripts/setup` fetches the jars with Maven once per version and
 extracts the three files into `~/.cache/squall-multilang/<version>/` (`SQUALL_MULTILANG_DIR`
-overrides the place; a worker image sets it to where its Dockerfile put them). A shell
+overrides the place; the worker image sets it to /opt/squall-multilang, where its Dockerfile
+fetched them with `fetch`: the jars straight from Maven Central, checked against their
+published SHA-1, no Maven needed). A shell
 component's working directory gets a copy of every adapter found there, as Storm's
 `resources/` directory holds them beside the component's own files.
 
     python -m squall.multilang.adapters            # where they are, or what to run
     python -m squall.multilang.adapters extract    # from ~/.m2 after `mvn dependency:get`
+    python -m squall.multilang.adapters fetch      # from Maven Central itself
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import sys
+import urllib.request
 import zipfile
 from pathlib import Path
 from typing import Final
 
-__all__ = ["ADAPTERS", "ENV", "MISSING_HINT", "STORM_VERSION", "adapters_dir", "extract", "find", "require"]
+__all__ = ["ADAPTERS", "CENTRAL", "ENV", "MISSING_HINT", "STORM_VERSION", "adapters_dir", "extract", "fetch", "find",
+           "require"]
 
 STORM_VERSION: Final = "2.8.3"  # bench/storm's Storm
 ENV: Final = "SQUALL_MULTILANG_DIR"
 # artifact -> the file its jar holds under resources/
 ADAPTERS: Final = {"multilang-javascript": "storm.js", "multilang-python": "storm.py", "multilang-ruby": "storm.rb"}
+CENTRAL: Final = "https://repo1.maven.org/maven2"
+MAX_JAR_BYTES: Final = 1 << 20  # each jar is about 10 KB
 MISSING_HINT: Final = (f"run scripts/setup: it fetches org.apache.storm:multilang-* {STORM_VERSION} from "
                        f"Maven Central into ~/.cache/squall-multilang/{STORM_VERSION} (or set {ENV} "
                        "to a directory holding storm.js, storm.py and storm.rb)")
@@ -64,11 +73,37 @@ def extract(m2: Path, out: Path, version: str = STORM_VERSION) -> list[Path]:
             raise FileNotFoundError(f"{jar} is missing: mvn -B dependency:get "
                                     f"-Dartifact=org.apache.storm:{artifact}:{version}")
         with zipfile.ZipFile(jar) as z:
-            data = z.read(f"resources/{name}")
-        tmp = out / f".{name}.tmp"
-        tmp.write_bytes(data)
-        tmp.replace(out / name)
-        written.append(out / name)
+            written.append(_write(out, name, z.read(f"resources/{name}")))
+    return written
+
+
+def _write(out: Path, name: str, data: bytes) -> Path:
+    tmp = out / f".{name}.tmp"
+    tmp.write_bytes(data)
+    tmp.replace(out / name)
+    return out / name
+
+
+def fetch(out: Path, version: str = STORM_VERSION, base: str = CENTRAL, timeout: float = 60.0) -> list[Path]:
+    """Download the three jars from Maven Central (`base`), check each against the SHA-1 that
+    Central publishes beside it, and copy their `resources/storm.*` into `out`. OSError (a
+    `urllib.error.URLError` included) naming the jar that could not be fetched, ValueError for
+    one whose digest does not match."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for artifact, name in ADAPTERS.items():
+        url = f"{base}/org/apache/storm/{artifact}/{version}/{artifact}-{version}.jar"
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            jar = r.read(MAX_JAR_BYTES + 1)
+        with urllib.request.urlopen(url + ".sha1", timeout=timeout) as r:
+            want = r.read(200).decode("ascii", "replace").split()[0].lower()
+        if len(jar) > MAX_JAR_BYTES:
+            raise ValueError(f"{url} is over {MAX_JAR_BYTES} bytes: not Storm's adapter jar")
+        got = hashlib.sha1(jar).hexdigest()  # noqa: S324 - Maven Central's published digest
+        if got != want:
+            raise ValueError(f"{url} has SHA-1 {got}, Maven Central publishes {want}")
+        with zipfile.ZipFile(io.BytesIO(jar)) as z:
+            written.append(_write(out, name, z.read(f"resources/{name}")))
     return written
 
 
@@ -80,6 +115,15 @@ def main(argv: list[str]) -> int:
                 print(path)
         except FileNotFoundError as exc:
             print(f"squall.multilang.adapters: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    if argv[:1] == ["fetch"]:
+        try:
+            for path in fetch(adapters_dir()):
+                print(path)
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+            print(f"squall.multilang.adapters: fetching Storm's adapters from {CENTRAL} failed: {exc}",
+                  file=sys.stderr)
             return 1
         return 0
     found = find()
