@@ -78,7 +78,7 @@ def test_load_step_scales_out_then_in_once_each_and_loses_no_message_id(release:
         poll("autoscale Running 2/2", running(2), 180)
         out_running = time.time()
         # the load goes on at 2 x 0.35, inside the band: no decision until the ids run out
-        wait_for(lambda: list(out.glob("spout-*.done")), LOAD_SECS * 3, interval=1, what="every id acked")
+        poll("every id acked", lambda st: bool(list(out.glob("spout-*.done"))), LOAD_SECS * 3)
         load_ended = time.time()
         st = r.status(name)
         assert st["autoscale"]["lastDecision"].startswith("ScaledOut"), st["autoscale"]
@@ -88,7 +88,12 @@ def test_load_step_scales_out_then_in_once_each_and_loses_no_message_id(release:
         poll("autoscale Running 1/1 again", running(1), 180)
         in_running = time.time()
         # stays there: nothing moves for a cooldown and more with the load gone
-        time.sleep(AUTOSCALE["cooldownSecs"] + 5)
+        settled_until = time.time() + AUTOSCALE["cooldownSecs"] + 5
+        while time.time() < settled_until:
+            st = r.status(name)
+            seen.append((time.time(), dict(st.get("autoscale") or {})))
+            assert st["autoscale"]["lastDecision"].startswith("ScaledIn"), st["autoscale"]
+            time.sleep(1)
         reasons = r.reasons(name)
         assert reasons.count("ScaledOut") == 1 and reasons.count("ScaledIn") == 1, reasons
         assert "AutoscaleClamped" not in reasons
@@ -96,6 +101,15 @@ def test_load_step_scales_out_then_in_once_each_and_loses_no_message_id(release:
         messages = [e["message"] for e in events if e["reason"] in ("ScaledOut", "ScaledIn")]
         assert all("target 0.5" in m and "busy 0." in m for m in messages), messages
         values = [a["value"] for _, a in seen if "value" in a]
+        # the figures as the status showed them (seconds since the first poll, value, workers),
+        # one per change: tests/unit/test_autoscale.py replays such a record
+        record, last = [], None
+        for at, a in seen:
+            point = (a.get("value"), a.get("lastDecision", "")[:9])
+            if "value" in a and point != last:
+                record.append((round(at - seen[0][0]), a["value"], point[1] or "-"))
+                last = point
+        print(f"autoscale: record {record}")
         print(f"autoscale: busy figures seen {min(values):.2f}..{max(values):.2f}; "
               f"out: decided {out_at - load_began:.0f}s after the load began (scaleOutAfterSecs "
               f"{AUTOSCALE['scaleOutAfterSecs']}), 2/2 Running {out_running - out_at:.0f}s later; "

@@ -180,6 +180,38 @@ def test_a_recorded_load_step_scales_out_then_in_and_never_flaps() -> None:
     assert par == {"pass": 1, "slow": 1}
 
 
+# status.autoscale.value at each change in a run of tests/k8s/test_autoscale_real_nodes.py on the
+# real nodes (seconds since the topology ran, busy of its SlowBolt): 0.7 with one executor, about
+# 0.36 each with two after the scale-out (status showed it from 38 s), 0 once the ids ran out
+REAL_RUN = [(13, 0.705), (19, 0.707), (38, 0.355), (44, 0.374), (50, 0.364), (56, 0.353), (63, 0.377),
+            (68, 0.382), (75, 0.365), (81, 0.358), (87, 0.089), (93, 0.0)]
+REAL_SETTINGS = Settings(min_workers=1, max_workers=2, target=0.5, scale_out_after_secs=10, scale_in_after_secs=20,
+                         scale_in_below=0.5, cooldown_secs=20, step=1)
+
+
+def test_the_real_nodes_record_replayed_gives_the_decisions_the_run_made() -> None:
+    """The record replayed at the operator's 2 s rounds, the spouts inactive from a decision
+    until the next figure (the rebalance): out once, in once, 84 s apart as in the real run (its
+    operator logged ScaledOut at 00:00:58.6 and ScaledIn at 00:02:22.6; the record's times are
+    the test's polls, which see a decision only with the next figure), and the bolt's
+    parallelism back."""
+    state: dict[str, Any] | None = None
+    workers, par, decided_at = 1, {"slow": 1}, -1.0
+    decisions: list[tuple[int, str, int, dict[str, int]]] = []
+    for t in range(13, 160, 2):
+        figure = [v for at, v in REAL_RUN if at <= t][-1]
+        fresh = any(decided_at < at <= t for at, _ in REAL_RUN)
+        d = decide(state, Figures(fresh, workers, {"slow": figure}, par, {"slow": 4}, 4), t, REAL_SETTINGS)
+        state = d.state
+        if d.reason:
+            decided_at = t
+            workers, par = d.workers, {**par, **d.parallelism}
+            decisions.append((t, d.reason, workers, dict(par)))
+    assert [(r, w, p) for _, r, w, p in decisions] == [(SCALE_OUT, 2, {"slow": 2}), (SCALE_IN, 1, {"slow": 1})]
+    (out_at, *_), (in_at, *_) = decisions
+    assert 19 < out_at <= 31 and 80 <= in_at - out_at <= 88
+
+
 def test_clamp() -> None:
     assert [autoscale.clamp(n, S) for n in (0, 1, 3, 4, 9)] == [1, 1, 3, 4, 4]
 
