@@ -3,7 +3,7 @@ process-kubelet cluster: `kubectl patch` of maxSpoutPending and of a bolt's conf
 running workers with no pod replaced (one `ConfigUpdated` Event saying what changed and how:
 the spout's bound live, the bolt's executors restarted in place, each prepared with the new
 value), every message id is acked, and a graph change is refused with a `SpecChangeRefused`
-Warning, the stored spec left as it was.
+Warning, the stored spec left as it was. `kubectl squall update FILE` does the same from a file.
 
 The chart, the operator, ZooKeeper and the process kubelet are the session's release `squall` in
 namespace squall-e2e (the `squall` fixture, conftest.py).
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from .cluster import Cluster
 from .conftest import wait_for
@@ -26,6 +27,7 @@ from .test_operator_e2e import (
     delete_and_wait_gone,
     events,
     id_pipeline,
+    kubectl_squall,
     running,
     worker_pods,
     zk_state,
@@ -91,6 +93,18 @@ def test_kubectl_patch_of_config_applies_live_with_no_pod_replaced_and_no_id_los
         assert {p["metadata"]["uid"] for p in worker_pods(c, NAME)} == pods, "a worker pod was replaced"
         assert all(s.get("restartCount", 0) == 0 for p in worker_pods(c, NAME)
                    for s in p["status"].get("containerStatuses") or [])
+
+        # the same through the CLI: `kubectl squall update FILE` replaces the spec, the operator
+        # applies it
+        doc["spec"]["maxSpoutPending"] = 20
+        doc["spec"]["bolts"][0]["config"]["test.tag"] = "two"
+        doc["spec"]["killWaitSecs"] = 4
+        (tmp_path / "t.yaml").write_text(yaml.safe_dump(doc))
+        done = kubectl_squall(c, "update", str(tmp_path / "t.yaml"))
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"topology {NAME}: live: killWaitSecs 3 -> 4 (spec replaced"), done.stdout
+        wait_for(lambda: [e for e in events(c, NAME) if e["reason"] == "ConfigUpdated"
+                          and e["message"] == "live: killWaitSecs 3 -> 4"], 60, what="the CLI's ConfigUpdated")
 
         # a graph change: refused, said once, and the stored spec keeps its grouping
         _patch(c, [{"op": "replace", "path": "/spec/bolts/1/inputs/0/grouping", "value": "shuffle"},
