@@ -9,8 +9,6 @@ the new timeout, ticks come at the new period."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +18,9 @@ import yaml
 from helpers import (  # the integration tests' helpers (same directory)
     id_pipeline,
     logs_tail,
+    one_line_error,
     read_spout,
+    squall,
     stop_topology,
     topology,
     totals,
@@ -33,11 +33,6 @@ from squall.models.v1alpha1 import Topology
 from squall_operator.local import LocalCluster
 
 pytestmark = pytest.mark.integration
-
-
-def squall(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "squall_operator", *args], check=False, capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def write(topo: dict[str, object], path: Path) -> Path:
@@ -106,9 +101,8 @@ def test_squall_update_changes_max_spout_pending_live_and_restarts_a_bolt_with_n
     graph["spec"]["bolts"][1]["inputs"][0]["grouping"] = "shuffle"
     graph["spec"]["bolts"][1]["inputs"][0].pop("fields")
     refused = squall("update", str(write(graph, tmp_path / "graph.yaml")), *zk)
-    assert refused.returncode == 1 and refused.stdout == "", refused
-    assert refused.stderr.count("\n") == 1 and "needs an upgrade (drain and resubmit): sink: inputs changed" in \
-        refused.stderr, refused.stderr
+    one_line_error(refused, 1, "needs an upgrade (drain and resubmit): sink: inputs changed")
+    assert refused.stdout == ""
     base = cluster.state.get_storm(topo.name)
     assert base is not None and Topology.model_validate(base.topology).spec.max_spout_pending == 20
 
