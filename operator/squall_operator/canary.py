@@ -160,6 +160,8 @@ class Observed:
     degraded: str = ""
     # the canary slots without a ready pod of the new settings (for the message)
     not_ready: tuple[str, ...] = ()
+    # none of the canary's slots is assigned any more (a rebalance took them): it starts over
+    gone: bool = False
 
 
 @dataclass(frozen=True)

@@ -833,7 +833,7 @@ class KubeNimbus(Nimbus):
             new=canaries.component_figures(canaries.since(new, base)),
             old=canaries.component_figures(canaries.since(old, base)),
             degraded_since=degraded_since, degraded=str(cond.get("message") or ""),
-            not_ready=tuple(not_ready) if canary_slots else roll.canary_slots)
+            not_ready=tuple(not_ready) if canary_slots else roll.canary_slots, gone=not canary_slots)
 
     def _restamp(self, topo: str, slots: set[WorkerSlot], now: float) -> None:
         """Give the executors of replaced slots a fresh launch time: their new pods get

@@ -267,6 +267,14 @@ def _canary_step(roll: Roll, inp: RollInput, outdated: Sequence[tuple[str, Worke
                  effects: list[Effect]) -> tuple[Roll, str]:
     """Step Canary: replace the canary's slots, then judge them (effects appended). Returns the
     roll after it and the verdict's outcome: PASS goes on to Replacing in the same round."""
+    if inp.observed is not None and inp.observed.gone:
+        first = _canary_slots(outdated, inp.canary)
+        roll = replace(roll, since=inp.now, canary_slots=first, analysing=None)
+        effects.append(_event("CanaryRestarted", (
+            f"the canary's slots are no longer assigned (a rebalance): slot(s) {', '.join(first)} start over"
+            if first else "the canary's slots are no longer assigned (a rebalance) and no other slot is outdated")))
+        if not first:
+            return replace(roll, step=REPLACING), canaries.PASS
     mine = [o for o in outdated if o[1] is not None and o[1].key() in roll.canary_slots]
     if mine:
         effects.extend(_replace(mine, inp))

@@ -277,3 +277,17 @@ def test_no_canary_without_last_good_settings_or_for_the_operators_own_change() 
     nimbus2.round()
     assert _cond(_status(api), "Rolling")["reason"] == "Replacing"
     assert "canary" not in next(m for n, r, m in api.events if r == "RollStarted")
+
+
+def test_a_canary_whose_slots_a_rebalance_took_starts_over_on_an_outdated_slot() -> None:
+    roll = Roll(CANARY, 100.0, "img:2", ("img:1",), HANDOVER, 100.0, "t2", ("n9-6700",), 110.0)
+    gone = Observed(ready=False, gone=True)
+    roll, effects = step(roll, _inp(now=130.0, outdated=[OLD[1]], observed=gone))
+    assert roll is not None and (roll.step, roll.canary_slots, roll.since, roll.analysing) == (
+        CANARY, ("n2-6700",), 130.0, None)
+    assert _kinds(effects) == ["CanaryRestarted", "restamp", "delete"] and effects[2].pods == ("wc-n2-6700",)
+    assert "no longer assigned (a rebalance): slot(s) n2-6700 start over" in effects[0].message
+    # nothing left on the old settings: nothing to compare with, the roll goes on
+    roll = Roll(CANARY, 100.0, "img:2", ("img:1",), HANDOVER, 100.0, "t2", ("n9-6700",), 110.0)
+    roll, effects = step(roll, _inp(now=130.0, outdated=[], observed=gone, all_ready=True))
+    assert roll is None and _kinds(effects) == ["CanaryRestarted", "RollCompleted"]
