@@ -117,6 +117,16 @@ def test_load_step_scales_out_then_in_once_each_and_loses_no_message_id(release:
               f"{AUTOSCALE['scaleInAfterSecs']}), 1/1 Running {in_running - in_at:.0f}s later")
         assert out_at - load_began <= 60, "scale-out took too long"
         assert in_at - load_ended <= 90, "scale-in took too long"
+        # `kubectl scale` beyond maxWorkers: the scale subresource writes numWorkers 5, the operator
+        # writes it back as 2 with a Warning and rebalances to 2, not 5
+        r.kubectl("scale", f"topology/{name}", "--replicas=5")
+        wait_for(lambda: "AutoscaleClamped" in r.reasons(name), 60, interval=1, what="the AutoscaleClamped Event")
+        assert r.get("topology", name)["spec"]["numWorkers"] == 2
+        clamped = next(e["message"] for e in r.get("events", "--field-selector", f"involvedObject.name={name}")["items"]
+                       if e["reason"] == "AutoscaleClamped")
+        assert clamped == "numWorkers 5 -> 2: spec.autoscale keeps it within [1, 2] (minWorkers, maxWorkers)"
+        poll("autoscale Running 2/2 after the clamp", running(2), 180)
+        assert r.status(name).get("desiredWorkers") == 2
         summary = r.all_ids_acked(name, out, n)
         print(f"autoscale: {n} ids acked, {summary['failed']} tuple trees failed or timed out and were "
               f"replayed, spout opened {summary['opens']} times")
