@@ -40,6 +40,7 @@ __all__ = [
     "LifecycleState",
     "Reassign",
     "RemoveTopology",
+    "Resubmit",
     "ScheduleDelayed",
     "SetSpoutsActive",
     "TRANSITIONS",
@@ -56,8 +57,12 @@ class ActionName(str, enum.Enum):
     DEACTIVATE = "DEACTIVATE"
     REBALANCE = "REBALANCE"
     KILL = "KILL"
-    # internal, delayed: due after a rebalance's or a kill's wait
+    # a graph upgrade (squall_operator.upgrade): a rebalance whose end launches the new graph
+    UPGRADE = "UPGRADE"
+    # internal, delayed: due after a rebalance's, an upgrade's or a kill's wait (an upgrade's is
+    # also run early, once its spouts have drained)
     DO_REBALANCE = "DO_REBALANCE"
+    DO_UPGRADE = "DO_UPGRADE"
     REMOVE = "REMOVE"
     # nimbus (re)started: resume the pending delayed action
     STARTUP = "STARTUP"
@@ -116,8 +121,16 @@ class Action:
         )
 
     @classmethod
+    def upgrade(cls, wait_secs: float) -> Action:
+        return cls(ActionName.UPGRADE, wait_secs=wait_secs)
+
+    @classmethod
     def do_rebalance(cls) -> Action:
         return cls(ActionName.DO_REBALANCE)
+
+    @classmethod
+    def do_upgrade(cls) -> Action:
+        return cls(ActionName.DO_UPGRADE)
 
     @classmethod
     def remove(cls) -> Action:
@@ -171,7 +184,13 @@ class RemoveTopology:
     """Stop the workers and delete the topology's cluster state."""
 
 
-Effect = SetSpoutsActive | ScheduleDelayed | Reassign | RemoveTopology
+@dataclass(frozen=True)
+class Resubmit:
+    """Launch the upgrade's new graph: store it with a new launch time (the workers of the old
+    launch are replaced) and compute a new assignment."""
+
+
+Effect = SetSpoutsActive | ScheduleDelayed | Reassign | RemoveTopology | Resubmit
 
 
 @dataclass(frozen=True)
@@ -238,6 +257,30 @@ def _rebalance(state: LifecycleState, action: Action, now: float) -> Transition:
     )
 
 
+def _upgrade(state: LifecycleState, action: Action, now: float) -> Transition:
+    # Storm's rebalance with another end: the spouts deactivated, the new graph launched once
+    # they have drained (the shell runs DO_UPGRADE early) or after the wait at the most
+    due = now + action.wait_secs
+    upgrading = LifecycleState(
+        status=TopologyStatus.REBALANCING,
+        prev_status=state.status,
+        delayed_action=ActionName.DO_UPGRADE,
+        delayed_due=due,
+    )
+    return Transition(upgrading, (SetSpoutsActive(False), ScheduleDelayed(ActionName.DO_UPGRADE, due)))
+
+
+def _do_upgrade(state: LifecycleState, action: Action, now: float) -> Transition:
+    if state.delayed_action is not ActionName.DO_UPGRADE:
+        # a rebalance's wait is Storm's and is not cut short by an upgrade's drain
+        raise InvalidTransition(state.status, action.name)
+    restored = state.prev_status or TopologyStatus.ACTIVE
+    return Transition(
+        LifecycleState(status=restored),
+        (Resubmit(), SetSpoutsActive(restored is TopologyStatus.ACTIVE)),
+    )
+
+
 def _do_rebalance(state: LifecycleState, action: Action, now: float) -> Transition:
     restored = state.prev_status or TopologyStatus.ACTIVE
     return Transition(
@@ -255,9 +298,11 @@ def _remove(state: LifecycleState, action: Action, now: float) -> Transition:
     return Transition(replace(state, delayed_action=None, delayed_due=None), (RemoveTopology(),))
 
 
-def _resume(pending: ActionName) -> Handler:
+def _resume(default: ActionName) -> Handler:
     def handler(state: LifecycleState, action: Action, now: float) -> Transition:
         due = state.delayed_due if state.delayed_due is not None else now
+        # REBALANCING waits for DO_REBALANCE or an upgrade's DO_UPGRADE, whichever is stored
+        pending = state.delayed_action if state.delayed_action is not None else default
         return Transition(
             replace(state, delayed_action=pending, delayed_due=due),
             (ScheduleDelayed(pending, due),),
@@ -272,6 +317,7 @@ TRANSITIONS: Mapping[TopologyStatus, Mapping[ActionName, Handler]] = {
         ActionName.ACTIVATE: _no_op,
         ActionName.DEACTIVATE: _to(TopologyStatus.INACTIVE),
         ActionName.REBALANCE: _rebalance,
+        ActionName.UPGRADE: _upgrade,
         ActionName.KILL: _kill,
         ActionName.STARTUP: _no_op,
     },
@@ -279,12 +325,14 @@ TRANSITIONS: Mapping[TopologyStatus, Mapping[ActionName, Handler]] = {
         ActionName.ACTIVATE: _to(TopologyStatus.ACTIVE),
         ActionName.DEACTIVATE: _no_op,
         ActionName.REBALANCE: _rebalance,
+        ActionName.UPGRADE: _upgrade,
         ActionName.KILL: _kill,
         ActionName.STARTUP: _no_op,
     },
     TopologyStatus.REBALANCING: {
         ActionName.KILL: _kill,
         ActionName.DO_REBALANCE: _do_rebalance,
+        ActionName.DO_UPGRADE: _do_upgrade,
         ActionName.STARTUP: _resume(ActionName.DO_REBALANCE),
     },
     TopologyStatus.KILLED: {

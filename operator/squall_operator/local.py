@@ -3,8 +3,10 @@
 `squall run` uses it, and so do the integration tests. ZooKeeper is real: an embedded server
 started from the jars PySpark ships, unless a connect string is given. Each simulated node
 registers its slots in ZooKeeper like a Storm supervisor and runs a sync loop that starts a worker
-process for every slot assigned to it, restarts a worker that died, and stops workers whose slot
-is no longer assigned. Every child process dies with its parent (PR_SET_PDEATHSIG).
+process for every slot assigned to it, restarts a worker that died, stops workers whose slot
+is no longer assigned, and replaces the workers of an earlier launch of a topology (a graph
+upgrade stores the new graph with a new launch time): every outdated worker on every node is
+stopped, its spouts closed, before a worker of the new launch starts. Every child process dies with its parent (PR_SET_PDEATHSIG).
 
 ZooKeeper ACLs: with credentials (``zk_credentials``; generated when the cluster starts its own
 ZooKeeper) every node under the cluster's root carries a digest ACL for that user alone; the
@@ -72,6 +74,8 @@ class WorkerProcess:
     log_path: Path
     started: float
     restarts: int = 0
+    # the launch of the topology it runs (StormBase.launch_time_secs when it was started)
+    launch: float = 0.0
 
 
 def default_slots(cores: int, nodes: int, num_workers: int) -> int:
@@ -144,7 +148,7 @@ class LocalCluster:
         self.requests_wake = threading.Event()
         # what the nodes should run, as last read from ZooKeeper: kept while it is away, so
         # workers that die meanwhile are still restarted
-        self._wanted: dict[str, set[tuple[str, WorkerSlot]]] = {}
+        self._wanted: dict[str, dict[tuple[str, WorkerSlot], float]] = {}
         self._zk_away = False
 
     # -- start and stop ----------------------------------------------------------------------
@@ -300,20 +304,23 @@ class LocalCluster:
             self.requests_wake.wait(1.0)
             self.requests_wake.clear()
 
-    def _read_wanted(self) -> dict[str, set[tuple[str, WorkerSlot]]] | None:
-        """Node -> (topology, slot) it should run, from ZooKeeper; None while it is away."""
-        wanted: dict[str, set[tuple[str, WorkerSlot]]] = {n: set() for n in self.supervisors}
+    def _read_wanted(self) -> dict[str, dict[tuple[str, WorkerSlot], float]] | None:
+        """Node -> (topology, slot) it should run -> the topology's launch time, from ZooKeeper;
+        None while it is away."""
+        wanted: dict[str, dict[tuple[str, WorkerSlot], float]] = {n: {} for n in self.supervisors}
         watch = lambda *_: self.sync_wake.set()  # noqa: E731
         try:
             if not self.state.ready:
                 return None
             for topo in self.state.assignment_ids(watch=watch):
+                # the StormBase first: nimbus writes an upgrade's new launch before its assignment
+                base = self.state.get_storm(topo)
                 assignment = self.state.get_assignment(topo, watch=watch)
-                if assignment is None or self.state.get_storm(topo) is None:
+                if assignment is None or base is None:
                     continue
                 for slot in set(assignment.slots().values()):
                     if slot.node in wanted:
-                        wanted[slot.node].add((topo, slot))
+                        wanted[slot.node][(topo, slot)] = base.launch_time_secs
         except CONNECTION_ERRORS as exc:
             if not self._zk_away:
                 # nimbus (or `squall run`) says it louder: one warning per outage
@@ -335,22 +342,30 @@ class LocalCluster:
         with self.lock:
             if self.stop_event.is_set():
                 return
-            for node, sup in self.supervisors.items():
-                if sup.failed:
-                    continue
+            live = [sup for sup in self.supervisors.values() if not sup.failed]
+            # every node's outdated workers go first: a worker of a new launch opens its spouts
+            # only after the old ones have closed theirs (a source's state is handed over there)
+            outdated = [(sup, wp) for sup in live for key, wp in sup.workers.items()
+                        if key not in wanted.get(sup.node, {}) or wanted[sup.node][key] != wp.launch]
+            for sup, wp in outdated:
+                if wp.proc.poll() is None and (wp.topology, wp.slot) in wanted.get(sup.node, {}):
+                    log.info("worker %s of %s runs an earlier launch; replacing it", wp.slot.key(), wp.topology)
+                self._stop_worker(sup, wp, grace=5.0)
+            for sup in live:
                 for key, wp in list(sup.workers.items()):
-                    if key not in wanted.get(node, set()):
-                        self._stop_worker(sup, wp, grace=5.0)
-                    elif wp.proc.poll() is not None:
+                    if wp.proc.poll() is not None:
                         code = wp.proc.returncode
                         self.crashes.append(f"worker {key[1].key()} of {key[0]} exited with {code}")
                         log.warning("worker %s of %s exited with %s; restarting", key[1].key(), key[0], code)
-                        sup.workers[key] = self._spawn(key[0], key[1], wp.restarts + 1)
-                for key in wanted.get(node, set()):
+                        sup.workers[key] = self._spawn(key[0], key[1], wp.restarts + 1, wp.launch)
+                for key, launch in wanted.get(sup.node, {}).items():
                     if key not in sup.workers:
-                        sup.workers[key] = self._spawn(*key)
+                        sup.workers[key] = self._spawn(key[0], key[1], launch=launch)
 
-    def _spawn(self, topo: str, slot: WorkerSlot, restarts: int = 0) -> WorkerProcess:
+    def _spawn(self, topo: str, slot: WorkerSlot, restarts: int = 0, launch: float | None = None) -> WorkerProcess:
+        if launch is None:  # the launch stored now (a test starting a slot's next worker itself)
+            base = self.state.get_storm(topo)
+            launch = 0.0 if base is None else base.launch_time_secs
         log_path = self.workdir / f"worker-{topo}-{slot.key()}.log"
         cmd = [
             sys.executable, "-m", "squall.worker",
@@ -378,7 +393,7 @@ class LocalCluster:
                 env=env, preexec_fn=_die_with_parent,
             )
         log.info("started worker %s of %s (pid %d)", slot.key(), topo, proc.pid)
-        return WorkerProcess(topo, slot, proc, log_path, time.time(), restarts)
+        return WorkerProcess(topo, slot, proc, log_path, time.time(), restarts, launch)
 
     def _stop_worker(self, sup: Supervisor, wp: WorkerProcess, grace: float) -> None:
         if wp.proc.poll() is None:

@@ -26,7 +26,7 @@ from squall import specchange, validation
 from squall.models.v1alpha1 import Topology
 from squall.plan import ACKER
 from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected
-from squall_operator import lifecycle, monitor, scheduler, stored
+from squall_operator import lifecycle, monitor, scheduler, stored, upgrade
 from squall_operator.metrics import NimbusMetrics
 
 log = logging.getLogger("squall.nimbus")
@@ -101,6 +101,8 @@ class Nimbus:
         self.stop_event = threading.Event()
         self.thread: threading.Thread | None = None
         self.events: list[str] = []
+        # topology -> why its upgrade's drain ended (for the Upgraded event)
+        self.upgrade_reason: dict[str, str] = {}
         # topology -> slot -> when this nimbus saw the slot's heartbeat change (its own clock)
         self.seen: dict[str, dict[WorkerSlot, monitor.SeenBeat]] = {}
         # since when this nimbus has watched the heartbeats without a gap: its start, or its
@@ -176,12 +178,14 @@ class Nimbus:
             wait_secs = spec.rebalance_wait
         self.act(topo, lifecycle.Action.rebalance(wait_secs, num_workers, executors))
 
-    def update(self, topo: str, topology: Topology) -> specchange.SpecChange:
+    def update(self, topo: str, topology: Topology, wait_secs: float | None = None) -> specchange.SpecChange:
         """A new spec for a running topology (`squall update`, the operator's reconcile), as
         `squall.specchange` classifies it: a change applied in place is stored (the workers,
         watching the StormBase, apply it: live settings at once, a component's executors
-        restarted with nothing lost); one that needs a graph upgrade or cannot be carried
-        raises NimbusError saying why, and nothing changes."""
+        restarted with nothing lost); a graph change starts an upgrade (squall_operator.upgrade:
+        the spouts drain for `wait_secs`, rebalanceWaitSecs by default, at the most, then the new
+        graph is launched); one that cannot be carried raises NimbusError saying why, and nothing
+        changes."""
         with self.lock:
             base = self._base(topo)
             if base.status in (TopologyStatus.KILLED, TopologyStatus.REBALANCING):
@@ -190,13 +194,48 @@ class Nimbus:
             change = specchange.classify(running.spec, topology.spec)
             if change.kind is specchange.Kind.NONE:
                 return change
+            if change.kind is specchange.Kind.UPGRADE:
+                why = upgrade.refusal(running, topology, change)
+                if why is not None:
+                    raise NimbusError(f"update: topology {topo!r} {change.describe()}; refused: {why}")
+                self._upgrade(topo, base, topology, running.spec.rebalance_wait if wait_secs is None else wait_secs,
+                              change)
+                return change
             if not change.applies_in_place:
-                raise NimbusError(f"update: topology {topo!r} {change.describe()}; Squall does not upgrade a "
-                                  "running graph yet: kill it and submit it again")
+                raise NimbusError(f"update: topology {topo!r} {change.describe()}")
             self.state.set_storm(topo, base.model_copy(update={"topology": specchange.stored_after(running, topology)}))
             self._event(f"{topo}: updated ({change.describe()})")
             self.wake.set()
             return change
+
+    def _upgrade(self, topo: str, base: StormBase, topology: Topology, wait_secs: float,
+                 change: specchange.SpecChange) -> None:
+        new, _executors = upgrade.launch(stored.topology(base), base.component_executors, topology)
+        try:  # the new graph must be one the workers can build, before anything is deactivated
+            stored.plan(base.model_copy(update={"topology": new, "component_executors": _executors}))
+        except Exception as exc:
+            raise NimbusError(f"update: topology {topo!r}: the new graph does not plan: {exc}") from None
+        now = self.clock()
+        # the new graph is stored beside the running one first: a nimbus that dies before the
+        # transition below finds the topology as it was (the next update replaces the stored graph)
+        self.state.set_storm(topo, base.model_copy(update={"upgrade_topology": new, "upgrade_since_secs": now}))
+        self._event(f"{topo}: Upgrading ({'; '.join(change.upgrade)}): spouts deactivated, the new graph launched "
+                    f"once nothing is pending, in {wait_secs:g}s at the most")
+        self.act(topo, lifecycle.Action.upgrade(wait_secs))
+
+    def _drained(self, topo: str, base: StormBase) -> None:
+        """An upgrade's drain: launch the new graph as soon as the spouts say nothing is pending
+        (squall_operator.upgrade.decide), without waiting for the wait's end."""
+        if base.upgrade_since_secs is None or base.delayed_due_secs is None:
+            return
+        assignment = self.state.get_assignment(topo)
+        if assignment is None:
+            return
+        spouts = upgrade.spout_beats(stored.plan(base), assignment, self.state.get_worker_heartbeats(topo))
+        decision = upgrade.decide(base.upgrade_since_secs, base.delayed_due_secs, spouts, self.clock())
+        if decision.go:
+            self.upgrade_reason[topo] = decision.why
+            self.act(topo, lifecycle.Action.do_upgrade())
 
     def status(self, topo: str) -> TopologyStatus | None:
         base = self.state.get_storm(topo)
@@ -219,6 +258,7 @@ class Nimbus:
                 raise NimbusError(f"topology {topo!r}: {exc}") from None
             # store the new state first: the transition must survive a nimbus crash
             base = base.model_copy(update=lifecycle.to_storm_fields(step.state))
+            base_since = base.upgrade_since_secs
             for effect in step.effects:
                 if isinstance(effect, lifecycle.Reassign):
                     update: dict[str, Any] = {}
@@ -232,6 +272,8 @@ class Nimbus:
                             **update.get("component_executors", base.component_executors), ACKER: ackers
                         }
                     base = base.model_copy(update=update)
+                elif isinstance(effect, lifecycle.Resubmit):
+                    base = self._resubmitted(base, now)
             self.state.set_storm(topo, base)
             self._event(f"{topo}: {action.name.value} -> {step.state.status.value}")
             for effect in step.effects:
@@ -240,7 +282,21 @@ class Nimbus:
                     self._event(f"{topo}: removed")
                 elif isinstance(effect, lifecycle.Reassign):
                     self.mk_assignments()
+                elif isinstance(effect, lifecycle.Resubmit):
+                    self.mk_assignments(fresh=frozenset({topo}))
+                    why = self.upgrade_reason.pop(topo, f"rebalanceWaitSecs passed after {now - (base_since or now):.1f}s")
+                    self._event(f"{topo}: Upgraded ({why}): the new graph launched, the workers of the old launch are replaced")
             self.wake.set()
+
+    def _resubmitted(self, base: StormBase, now: float) -> StormBase:
+        """The StormBase launching an upgrade's new graph: a new launch time, the new topology
+        and its executor counts (squall_operator.upgrade.launch)."""
+        if base.upgrade_topology is None:
+            return base
+        new, executors = upgrade.launch(stored.topology(base), base.component_executors,
+                                        Topology.model_validate(base.upgrade_topology))
+        return base.model_copy(update={"topology": new, "component_executors": executors, "launch_time_secs": now,
+                                       "upgrade_topology": None, "upgrade_since_secs": None})
 
     def allowed_slots(self, topo: str, base: StormBase) -> frozenset[WorkerSlot] | None:
         """The slots `topo`'s workers may use; None: every slot (KubeNimbus narrows it to the
@@ -287,12 +343,19 @@ class Nimbus:
                 base = self.state.get_storm(topo)
                 if base is None:
                     continue
+                if base.delayed_action == lifecycle.ActionName.DO_UPGRADE.value and base.upgrade_topology is not None:
+                    self._drained(topo, base)
+                    base = self.state.get_storm(topo)
+                    if base is None:
+                        continue
                 for action in lifecycle.due_actions(lifecycle.from_storm_base(base), now):
                     self.act(topo, action)
             self.mk_assignments()
 
-    def mk_assignments(self) -> dict[str, bool]:
-        """Schedule every live topology and write the assignments that changed."""
+    def mk_assignments(self, fresh: frozenset[str] = frozenset()) -> dict[str, bool]:
+        """Schedule every live topology and write the assignments that changed; those of `fresh`
+        (an upgrade's new launch) are written whatever the diff, every executor with a new start
+        time (its workers start over)."""
         with self.lock:
             now = self.clock()
             supervisors = self.state.supervisors(watch=lambda *_: self.wake.set())
@@ -354,14 +417,14 @@ class Nimbus:
             for req in requests:
                 new = result.get(req.topology_id, {})
                 diff = scheduler.diff_assignment(req.current, new)
-                if not diff.changed and req.topology_id not in unreadable:
+                if not diff.changed and req.topology_id not in unreadable | fresh:
                     written[req.topology_id] = False
                     continue
                 old = currents[req.topology_id]
                 starts = {
                     executor_key(e): (
                         old.executor_start_time_secs.get(executor_key(e), now)
-                        if e in diff.unchanged
+                        if e in diff.unchanged and req.topology_id not in fresh
                         else now
                     )
                     for e in new

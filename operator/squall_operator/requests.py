@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from squall import specchange
 from squall.models.cluster import NimbusRequest
 from squall.models.v1alpha1 import Topology
 from squall.state import ClusterState
@@ -47,7 +48,11 @@ def perform(nimbus: Nimbus, req: NimbusRequest) -> str:
     if req.action == "update":
         if req.resource is None:
             raise ValueError("update: the request carries no topology")
-        change = nimbus.update(name, Topology.model_validate(req.resource))
+        change = nimbus.update(name, Topology.model_validate(req.resource), req.wait_secs)
+        if change.kind is specchange.Kind.UPGRADE:
+            after = "rebalanceWaitSecs" if req.wait_secs is None else f"{req.wait_secs:g}s"
+            return (f"topology {name}: upgrading ({'; '.join(change.upgrade)}): spouts deactivated; the new graph "
+                    f"is launched once nothing is pending, after {after} at the most")
         return f"topology {name}: {change.describe()}"
     raise ValueError(f"unknown action {req.action!r} (expected one of {', '.join(ACTIONS)})")
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Final, Protocol, TypeVar
 
 from squall import limits, specchange
-from squall.models.v1alpha1 import Topology, TopologySpec
+from squall.models.v1alpha1 import Topology
 from squall_operator.resources import LOG_LEVELS_ANNOTATION
 
 __all__ = [
@@ -152,7 +152,8 @@ class Target(Protocol):
     def rebalance(self, name: str, num_workers: int | None, executors: Mapping[str, int],
                   wait_secs: float | None) -> str: ...
     def kill(self, name: str, wait_secs: float | None) -> str: ...
-    def update(self, name: str, topology: Topology) -> str: ...
+    def update(self, name: str, topology: Topology, wait_secs: float | None,
+               out: Callable[[str], None]) -> str: ...
     def set_log_level(self, name: str, settings: Sequence[str], remove: Sequence[str]) -> str: ...
     def logs(self, name: str, target: str | None, follow: bool, tail: int, out: Callable[[str], None]) -> str: ...
     def dump_stacks(self, name: str, target: str | None, profile_secs: float | None,
@@ -162,15 +163,24 @@ class Target(Protocol):
     def close(self) -> None: ...
 
 
-def _update_refused(name: str, running: TopologySpec, asked: Topology) -> specchange.SpecChange:
-    """How `asked` applies to `name` running `running`; a VerbError for what cannot be applied in
-    place (the same decision nimbus and the operator make)."""
+def _update_refused(name: str, running: Topology, asked: Topology, *, upgrades: bool) -> specchange.SpecChange:
+    """How `asked` applies to `name` running `running`; a VerbError for what cannot be applied
+    (the same decisions nimbus and the operator make): a graph upgrade where the target does not
+    run one (`upgrades`), or one that cannot be carried (squall_operator.upgrade.refusal)."""
+    from squall_operator import upgrade
+
     if asked.name != name:
         raise VerbError(f"update: the file's topology is {asked.name!r}, not {name!r}", EXIT_USAGE)
-    change = specchange.classify(running, asked.spec)
-    if change.kind in (specchange.Kind.UPGRADE, specchange.Kind.REFUSED):
-        raise VerbError(f"update: topology {name!r} {change.describe()}; Squall does not upgrade a running "
-                        "graph yet: kill it and submit it again")
+    change = specchange.classify(running.spec, asked.spec)
+    if change.kind is specchange.Kind.REFUSED:
+        raise VerbError(f"update: topology {name!r} {change.describe()}")
+    if change.kind is specchange.Kind.UPGRADE:
+        if not upgrades:
+            raise VerbError(f"update: topology {name!r} {change.describe()}; the operator does not upgrade a "
+                            "running graph yet: kill it and submit it again")
+        why = upgrade.refusal(running, asked, change)
+        if why is not None:
+            raise VerbError(f"update: topology {name!r} {change.describe()}; refused: {why}")
     return change
 
 
@@ -401,12 +411,33 @@ class ZooKeeperTarget:
     def kill(self, name: str, wait_secs: float | None) -> str:
         return self._ask(name, "kill", wait_secs=wait_secs)
 
-    def update(self, name: str, topology: Topology) -> str:
+    def update(self, name: str, topology: Topology, wait_secs: float | None,
+               out: Callable[[str], None]) -> str:
+        """Apply `topology` to the running one; a graph upgrade is waited for (its drain, then
+        the new launch stored), its progress printed on `out`."""
         from squall_operator import stored
 
-        _update_refused(name, stored.topology(self._base(name)).spec, topology)
-        return self._ask(name, "update", resource=topology.model_dump(mode="json", by_alias=True,
-                                                                      exclude_none=True))
+        base = self._base(name)
+        running = stored.topology(base)
+        change = _update_refused(name, running, topology, upgrades=True)
+        said = self._ask(name, "update", resource=topology.model_dump(mode="json", by_alias=True, exclude_none=True),
+                         wait_secs=wait_secs)
+        if change.kind is not specchange.Kind.UPGRADE:
+            return said
+        out(said)
+        started = time.monotonic()
+        wait = running.spec.rebalance_wait if wait_secs is None else wait_secs
+        deadline = started + wait + self.timeout
+        while time.monotonic() < deadline:
+            now = self.state.get_storm(name)
+            if now is None:
+                raise VerbError(f"update: topology {name!r} was removed during its upgrade")
+            if now.launch_time_secs != base.launch_time_secs and now.upgrade_topology is None:
+                return (f"topology {name}: upgraded {time.monotonic() - started:.1f}s after the deactivation: the "
+                        f"new graph is launched ({now.status.value}); its workers start")
+            time.sleep(0.2)
+        raise VerbError(f"update: topology {name!r} was not upgraded within {wait + self.timeout:g}s "
+                        "(is `squall run` still running?)")
 
     def set_log_level(self, name: str, settings: Sequence[str], remove: Sequence[str]) -> str:
         from squall.models.cluster import LogConfig, LogSetting
@@ -674,7 +705,8 @@ class KubernetesTarget:
         after = "rebalanceWaitSecs" if wait_secs is None else f"{wait_secs:g}s"
         return f"topology {name} is rebalancing ({', '.join(parts)}; reassigned after {after})"
 
-    def update(self, name: str, topology: Topology) -> str:
+    def update(self, name: str, topology: Topology, wait_secs: float | None,
+               out: Callable[[str], None]) -> str:
         from squall.errors import TopologyError
         from squall.validation import parse_topology
 
@@ -684,7 +716,7 @@ class KubernetesTarget:
                                       "metadata": {"name": name}, "spec": obj.get("spec") or {}})
         except TopologyError as exc:
             raise VerbError(f"update: the resource {name!r} does not parse: {exc}") from None
-        change = _update_refused(name, running.spec, topology)
+        change = _update_refused(name, running, topology, upgrades=False)
         # the whole spec replaced, as `kubectl apply` of the file would; the operator applies it
         # (squall.specchange); a resource edited meanwhile is refused, not overwritten
         ops: list[dict[str, Any]] = []

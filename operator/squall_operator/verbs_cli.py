@@ -169,10 +169,16 @@ def add_verbs(app: typer.Typer, *, kubectl: bool = False) -> None:
             "--name", metavar="NAME", help="the running topology (default: the file's metadata.name)")] = None,
         zookeeper: ZooKeeperOpt = None, kubernetes: KubernetesOpt = False,
         namespace: NamespaceOpt = None, kubeconfig: KubeconfigOpt = None,
+        wait: Annotated[float | None, typer.Option(
+            "--wait", "-w", min=0, max=MAX_WAIT_SECS, metavar="SECONDS",
+            help="a graph upgrade: the longest drain before the new graph is launched (default: "
+                 "rebalanceWaitSecs)")] = None,
         context: ContextOpt = None, timeout: TimeoutOpt = 30.0,
     ) -> None:
         """Apply a changed topology file to the running topology: config live or by restarting
-        a component's executors (nothing lost); a graph change is refused with the reason."""
+        a component's executors (nothing lost); a graph change (locally) as an upgrade: spouts
+        deactivated, drained, the new graph launched, the spouts active again; a change that
+        cannot be carried is refused with the reason."""
         from squall.errors import TopologyError
         from squall.validation import check_topology, load_topology
 
@@ -187,7 +193,7 @@ def add_verbs(app: typer.Typer, *, kubectl: bool = False) -> None:
                 data["metadata"]["name"] = name
                 topology = Topology.model_validate(data)
         run(zookeeper, kubernetes, namespace, kubeconfig, context, timeout,
-            lambda t: t.update(topology.name, topology))
+            lambda t: t.update(topology.name, topology, wait, typer.echo))
 
     @app.command()
     def kill(name: NameArg, wait: WaitOpt = None,

@@ -30,9 +30,9 @@ REBALANCING, KILLED = TopologyStatus.REBALANCING, TopologyStatus.KILLED
 NOW = 1000.0
 
 ALLOWED = {
-    ACTIVE: {"ACTIVATE", "DEACTIVATE", "REBALANCE", "KILL", "STARTUP"},
-    INACTIVE: {"ACTIVATE", "DEACTIVATE", "REBALANCE", "KILL", "STARTUP"},
-    REBALANCING: {"KILL", "DO_REBALANCE", "STARTUP"},
+    ACTIVE: {"ACTIVATE", "DEACTIVATE", "REBALANCE", "UPGRADE", "KILL", "STARTUP"},
+    INACTIVE: {"ACTIVATE", "DEACTIVATE", "REBALANCE", "UPGRADE", "KILL", "STARTUP"},
+    REBALANCING: {"KILL", "DO_REBALANCE", "DO_UPGRADE", "STARTUP"},
     KILLED: {"KILL", "REMOVE", "STARTUP"},
 }
 
@@ -42,6 +42,8 @@ ACTIONS = {
     ActionName.REBALANCE: Action.rebalance(10),
     ActionName.KILL: Action.kill(30),
     ActionName.DO_REBALANCE: Action.do_rebalance(),
+    ActionName.UPGRADE: Action.upgrade(30),
+    ActionName.DO_UPGRADE: Action.do_upgrade(),
     ActionName.REMOVE: Action.remove(),
     ActionName.STARTUP: Action.startup(),
 }

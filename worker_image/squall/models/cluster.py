@@ -81,6 +81,11 @@ class StormBase(_Payload):
     # rebalance targets while REBALANCING
     rebalance_num_workers: int | None = None
     rebalance_executors: dict[str, int] | None = None
+    # a graph upgrade in progress (squall_operator.upgrade): the topology to launch once the
+    # spouts have drained, and when they were deactivated (wall-clock seconds); the workers run
+    # `topology` until then
+    upgrade_topology: dict[str, Any] | None = None
+    upgrade_since_secs: float | None = None
 
 
 class Assignment(_Payload):

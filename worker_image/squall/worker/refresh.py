@@ -49,6 +49,15 @@ def refresh(w: WorkerState, host: WorkerHost) -> None:
         log.info("topology %s is gone; worker %s stops", w.topology_id, w.slot.key())
         w.stop_event.set()
         return
+    if base.launch_time_secs != w.base.launch_time_secs:
+        # a graph upgrade launched the topology again: this worker runs the old graph and takes
+        # nothing of the new one (its plan numbers other tasks); its spouts stay inactive until
+        # its supervisor replaces it with a worker of the new launch
+        if not w.relaunched:
+            w.relaunched = True
+            log.info("worker %s: topology %s was launched again (graph upgrade); this worker of the old "
+                     "launch waits to be replaced", w.slot.key(), w.topology_id)
+        return
     w.storm_active = base.status is TopologyStatus.ACTIVE
     levels.read_log_config(w)
     eventlog.read_sampling(w)

@@ -146,6 +146,8 @@ class WorkerState:
         self.dropped = 0
         self.active = False
         self.storm_active = False
+        # the topology was launched again (a graph upgrade) while this worker ran the old launch
+        self.relaunched = False
         self.peers_ready = False
         self.threads: list[threading.Thread] = []
         # the engine loop: it steps the executors and reads the ports (squall.worker.engine)
