@@ -291,3 +291,32 @@ def test_a_canary_whose_slots_a_rebalance_took_starts_over_on_an_outdated_slot()
     roll = Roll(CANARY, 100.0, "img:2", ("img:1",), HANDOVER, 100.0, "t2", ("n9-6700",), 110.0)
     roll, effects = step(roll, _inp(now=130.0, outdated=[], observed=gone, all_ready=True))
     assert roll is None and _kinds(effects) == ["CanaryRestarted", "RollCompleted"]
+
+
+def test_an_operator_restarted_during_the_analysis_keeps_its_window_and_judges_on() -> None:
+    """status.roll keeps the canary's slots and the window's start: a new operator does not start
+    the window over; it counts the executors from its own first round (the baseline is memory)."""
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, _spec("team/wc:1"))
+    nimbus.round()
+    _beat(state, clock, {}, {})
+    _ready_round(nimbus, api, clock)
+    slots = sorted({s.key() for s in state.assignments["wc"].slots().values()})
+    nimbus.register("ns", "wc", "uid-1", 2, _spec("team/wc:2"))
+    began = clock.now
+    nimbus.round()
+    _beat(state, clock, {}, {slots[0]: began + 0.5})
+    _ready_round(nimbus, api, clock)
+    analysing = _status(api)["roll"]["analysingSince"]
+    # the canary failed 30% before the restart: the new operator's baseline leaves it out
+    _beat(state, clock, {slots[0]: 0.3}, {slots[0]: began + 0.5}, ended=400)
+    nimbus, _, _, _ = _make(state, api, clock)
+    nimbus.register("ns", "wc", "uid-1", 2, _spec("team/wc:2"), status=_status(api))
+    _ready_round(nimbus, api, clock)
+    assert _status(api)["roll"]["analysingSince"] == analysing and "CanaryFailed" not in api.reasons("wc")
+    # from there, 25% of the next 400 failed: judged on the counts since the restart
+    _beat(state, clock, {slots[0]: 0.275}, {slots[0]: began + 0.5}, ended=800)
+    _ready_round(nimbus, api, clock)
+    assert "CanaryFailed" in api.reasons("wc")
+    failed = next(m for n, r, m in api.events if r == "CanaryFailed")
+    assert "25.0% of its tuples failed on the canary (100 of 400)" in failed, failed
