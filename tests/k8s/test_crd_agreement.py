@@ -33,6 +33,9 @@ BASE: dict[str, Any] = {
                     "outputs": [{"stream": "default", "fields": ["x"], "direct": False}]}],
         "bolts": [{"name": "b", "class": "m:B", "parallelism": 1, "numTasks": 1,
                    "inputs": [{"component": "s", "grouping": "shuffle"}]}],
+        "upgrade": {"mode": "handover", "canary": {"slots": 1, "analysisSecs": 60, "maxFailedFraction": 0.05,
+                                                   "maxRestarts": 0}},
+        "autoscale": {"minWorkers": 1, "maxWorkers": 3, "target": 0.7, "cooldownSecs": 60, "step": 1},
     },
 }
 
@@ -46,15 +49,20 @@ ROUNDS: list[dict[tuple[Any, ...], Any]] = [
         ("spec", "spouts", 0, "parallelism"): "1", ("spec", "spouts", 0, "numTasks"): "1",
         ("spec", "spouts", 0, "outputs", 0, "direct"): "false",
         ("spec", "bolts", 0, "parallelism"): "1",
+        ("spec", "upgrade", "canary", "slots"): "1", ("spec", "upgrade", "canary", "analysisSecs"): "60",
+        ("spec", "autoscale", "minWorkers"): "1", ("spec", "autoscale", "target"): "0.7",
     },
     {  # booleans for numbers, numbers for booleans and strings
         ("spec", "numWorkers"): True, ("spec", "messageTimeoutSecs"): True,
         ("spec", "active"): 1, ("spec", "bolts", 0, "name"): 7,
         ("spec", "spouts", 0, "outputs", 0, "fields"): [1],
+        ("spec", "upgrade", "mode"): 1, ("spec", "upgrade", "canary", "maxFailedFraction"): True,
+        ("spec", "autoscale", "maxWorkers"): True,
     },
     {  # fractions for integers
         ("spec", "numWorkers"): 2.5, ("spec", "spouts", 0, "parallelism"): 1.5,
         ("spec", "bolts", 0, "numTasks"): 1.25,
+        ("spec", "upgrade", "canary", "maxRestarts"): 0.5, ("spec", "autoscale", "step"): 1.5,
     },
 ]
 
