@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = [
     "BOLT_KEY",
@@ -117,6 +117,9 @@ class KafkaSpoutConfig(_Client):
     # batch of next_tuple calls (its output goes out, acks come in) as 256 one-record calls did
     yieldEvery: int = Field(default=256, ge=0)
     metadataTimeoutMs: int = Field(default=10_000, ge=100)
+    # the partitions' watermarks (their ends) fetched this often by the metadata thread, for the
+    # spout's lag (squall.kafka.lag); 0: never, no lag figure
+    lagRefreshPeriodMs: int = Field(default=5_000, ge=0)
     retry: RetryConfig = RetryConfig()
     deadLetterTopic: str | None = None
     keyDecoder: str = "utf-8"
@@ -137,6 +140,13 @@ class KafkaSpoutConfig(_Client):
             except re.error as exc:
                 raise ValueError(f"'topicPattern' is not a regular expression: {exc}") from None
         return self
+
+    @field_validator("lagRefreshPeriodMs")
+    @classmethod
+    def _lag_period(cls, value: int) -> int:
+        if 0 < value < 100:
+            raise ValueError(f"{value} is below 100 ms: give 0 (no lag figure) or at least 100")
+        return value
 
     def matches(self, topic: str) -> bool:
         if self.topics is not None:

@@ -68,6 +68,7 @@ from squall.kafka.config import (
     client_props,
     parse_spout_config,
 )
+from squall.kafka.lag import PartitionOffsets, partition_offsets, total_lag
 from squall.kafka.offsets import OffsetManager
 from squall.kafka.records import (
     FieldPicker,
@@ -137,8 +138,9 @@ class _Snapshot:
 
 
 class _MetadataThread:
-    """Fetches the cluster's partitions and the group's commits every `partitionRefreshPeriodMs`
-    with a client of its own, off the spout's thread (those calls wait on the broker)."""
+    """Fetches the cluster's partitions and the group's commits every `partitionRefreshPeriodMs`,
+    and this task's partitions' watermarks every `lagRefreshPeriodMs`, with a client of its own,
+    off the spout's thread (those calls wait on the broker)."""
 
     def __init__(self, cfg: KafkaSpoutConfig, props: dict[str, Any], index: int, total: int,
                  deployment: str, name: str, resolve: bool = False, claim: str | None = None) -> None:
@@ -156,6 +158,12 @@ class _MetadataThread:
         self.stop_event = threading.Event()
         self._last: tuple[list[TopicPartitionKey] | None, str | None, list[str]] = (None, None, [])
         self._starts: dict[TopicPartitionKey, int | str] = {}
+        # this task's partitions -> (low, high) watermarks as last fetched; replaced whole, read
+        # by `KafkaSpout.offset_metrics` on the worker's heartbeat and /metrics threads
+        self.watermarks: dict[TopicPartitionKey, tuple[int, int]] = {}
+        # and where those partitions start (committed as this deployment's): their committed
+        # offset until the spout has taken them (an inactive spout never calls next_tuple)
+        self.start_offsets: dict[TopicPartitionKey, int] = {}
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
@@ -171,12 +179,51 @@ class _MetadataThread:
 
     def _run(self) -> None:
         period = self.cfg.partitionRefreshPeriodMs / 1000.0
+        lag_period = self.cfg.lagRefreshPeriodMs / 1000.0
+        next_refresh = next_marks = time.monotonic()
         while not self.stop_event.is_set():
+            now = time.monotonic()
+            if now >= next_refresh:
+                next_refresh = now + period
+                try:
+                    self.refresh()
+                except Exception as exc:  # noqa: BLE001 - keep refreshing; the spout reports it
+                    self._post(self._last[0], f"Kafka at {self.cfg.bootstrapServers}: {exc}", self._last[2])
+            if lag_period and now >= next_marks:
+                next_marks = now + lag_period
+                try:
+                    self.fetch_watermarks()
+                except Exception as exc:  # noqa: BLE001 - no lag figure until the next one
+                    log.debug("fetching watermarks: %s", exc)
+                    self.watermarks = {}
+            wake = min(next_refresh, next_marks) if lag_period else next_refresh
+            self.stop_event.wait(max(0.0, wake - time.monotonic()))
+
+    def fetch_watermarks(self) -> None:
+        """This task's partitions' watermarks from the broker (a ListOffsets per partition, as
+        Storm's endOffsets / beginningOffsets at each metrics tick). librdkafka's cached ones
+        (`cached=True`) come from the fetch responses, which stop while the spout is deactivated
+        or a partition is paused: the figure would stand still just as the lag grows. A partition
+        that does not answer has no figure (its lag is left out) until the next fetch."""
+        mine, error, _ = self._last
+        if not mine or error is not None:
+            self.watermarks = {}
+            return
+        timeout = self.cfg.metadataTimeoutMs / 1000.0
+        marks: dict[TopicPartitionKey, tuple[int, int]] = {}
+        for topic, partition in mine:
+            if self.stop_event.is_set():
+                return
             try:
-                self.refresh()
-            except Exception as exc:  # noqa: BLE001 - keep refreshing; the spout reports it
-                self._post(self._last[0], f"Kafka at {self.cfg.bootstrapServers}: {exc}", self._last[2])
-            self.stop_event.wait(period)
+                got = self.client.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout,
+                                                        cached=False)
+            except KafkaException as exc:
+                log.debug("watermarks of %s/%d: %s", topic, partition, exc)
+                continue
+            if got is not None and got[0] >= 0 and got[1] >= 0:
+                marks[(topic, partition)] = (got[0], got[1])
+        self.start_offsets = {tp: start for tp, start in self._starts.items() if isinstance(start, int)}
+        self.watermarks = marks
 
     def refresh(self) -> None:
         timeout = self.cfg.metadataTimeoutMs / 1000.0
@@ -326,6 +373,9 @@ class KafkaSpout(Spout):
         self.assigned: set[TopicPartitionKey] = set()
         self.managers: dict[TopicPartitionKey, OffsetManager | None] = {}  # None: starts at the first record
         self.positions: dict[TopicPartitionKey, int] = {}  # AT_MOST_ONCE / NO_GUARANTEE: next to read
+        # the committed offsets Kafka confirmed (and the starts claimed), for the lag of the
+        # partitions without an OffsetManager (AT_MOST_ONCE, NO_GUARANTEE)
+        self.commits: dict[TopicPartitionKey, int] = {}
         self.paused: set[TopicPartitionKey] = set()
         self.in_flight: dict[MessageId, list[Any]] = {}  # msg id -> values (kept for a retry)
         self.raw: dict[MessageId, Message] = {}  # msg id -> record (only with a dead-letter topic)
@@ -434,6 +484,7 @@ class KafkaSpout(Spout):
             except KafkaException as exc:
                 self._report("commit", describe_error(exc, self.cfg.bootstrapServers, self.errors))
                 return  # not emitted: they come again after the reconnect
+            self.commits.update(last)
         self.buffer.extend(records)
 
     def _emit(self, m: Message) -> bool:
@@ -641,9 +692,12 @@ class KafkaSpout(Spout):
         for tp in partitions:
             if tp.error is not None or tp.offset < 0:
                 continue
-            mgr = self.managers.get((tp.topic, tp.partition))
+            key = (tp.topic, tp.partition)
+            mgr = self.managers.get(key)
             if mgr is not None:
                 mgr.commit(tp.offset)
+            elif key in self.assigned:
+                self.commits[key] = tp.offset
 
     # -- assignment ----------------------------------------------------------------------------
     def _take_metadata(self, now: float) -> None:
@@ -675,6 +729,7 @@ class KafkaSpout(Spout):
             for tp in revoked:
                 self.managers.pop(tp, None)
                 self.positions.pop(tp, None)
+                self.commits.pop(tp, None)
                 self.paused.discard(tp)
             for msg_id in [m for m in self.in_flight if (m[0], m[1]) in revoked]:
                 self.in_flight.pop(msg_id, None)
@@ -687,6 +742,8 @@ class KafkaSpout(Spout):
             for tp in added:
                 start = self._starting(tp, starts.get(tp, BEGINNING))
                 self._track_start(tp, start)
+                if isinstance(start, int) and self.claim_starts:
+                    self.commits[tp] = start  # the metadata thread committed it as this deployment's
                 tps.append(TopicPartition(tp[0], tp[1], _librdkafka_offset(start)))
             self.consumer.incremental_assign(tps)
         self.assigned = set(wanted)
@@ -722,6 +779,45 @@ class KafkaSpout(Spout):
         if free:
             self.consumer.resume([TopicPartition(t, p) for t, p in free])
             self.paused.difference_update(free)
+
+    # -- lag (storm-kafka-client's KafkaOffsetMetric) -------------------------------------------------
+    def offset_metrics(self) -> list[PartitionOffsets]:
+        """Each assigned partition's offsets and lag (squall.kafka.lag), from the watermarks the
+        metadata thread fetched last and this spout's committed and emitted offsets. Called on
+        the worker's heartbeat and /metrics threads, not the spout's: it reads plain attributes
+        (copies of the dicts the spout thread changes), and the spout's own work per record is
+        unchanged. The partitions are those the metadata thread fetched watermarks for (this
+        task's, also before the spout has taken them: an inactive spout reads nothing, and its
+        lag grows all the same)."""
+        meta = self.meta
+        marks = meta.watermarks
+        if not marks:
+            return []
+        completed, emitted = self._offsets_now()
+        for tp, start in meta.start_offsets.items():
+            if completed.get(tp) is None:
+                completed[tp] = start
+        return partition_offsets(marks, marks, completed, emitted)
+
+    def lag(self) -> int | None:
+        """Storm's totalSpoutLag over this task's partitions (None: no watermarks yet)."""
+        return total_lag(self.offset_metrics())
+
+    def _offsets_now(self) -> tuple[dict[TopicPartitionKey, int | None], dict[TopicPartitionKey, int | None]]:
+        """Per partition: the committed offset (latestCompletedOffset) and the last emitted one."""
+        managers = dict(self.managers)
+        commits = dict(self.commits)
+        positions = dict(self.positions)
+        completed: dict[TopicPartitionKey, int | None] = {}
+        emitted: dict[TopicPartitionKey, int | None] = {}
+        for tp in set(managers) | set(commits) | set(positions):
+            mgr = managers.get(tp)
+            if mgr is not None:
+                completed[tp], emitted[tp] = mgr.committed, mgr.latest_emitted
+            else:
+                pos = positions.get(tp)
+                completed[tp], emitted[tp] = commits.get(tp), None if pos is None else pos - 1
+        return completed, emitted
 
     # -- reporting -------------------------------------------------------------------------------
     def _report(self, key: str, message: str, now: float | None = None) -> None:

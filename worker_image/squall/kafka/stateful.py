@@ -13,7 +13,8 @@ are not made (the group's offsets are not the position); `maxUncommittedOffsets`
 (`maxSpoutPending` bounds what is in flight). A newly assigned partition starts where the state
 says, else by `firstPollOffsetStrategy` resolved to an offset at once (so that a rollback finds
 the same start). A poison record still goes to the dead-letter topic, which is not part of the
-checkpoint: after a rollback it may be written there again.
+checkpoint: after a rollback it may be written there again. Its lag (`offset_metrics`) counts
+from the read position, not from a group commit.
 """
 
 from __future__ import annotations
@@ -94,3 +95,10 @@ class StatefulKafkaSpout(KafkaSpout, StatefulSpout):
 
     def _commit(self, only: set[TopicPartitionKey] | None = None, sync: bool = False) -> None:
         pass  # the position is the checkpointed state, not the group's offsets
+
+    def _offsets_now(self) -> tuple[dict[TopicPartitionKey, int | None], dict[TopicPartitionKey, int | None]]:
+        # no group commits: the lag counts from the read position (the next offset to emit),
+        # which the next checkpoint commits with the state
+        positions = dict(self.positions)
+        return ({tp: pos for tp, pos in positions.items()},
+                {tp: pos - 1 for tp, pos in positions.items()})

@@ -130,6 +130,10 @@ class ExecutorStats(_Payload):
     # seconds its tasks' inboxes were full and backpressure announced (the autoscaler's
     # `backpressure` signal; /metrics' squall_backpressure_seconds_total)
     backpressure_secs: float = 0.0
+    # spouts that report one (KafkaSpout): records in their partitions not yet processed for
+    # good, the end offsets less the committed ones (Storm's totalSpoutLag), over the executor's
+    # tasks; None: no figure (the autoscaler's `lag` signal; /metrics' squall_kafka_spout_lag)
+    lag: int | None = None
 
 
 class WorkerHeartbeat(_Payload):

@@ -27,6 +27,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from squall import usermetrics
+from squall.kafka.lag import PartitionOffsets, topic_totals
 from squall.stats import Counters, bucket_upper_ms
 
 # upper bounds of the latency histograms' buckets, seconds
@@ -44,6 +45,8 @@ class ExecutorFigures:
     inbox_batches: int = 0
     pending: int = 0
     backpressure_secs: float = 0.0
+    # a Kafka spout's tasks: task -> its partitions' offsets (squall.kafka.lag)
+    offsets: Mapping[int, Sequence[PartitionOffsets]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -158,8 +161,60 @@ def families(fig: WorkerFigures) -> list[Metric]:
                        "ZooKeeper sessions that expired (the endpoint was registered again).", fig.zk_sessions_expired),
         worker_counter("squall_errors_not_logged", "Errors of the components counted but not logged or reported "
                        "(over topology.max.error.report.per.interval in an interval).", fig.errors_not_logged),
+        *offset_families(fig),
         *usermetrics.families(fig.user),
     ]
+
+
+# storm-kafka-client's KafkaOffsetMetric names -> (family, help); per partition, then per topic
+PARTITION_OFFSETS: tuple[tuple[str, str, str], ...] = (
+    ("spoutLag", "squall_kafka_spout_lag",
+     "Records of a partition not yet processed for good: its end offset less the committed one."),
+    ("earliestTimeOffset", "squall_kafka_earliest_offset", "A partition's first offset."),
+    ("latestTimeOffset", "squall_kafka_latest_offset", "A partition's end offset (the next to be written)."),
+    ("latestEmittedOffset", "squall_kafka_latest_emitted_offset", "The last offset the spout emitted."),
+    ("latestCompletedOffset", "squall_kafka_latest_completed_offset",
+     "The committed offset: every record below it is processed."),
+    ("recordsInPartition", "squall_kafka_records_in_partition", "A partition's records: its end less its first offset."),
+)
+TOPIC_TOTALS: tuple[tuple[str, str, str], ...] = (
+    ("totalSpoutLag", "squall_kafka_topic_spout_lag", "A task's spout lag summed over its partitions of the topic."),
+    ("totalEarliestTimeOffset", "squall_kafka_topic_earliest_offset", "The sum of the partitions' first offsets."),
+    ("totalLatestTimeOffset", "squall_kafka_topic_latest_offset", "The sum of the partitions' end offsets."),
+    ("totalLatestEmittedOffset", "squall_kafka_topic_latest_emitted_offset",
+     "The sum of the partitions' last emitted offsets."),
+    ("totalLatestCompletedOffset", "squall_kafka_topic_latest_completed_offset",
+     "The sum of the partitions' committed offsets."),
+    ("totalRecordsInPartitions", "squall_kafka_topic_records_in_partitions", "The partitions' records, summed."),
+)
+
+
+def offset_families(fig: WorkerFigures) -> list[Metric]:
+    """The Kafka spouts' offsets and lag (Storm's KafkaOffsetMetric), per task: per partition
+    (labels topic, partition) and per topic (label topic). None when no spout reports any."""
+    if not any(ex.offsets for ex in fig.executors):
+        return []
+    labels = ["topology", "component", "task", "topic"]
+    parts = {key: GaugeMetricFamily(name, doc, labels=[*labels, "partition"]) for key, name, doc in PARTITION_OFFSETS}
+    totals = {key: GaugeMetricFamily(name, doc, labels=labels) for key, name, doc in TOPIC_TOTALS}
+    for ex in fig.executors:
+        for task, offsets in sorted(ex.offsets.items()):
+            for p in offsets:
+                lv = [fig.topology, ex.component, str(task), p.topic, str(p.partition)]
+                for key, value in (("spoutLag", p.spout_lag), ("earliestTimeOffset", p.earliest),
+                                   ("latestTimeOffset", p.latest), ("latestEmittedOffset", p.latest_emitted),
+                                   ("latestCompletedOffset", p.latest_completed),
+                                   ("recordsInPartition", p.records_in_partition)):
+                    if value is not None:
+                        parts[key].add_metric(lv, value)
+            for t in topic_totals(offsets):
+                lv = [fig.topology, ex.component, str(task), t.topic]
+                for key, value in (("totalSpoutLag", t.spout_lag), ("totalEarliestTimeOffset", t.earliest),
+                                   ("totalLatestTimeOffset", t.latest), ("totalLatestEmittedOffset", t.latest_emitted),
+                                   ("totalLatestCompletedOffset", t.latest_completed),
+                                   ("totalRecordsInPartitions", t.records_in_partitions)):
+                    totals[key].add_metric(lv, value)
+    return [*parts.values(), *totals.values()]
 
 
 class WorkerCollector(Collector):

@@ -15,6 +15,7 @@ from squall.models.cluster import (
     WorkerHeartbeat,
     executor_key,
 )
+from squall.kafka.lag import PartitionOffsets, ReportsOffsets, total_lag
 from squall.plan import ACKER
 from squall.worker import health, metrics
 from squall.worker.spout import SpoutExecutor
@@ -60,6 +61,27 @@ def not_alive(w: WorkerState) -> list[str]:
     return health.liveness_problems(probe, time.monotonic())
 
 
+def offsets(ex: object) -> dict[int, list[PartitionOffsets]]:
+    """The partitions' offsets of a spout executor's tasks that report them (KafkaSpout):
+    task -> offsets; a task whose report raises is left out (logged)."""
+    if not isinstance(ex, SpoutExecutor):
+        return {}
+    out: dict[int, list[PartitionOffsets]] = {}
+    for task, spout in list(ex.instances.items()):
+        if isinstance(spout, ReportsOffsets):
+            try:
+                out[task] = spout.offset_metrics()
+            except Exception:  # noqa: BLE001 - a figure missing, not a worker stopped
+                log.exception("%s[%d]: reading its offsets", ex.component, task)
+    return out
+
+
+def lag_of(ex: object) -> int | None:
+    """A spout executor's lag over its tasks' partitions (None: none reports one)."""
+    lags = [lag for parts in offsets(ex).values() if (lag := total_lag(parts)) is not None]
+    return sum(lags) if lags else None
+
+
 def figures(w: WorkerState) -> metrics.WorkerFigures:
     bp = w.bp_secs
     execs = [
@@ -68,6 +90,7 @@ def figures(w: WorkerState) -> metrics.WorkerFigures:
             inbox_batches=ex.inbox.qsize(),
             pending=ex.pending_count() if isinstance(ex, SpoutExecutor) else 0,
             backpressure_secs=sum(bp.get(t, 0.0) for t in ex.tasks),
+            offsets=offsets(ex),
         )
         for ex in list(w.executors.values())
     ]
@@ -116,6 +139,7 @@ def heartbeat(w: WorkerState) -> WorkerHeartbeat:
             latency_hist=hist,
             pending=ex.pending_count() if isinstance(ex, SpoutExecutor) else 0,
             backpressure_secs=max((w.bp_secs.get(t, 0.0) for t in ex.tasks), default=0.0),
+            lag=lag_of(ex),
         )
     for e in w.acker_executors:
         execs[executor_key(e)] = ExecutorStats(component=ACKER)
