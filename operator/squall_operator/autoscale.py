@@ -4,9 +4,10 @@ and whether that is worth one more worker, one fewer, or nothing.
 Two pure steps, as `degraded.assess`: `measure` turns two samples of the executors' cumulative
 counts from the heartbeats into each bolt's figures, the two signals: its busy fraction (Storm's
 capacity: the share of the time its busiest executor spent in `execute`) and its backpressure
-(the share of the time its most held-up executor's inbox was full), and `decide` turns the
-signal's figure, the time now (the
-caller's clock) and what the previous status kept (`status.autoscale`, so a restarted operator
+(the share of the time its most held-up executor's inbox was full); `lags` reads the third
+signal, each spout's lag (records in its Kafka partitions not yet processed for good, Storm's
+totalSpoutLag, as the heartbeats carry it); and `decide` turns the signal's figure, the time
+now (the caller's clock) and what the previous status kept (`status.autoscale`, so a restarted operator
 judges on) into a `Decision`: the workers and the bolts' parallelism to rebalance to, or none,
 with the message its Event says. Nothing here reads a clock or calls anything.
 
@@ -20,6 +21,14 @@ The rules, in order:
 * scale in when the signal stayed below `target x scaleInBelow` for `scaleInAfterSecs` and would
   still be under `target` with `step` fewer workers (value x n / (n - step)), at least
   `minWorkers`: that projection is the hysteresis, a scale-in never lands above the target;
+* with `signal: lag` the figure is the spout with the most lag (records); a scale-out also
+  needs the lag not to be lower than when the wait began (a backlog that drains is left to
+  drain: after a scale-out the lag stays above target for a while, and without this every
+  cooldown would add workers up to maxWorkers); and a backlog does not spread over workers as a
+  share of time does: the bolts that get executors are those
+  whose busy fraction is above LAG_BUSY_TARGET (at least the busiest), and the projection that
+  guards a scale-in is the busiest bolt's busy fraction with fewer workers, under
+  LAG_BUSY_TARGET (no busy figure: no scale-in);
 * no decision within `cooldownSecs` of the last one, and the timers start again after each.
 """
 
@@ -35,6 +44,8 @@ from squall.models.cluster import WorkerHeartbeat
 from squall.models.v1alpha1 import AutoscaleSpec
 
 __all__ = [
+    "DEFAULT_TARGET",
+    "LAG_BUSY_TARGET",
     "MIN_INTERVAL_SECS",
     "SCALE_IN",
     "SCALE_OUT",
@@ -45,6 +56,7 @@ __all__ = [
     "Settings",
     "clamp",
     "decide",
+    "lags",
     "measure",
     "samples",
 ]
@@ -53,6 +65,11 @@ SCALE_OUT: Final = "ScaledOut"
 SCALE_IN: Final = "ScaledIn"
 # the figures are taken over at least this long: the heartbeats come every few seconds
 MIN_INTERVAL_SECS: Final = 5.0
+# busy and backpressure: the target when the spec gives none
+DEFAULT_TARGET: Final = 0.7
+# with `signal: lag`: the busy fraction above which a bolt gets executors, and under which the
+# busiest bolt must stay with fewer workers for a scale-in (the busy signal's default target)
+LAG_BUSY_TARGET: Final = DEFAULT_TARGET
 
 
 @dataclass(frozen=True)
@@ -71,7 +88,8 @@ class Settings:
 
     @classmethod
     def of(cls, spec: AutoscaleSpec) -> Settings:
-        return cls(spec.min_workers, spec.max_workers, spec.signal.value, spec.target,
+        return cls(spec.min_workers, spec.max_workers, spec.signal.value,
+                   DEFAULT_TARGET if spec.target is None else spec.target,
                    spec.scale_out_after_secs, spec.scale_in_after_secs, spec.scale_in_below,
                    spec.cooldown_secs, spec.step)
 
@@ -105,6 +123,19 @@ def samples(beats: Iterable[WorkerHeartbeat], bolts: Iterable[str]) -> dict[str,
                             s.latency_samples, s.backpressure_secs)
         for beat in beats for key, s in beat.executors.items() if s.component in wanted
     }
+
+
+def lags(beats: Iterable[WorkerHeartbeat], spouts: Iterable[str]) -> dict[str, float] | None:
+    """Each spout's lag in the workers' heartbeats (records, summed over its executors that
+    report one: a KafkaSpout once its partitions' watermarks are fetched); None: none reports
+    one (no figure)."""
+    wanted = set(spouts)
+    out: dict[str, float] = {}
+    for beat in beats:
+        for s in beat.executors.values():
+            if s.component in wanted and s.lag is not None:
+                out[s.component] = out.get(s.component, 0.0) + s.lag
+    return out or None
 
 
 @dataclass(frozen=True)
@@ -169,9 +200,10 @@ class Figures:
     """What the operator knows of the topology now.
 
     `active`: the spouts are active and no rebalance, roll or spec change is under way (else
-    nothing is judged); `workers`: numWorkers; `load`: bolt -> the signal's figure (None: not
-    measured yet); `parallelism` and `tasks`: bolt -> executors and tasks; `slots`: the most workers the
-    nodes can give the topology (its own slots plus the free ones it may use; None: unknown).
+    nothing is judged); `workers`: numWorkers; `load`: bolt -> the signal's figure (`lag`:
+    spout -> records; None: not measured yet); `parallelism` and `tasks`: bolt -> executors and tasks; `slots`: the most workers the
+    nodes can give the topology (its own slots plus the free ones it may use; None: unknown);
+    `busy`: bolt -> busy fraction, which with `signal: lag` picks the bolts that get executors.
     """
 
     active: bool
@@ -180,6 +212,7 @@ class Figures:
     parallelism: Mapping[str, int] = field(default_factory=dict)
     tasks: Mapping[str, int] = field(default_factory=dict)
     slots: int | None = None
+    busy: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -217,11 +250,14 @@ def _grown(busy: Mapping[str, float], figures: Figures, workers: int, target: fl
     return out
 
 
-def _shrunk(busy: Mapping[str, float], figures: Figures, workers: int, target: float) -> dict[str, int]:
+def _shrunk(busy: Mapping[str, float], figures: Figures, workers: int, target: float,
+            known_only: bool = False) -> dict[str, int]:
     """Fewer executors for the bolts, in proportion to the workers, where the bolt would still be
-    under target with them."""
+    under target with them (`known_only`: only bolts with a figure)."""
     out: dict[str, int] = {}
     for comp, p in sorted(figures.parallelism.items()):
+        if known_only and comp not in busy:
+            continue
         shrunk = max(1, math.floor(p * workers / figures.workers + 0.5))
         if shrunk < p and busy.get(comp, 0.0) * p / shrunk < target:
             out[comp] = shrunk
@@ -254,9 +290,13 @@ def decide(previous: Mapping[str, Any] | None, figures: Figures, at: float, sett
     state["busiest"] = busiest
     n, step, target = figures.workers, settings.step, settings.target
     fewer = max(settings.min_workers, n - step)
-    projected = value * n / fewer if fewer < n else math.inf
+    lag = settings.signal == "lag"
+    # the figures that pick the bolts to grow or shrink, and the bound a scale-in must stay under
+    pick, pick_target = (figures.busy or {}, LAG_BUSY_TARGET) if lag else (busy, target)
+    peak = max(pick.values()) if pick else math.inf
+    projected = peak * n / fewer if fewer < n else math.inf
     above = value > target
-    below = value < target * settings.scale_in_below and projected < target
+    below = value < target * settings.scale_in_below and projected < pick_target
     above_since = _number(prev.get("aboveSince")) if above else None
     below_since = _number(prev.get("belowSince")) if below else None
     if above and (above_since is None or above_since > at):
@@ -265,9 +305,15 @@ def decide(previous: Mapping[str, Any] | None, figures: Figures, at: float, sett
         below_since = at
     if above_since is not None:
         state["aboveSince"] = above_since
+    # lag: the figure when the wait began, against which a draining backlog is told apart
+    above_from = _number(prev.get("aboveFrom")) if lag and above_since is not None else None
+    if lag and above_since is not None:
+        if above_from is None or above_since == at:
+            above_from = value
+        state["aboveFrom"] = above_from
     if below_since is not None:
         state["belowSince"] = below_since
-    why = f"{settings.signal} {value:.2f} ({busiest})"
+    why = f"{settings.signal} {value:.0f} ({busiest})" if lag else f"{settings.signal} {value:.2f} ({busiest})"
     cooling = last is not None and 0 <= at - last < settings.cooldown_secs
     wait_out = above_since is not None and at - above_since >= settings.scale_out_after_secs
     wait_in = below_since is not None and at - below_since >= settings.scale_in_after_secs
@@ -280,13 +326,16 @@ def decide(previous: Mapping[str, Any] | None, figures: Figures, at: float, sett
                         f"{at - below_since:.0f}s of {settings.scale_in_after_secs:g}s")
         return none(f"{why} within the band: target {target:g}, scale in below "
                     f"{target * settings.scale_in_below:g}")
+    if wait_out and above_from is not None and value < above_from:
+        return none(f"{why} above target {target:g} for {at - (above_since or at):.0f}s, but down from "
+                    f"{above_from:.0f}: the backlog drains, no scale-out")
     if cooling and last is not None:
         return none(f"{why} {'above' if wait_out else 'below'} target, cooling down until "
                     f"{_iso(last + settings.cooldown_secs)} (cooldownSecs {settings.cooldown_secs:g})")
     if wait_out:
         room = min(settings.max_workers, figures.slots if figures.slots is not None else settings.max_workers)
         workers = max(n, min(room, n + step))
-        grown = _grown(busy, figures, workers, target) if workers > n else {}
+        grown = _grown(pick, figures, workers, pick_target) if workers > n else {}
         if workers <= n:
             bound = (f"maxWorkers {settings.max_workers}" if room == settings.max_workers
                      else f"the {figures.slots} slots the nodes offer")
@@ -296,13 +345,15 @@ def decide(previous: Mapping[str, Any] | None, figures: Figures, at: float, sett
         changes = grown
     else:
         workers = fewer
-        changes = _shrunk(busy, figures, workers, target)
+        changes = _shrunk(pick, figures, workers, pick_target, known_only=lag)
+        after = (f"the busiest bolt {projected:.2f} busy with {workers} workers" if lag
+                 else f"{projected:.2f} with {workers} workers")
         reason, text = SCALE_IN, (f"{why} below target {target:g} x {settings.scale_in_below:g} for "
-                                  f"{at - (at if below_since is None else below_since):.0f}s, {projected:.2f} with {workers} workers")
+                                  f"{at - (at if below_since is None else below_since):.0f}s, {after}")
     parts = [f"numWorkers {n} -> {workers}"] + [
         f"{c} parallelism {figures.parallelism[c]} -> {p}" for c, p in sorted(changes.items())]
     message = f"{', '.join(parts)}: {text}"
-    for key in ("aboveSince", "belowSince"):
+    for key in ("aboveSince", "aboveFrom", "belowSince"):
         state.pop(key, None)
     state.update(lastDecision=f"{reason}: {message}", lastDecisionTime=_iso(at), lastScaleSecs=at,
                  message=message)

@@ -68,21 +68,24 @@ class Autoscaler:
                    and res.observed_generation == res.generation
                    and base.num_workers == spec.num_workers
                    and all(base.component_executors.get(c.name) == c.parallelism for c in spec.components))
+        load: Mapping[str, float] | None = None
         busy: Mapping[str, float] | None = None
         if settled:
             meter = autoscale.measure(self.meters.get(res.uid), autoscale.samples(beats.values(), bolts), now)
             self.meters[res.uid] = meter
-            busy = meter.of(settings.signal)
+            busy = meter.busy
+            load = (autoscale.lags(beats.values(), (s.name for s in running.spouts)) if settings.signal == "lag"
+                    else meter.of(settings.signal))
         else:
             # a rebalance or roll: the figures after it start afresh
             self.forget(res.uid)
         slots = None
-        if busy and max(busy.values()) > settings.target:
+        if load and max(load.values()) > settings.target:
             slots = self._offered(res, base)
         figures = autoscale.Figures(
-            active=settled, workers=base.num_workers, load=busy,
+            active=settled, workers=base.num_workers, load=load,
             parallelism={c: base.component_executors.get(c, b.parallelism) for c, b in bolts.items()},
-            tasks={c: b.tasks for c, b in bolts.items()}, slots=slots)
+            tasks={c: b.tasks for c, b in bolts.items()}, slots=slots, busy=busy)
         decision = autoscale.decide(res.status.get("autoscale"), figures, now, settings)
         if decision.reason is None:
             return decision.state

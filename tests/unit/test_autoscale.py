@@ -289,3 +289,101 @@ def test_the_spec_defaults_and_bad_values() -> None:
 def test_changing_autoscale_is_not_a_spec_change_to_ignore() -> None:
     a, b = _topology({"maxWorkers": 4}), _topology({"maxWorkers": 6, "target": 0.6})
     assert reconcile.comparable_spec(a) == reconcile.comparable_spec(b)
+
+
+# --- the lag signal (a Kafka spout's records not yet processed for good) ------------------------
+
+LAG = Settings(**{**S.__dict__, "signal": "lag", "target": 5000.0})
+
+
+def lag_figures(lag: float, busy: dict[str, float] | None, workers: int = 2,
+                parallelism: dict[str, int] | None = None) -> Figures:
+    return Figures(True, workers, {"kafka": lag}, parallelism or PAR, TASKS, 8, busy=busy)
+
+
+def test_lags_sum_a_spouts_executors_that_report_one() -> None:
+    beats = [
+        WorkerHeartbeat(time_secs=5, uptime_secs=5, executors={
+            "1-1": ExecutorStats(component="kafka", lag=1200), "2-2": ExecutorStats(component="kafka"),
+            "3-3": ExecutorStats(component="slow", executed=10)}),
+        WorkerHeartbeat(time_secs=5, uptime_secs=5, executors={"4-4": ExecutorStats(component="kafka", lag=300)}),
+    ]
+    assert autoscale.lags(beats, ["kafka"]) == {"kafka": 1500}
+    assert autoscale.lags(beats, ["ids"]) is None  # a spout that reports none: no figure
+    # a heartbeat written before the field existed reads as no figure; a reader that predates
+    # it ignores the field (extra keys are ignored)
+    old = WorkerHeartbeat.model_validate_json(
+        '{"time_secs": 1, "uptime_secs": 1, "executors": {"1-1": {"component": "kafka"}}}')
+    assert old.executors["1-1"].lag is None and autoscale.lags([old], ["kafka"]) is None
+
+
+def test_the_lag_signal_scales_out_when_the_lag_stays_above_target() -> None:
+    busy = {"pass": 0.2, "slow": 0.9}
+    ds = _run([(t, lag_figures(9800 + 100 * t, busy)) for t in range(0, 25, 5)], LAG)
+    assert _decisions(ds) == [SCALE_OUT]
+    # the bolts that get executors are picked by their busy figures: slow, not pass
+    assert ds[-1].workers == 3 and ds[-1].parallelism == {"slow": 2}
+    assert ds[-1].message == "numWorkers 2 -> 3, slow parallelism 1 -> 2: lag 11800 (kafka) above target 5000 for 20s"
+    assert ds[1].state["message"] == "lag 10300 (kafka) above target 5000 for 5s of 20s"
+    # no busy figure: the workers grow, no bolt's parallelism
+    d = _run([(t, lag_figures(9800, None)) for t in range(0, 25, 5)], LAG)[-1]
+    assert d.reason == SCALE_OUT and d.workers == 3 and d.parallelism == {}
+    assert decide(None, Figures(True, 2, None), 0, LAG).state["message"] == (
+        "not judged yet: no lag figure from the heartbeats")
+
+
+def test_the_lag_signal_scales_in_only_where_the_bolts_would_stay_under_their_busy_target() -> None:
+    par = {"pass": 2, "slow": 2}
+    ds = _run([(t, lag_figures(0, {"pass": 0.1, "slow": 0.3}, parallelism=par)) for t in range(0, 65, 5)], LAG)
+    assert _decisions(ds) == [SCALE_IN]
+    assert ds[-1].workers == 1 and ds[-1].parallelism == {"pass": 1, "slow": 1}
+    assert ds[-1].message == ("numWorkers 2 -> 1, pass parallelism 2 -> 1, slow parallelism 2 -> 1: lag 0 (kafka) "
+                              "below target 5000 x 0.5 for 60s, the busiest bolt 0.60 busy with 1 workers")
+    # a bolt 0.4 busy would be 0.8 with one worker fewer, above LAG_BUSY_TARGET: no scale-in
+    held = _run([(t, lag_figures(0, {"pass": 0.1, "slow": 0.4}, parallelism=par)) for t in range(0, 125, 5)], LAG)
+    assert _decisions(held) == [] and held[-1].state["message"].startswith("lag 0 (kafka) within the band")
+    # no busy figure: nothing says fewer workers would do
+    assert _decisions(_run([(t, lag_figures(0, None)) for t in range(0, 125, 5)], LAG)) == []
+
+
+# lag of a KafkaSpout every 5 s (records): records arrive faster than the topology takes them,
+# the backlog grows until a worker is added (after the figure of 35 s), then drains to 0
+RECORDED_LAG = [0, 0, 2600, 5400, 8100, 10900, 13600, 16200, 17000, 16100, 15000, 14100, 13000, 12100,
+                11000, 10100, 9000, 8100, 7000, 6100, 5000, 4100, 3000, 2100, 1000, 300, 0] + [0, 40, 0, 0] * 10
+
+
+def test_a_recorded_backlog_scales_out_once_and_in_once() -> None:
+    """The lag every 5 s with the slow bolt's busy figure (0.95 while a backlog stands, 0.2
+    once it is gone), each decision applied to the next figures: out once the backlog grew above
+    target for scaleOutAfterSecs, no second scale-out while it drains though it stays above
+    target past the cooldown, in once it stayed gone for scaleInAfterSecs."""
+    state: dict[str, Any] | None = None
+    workers, par = 2, dict(PAR)
+    out: list[tuple[float, str, int]] = []
+    draining = []
+    for i, lag in enumerate(RECORDED_LAG):
+        at = i * 5.0
+        busy = {"pass": 0.1, "slow": 0.95 if lag > 1000 else 0.2}
+        d = decide(state, lag_figures(lag, busy, workers, par), at, Settings(**{**LAG.__dict__, "min_workers": 2}))
+        state = d.state
+        if "the backlog drains" in d.message:
+            draining.append(at)
+        if d.reason:
+            out.append((at, d.reason, d.workers))
+            workers, par = d.workers, {**par, **d.parallelism}
+    assert out == [(35.0, SCALE_OUT, 3), (180.0, SCALE_IN, 2)]
+    assert par == {"pass": 1, "slow": 1}
+    # past the cooldown (35 + 45 s) the lag was still above target, and falling
+    assert draining and min(draining) == 60.0 and max(draining) == 95.0
+
+
+def test_the_lag_spec_needs_a_target_in_records_and_busy_keeps_its_bound() -> None:
+    spec = AutoscaleSpec.model_validate({"maxWorkers": 4, "signal": "lag", "target": 20000})
+    assert Settings.of(spec) == Settings(1, 4, "lag", 20000.0, 30.0, 120.0, 0.5, 60.0, 1)
+    with pytest.raises(ValidationError, match="signal lag needs a target"):
+        AutoscaleSpec.model_validate({"maxWorkers": 4, "signal": "lag"})
+    with pytest.raises(ValidationError, match="target 2 is above 1: the backpressure signal is a fraction"):
+        AutoscaleSpec.model_validate({"maxWorkers": 4, "signal": "backpressure", "target": 2})
+    # the schema gives target no default (it would hold for lag too): the busy signals' 0.7 is
+    # the operator's
+    assert AutoscaleSpec.model_validate({"maxWorkers": 4}).target is None

@@ -514,6 +514,9 @@ class AutoscaleSignal(str, enum.Enum):
     # the most held-up bolt executor's share of time with its inbox full (backpressure announced
     # upstream), from the seconds of backpressure in the heartbeats
     BACKPRESSURE = "backpressure"
+    # the spout with the most lag: records in its Kafka partitions not yet processed for good
+    # (end offsets less the committed ones, Storm's totalSpoutLag), from the heartbeats
+    LAG = "lag"
 
 
 class AutoscaleSpec(_Model):
@@ -524,8 +527,10 @@ class AutoscaleSpec(_Model):
     min_workers: int = Field(1, alias="minWorkers", ge=1, le=limits.MAX_WORKERS)
     max_workers: int = Field(alias="maxWorkers", ge=1, le=limits.MAX_WORKERS)
     signal: AutoscaleSignal = Field(AutoscaleSignal.BUSY, strict=False)
-    # scale out above it; busy and backpressure: a fraction of the time
-    target: float = Field(0.7, gt=0, le=1, allow_inf_nan=False)
+    # scale out above it; busy and backpressure: a fraction of the time, at most 1 (None: 0.7,
+    # filled in by squall_operator.autoscale.Settings, not by the schema, whose default would
+    # hold for every signal); lag: records, to be given
+    target: float | None = Field(None, gt=0, allow_inf_nan=False)
     # the signal above target this long -> scale out
     scale_out_after_secs: float = Field(30.0, alias="scaleOutAfterSecs", ge=0, le=limits.MAX_SECONDS,
                                         allow_inf_nan=False)
@@ -542,6 +547,12 @@ class AutoscaleSpec(_Model):
     def _bounds(self) -> AutoscaleSpec:
         if self.min_workers > self.max_workers:
             raise ValueError(f"minWorkers ({self.min_workers}) is above maxWorkers ({self.max_workers})")
+        if self.signal is AutoscaleSignal.LAG:
+            if self.target is None:
+                raise ValueError("signal lag needs a target: the records of lag to scale out above")
+        elif self.target is not None and self.target > 1:
+            raise ValueError(f"target {self.target:g} is above 1: the {self.signal.value} signal is a "
+                             f"fraction of the time (lag counts records)")
         return self
 
 
