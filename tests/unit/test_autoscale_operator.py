@@ -166,3 +166,47 @@ def test_without_autoscale_no_status_block_and_no_patch() -> None:
     nimbus.register("ns", "wc", "uid-1", 1, SPEC)
     nimbus.round()
     assert "autoscale" not in _status(api) and api.patches == []
+
+
+def test_the_lag_signal_reads_the_spouts_lag_from_the_heartbeats() -> None:
+    """signal lag: each spout executor's lag in the heartbeats, summed per spout, against a
+    target in records; the bolt that gets executors is the busy one."""
+    api = PatchingApi()
+    nimbus, state, _, clock = _make(api=api)
+    spec = {**copy.deepcopy(SPEC), "autoscale": {**AUTOSCALE, "signal": "lag", "target": 1000}}
+    api.specs["wc"] = spec
+    nimbus.register("ns", "wc", "uid-1", 1, spec)
+    nimbus.round()
+    api.ready_all()
+    load = Load(state, clock)
+    spouts = 0
+
+    def beat(lag: int | None) -> None:
+        nonlocal spouts
+        load.beat("wc", 160, 5.0)
+        spouts = 0
+        for b in state.beats["wc"].values():
+            for key, s in list(b.executors.items()):
+                if s.component == "s":
+                    b.executors[key] = s.model_copy(update={"lag": lag})
+                    spouts += 1
+
+    beat(None)  # watermarks not fetched yet: no figure
+    nimbus.round()
+    assert _status(api)["autoscale"]["message"] == "not judged yet: no lag figure from the heartbeats"
+    for _ in range(3):
+        clock.now += 5
+        beat(200)
+        nimbus.round()
+    assert spouts == 2 and api.patches == [] and _status(api)["autoscale"]["value"] == 400
+    assert _status(api)["autoscale"]["message"].startswith("lag 400 (s) within the band")
+    event = None
+    for i in range(4):
+        clock.now += 5
+        beat(1500 + 100 * i)  # a backlog that grows: the sum of the two spout executors'
+        nimbus.round()
+        event = next((m for n, r, m in api.events if r == "ScaledOut"), None)
+        if event:
+            break
+    assert event == "numWorkers 2 -> 3, b parallelism 2 -> 3: lag 3400 (s) above target 1000 for 10s", event
+    assert api.specs["wc"]["numWorkers"] == 3
