@@ -1,7 +1,7 @@
 """The KafkaSpout's own CPU per record, in one thread, against a real broker (issue 26, item 7).
 
     .venv/bin/python bench/kafka_spout_cost.py [--records 300000] [--partitions 4] [--rounds 3]
-                                               [--outputs value] [--headers N] [--profile]
+                                               [--outputs value] [--headers N] [--profile] [--lag]
 
 Starts one Apache Kafka broker (squall.kafka.broker, loopback), fills a topic with the word
 count's sentences, then each round opens a fresh `KafkaSpout` (its own consumer group, EARLIEST,
@@ -13,6 +13,10 @@ wall time, and how many `next_tuple` calls emitted nothing (librdkafka's fetch n
 the topic is read, 20,000 more calls time an empty call, and the figure net of the empty calls
 (the per-record cost the summary line gives) subtracts them. The
 executor's own per-tuple work is not in it. `--profile`: a cProfile of the last round.
+`--lag`: each round twice, the spout's lag off (`lagRefreshPeriodMs: 0`, the spout as it was
+before it had one) and on (watermarks every 200 ms, and a thread reading `offset_metrics()`
+every 100 ms as the worker's heartbeat and /metrics do, far more often than they do), and the
+ratio of the medians, on / off.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import os
 import pstats
 import statistics
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -100,13 +105,29 @@ def fill(bootstrap: str, topic: str, records: int, partitions: int, headers: int
 
 
 def one_round(bootstrap: str, topic: str, records: int, fields: list[str], settle_s: float,
-              run: Callable[[Callable[[], None]], None]) -> dict[str, float]:
+              run: Callable[[Callable[[], None]], None], lag: bool | None = None) -> dict[str, float]:
+    """One round; `lag` True / False: the spout's lag on (read every 100 ms by another thread) /
+    off; None: the spout's defaults."""
     spout = KafkaSpout()
-    conf = {"kafka.spout": {"bootstrapServers": bootstrap, "topics": [topic], "groupId": f"cost-{uuid.uuid4().hex}",
-                            "firstPollOffsetStrategy": "EARLIEST", "processingGuarantee": "AT_LEAST_ONCE",
-                            "offsetCommitPeriodMs": 1000}}
+    cfg: dict[str, Any] = {"bootstrapServers": bootstrap, "topics": [topic], "groupId": f"cost-{uuid.uuid4().hex}",
+                           "firstPollOffsetStrategy": "EARLIEST", "processingGuarantee": "AT_LEAST_ONCE",
+                           "offsetCommitPeriodMs": 1000}
+    if lag is not None:
+        cfg["lagRefreshPeriodMs"] = 200 if lag else 0
+    conf = {"kafka.spout": cfg}
     collector = Collector()
     spout.open(conf, Context(fields), collector)  # type: ignore[arg-type]
+    stop = threading.Event()
+    reads = [0]
+
+    def read_lag() -> None:
+        while not stop.wait(0.1):
+            spout.offset_metrics()
+            reads[0] += 1
+
+    reader = threading.Thread(target=read_lag, daemon=True) if lag else None
+    if reader is not None:
+        reader.start()
     try:
         deadline = time.monotonic() + 60
         while collector.emitted == 0:  # the metadata thread's first hand-over, the first fetch
@@ -144,8 +165,12 @@ def one_round(bootstrap: str, topic: str, records: int, fields: list[str], settl
                           net_us=cpu_us - empty * empty_us / records)
 
         run(loop)
+        result["lag_reads"] = reads[0]
         return result
     finally:
+        stop.set()
+        if reader is not None:
+            reader.join(5)
         spout.close()
 
 
@@ -159,12 +184,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settle", type=float, default=3.0,
                     help="seconds to let librdkafka prefetch before the timed loop (default 3)")
     ap.add_argument("--profile", action="store_true", help="cProfile the last round")
+    ap.add_argument("--lag", action="store_true",
+                    help="each round with the spout's lag off and on, and the ratio (see the module doc)")
     args = ap.parse_args(argv)
     fields = args.outputs.split(",")
     with EmbeddedKafka() as broker:
         topic = f"cost-{uuid.uuid4().hex[:8]}"
         create_topics(broker.bootstrap_servers, {topic: args.partitions})
         fill(broker.bootstrap_servers, topic, args.records, args.partitions, args.headers)
+        if args.lag:
+            return compare_lag(broker.bootstrap_servers, topic, args, fields)
         cpu = []
         for r in range(args.rounds):
             prof = cProfile.Profile() if args.profile and r == args.rounds - 1 else None
@@ -187,6 +216,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"median {statistics.median(plain):.2f} us CPU/record (net of empty calls) over {len(plain)} rounds "
               f"({args.records:,} records, {args.partitions} partitions, outputs {fields}, "
               f"{args.headers} headers; load {os.getloadavg()[0]:.1f})")
+    return 0
+
+
+def compare_lag(bootstrap: str, topic: str, args: argparse.Namespace, fields: list[str]) -> int:
+    """Each round the spout with its lag off, then on, in this one run; the medians' ratio."""
+    got: dict[bool, list[float]] = {False: [], True: []}
+    for r in range(args.rounds):
+        for lag in (False, True):
+            res = one_round(bootstrap, topic, args.records, fields, args.settle, lambda loop: loop(), lag=lag)
+            got[lag].append(res["net_us"])
+            print(f"round {r + 1}, lag {'on ' if lag else 'off'}: {res['net_us']:.2f} us CPU/record net of empty "
+                  f"calls ({res['cpu_us']:.2f} with them), {res['wall_s']:.2f} s wall, "
+                  f"{res['lag_reads']:.0f} lag reads", flush=True)
+    off, on = statistics.median(got[False]), statistics.median(got[True])
+    print(f"median lag off {off:.2f}, on {on:.2f} us CPU/record: on / off {on / off:.3f} over {args.rounds} rounds "
+          f"({args.records:,} records, {args.partitions} partitions; load {os.getloadavg()[0]:.1f})")
     return 0
 
 

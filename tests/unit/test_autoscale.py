@@ -348,11 +348,11 @@ def test_the_lag_signal_scales_in_only_where_the_bolts_would_stay_under_their_bu
 
 # lag of a KafkaSpout every 5 s (records): records arrive faster than the topology takes them,
 # the backlog grows until a worker is added (after the figure of 35 s), then drains to 0
-RECORDED_LAG = [0, 0, 2600, 5400, 8100, 10900, 13600, 16200, 17000, 16100, 15000, 14100, 13000, 12100,
+BACKLOG_LAG = [0, 0, 2600, 5400, 8100, 10900, 13600, 16200, 17000, 16100, 15000, 14100, 13000, 12100,
                 11000, 10100, 9000, 8100, 7000, 6100, 5000, 4100, 3000, 2100, 1000, 300, 0] + [0, 40, 0, 0] * 10
 
 
-def test_a_recorded_backlog_scales_out_once_and_in_once() -> None:
+def test_a_backlog_that_grows_then_drains_scales_out_once_and_in_once() -> None:
     """The lag every 5 s with the slow bolt's busy figure (0.95 while a backlog stands, 0.2
     once it is gone), each decision applied to the next figures: out once the backlog grew above
     target for scaleOutAfterSecs, no second scale-out while it drains though it stays above
@@ -361,7 +361,7 @@ def test_a_recorded_backlog_scales_out_once_and_in_once() -> None:
     workers, par = 2, dict(PAR)
     out: list[tuple[float, str, int]] = []
     draining = []
-    for i, lag in enumerate(RECORDED_LAG):
+    for i, lag in enumerate(BACKLOG_LAG):
         at = i * 5.0
         busy = {"pass": 0.1, "slow": 0.95 if lag > 1000 else 0.2}
         d = decide(state, lag_figures(lag, busy, workers, par), at, Settings(**{**LAG.__dict__, "min_workers": 2}))
