@@ -22,7 +22,7 @@ The rules, in order:
   still be under `target` with `step` fewer workers (value x n / (n - step)), at least
   `minWorkers`: that projection is the hysteresis, a scale-in never lands above the target;
 * with `signal: lag` the figure is the spout with the most lag (records); a scale-out also
-  needs the lag not to be lower than when the wait began (a backlog that drains is left to
+  needs the lag to be at its highest since the wait began (a backlog that drains is left to
   drain: after a scale-out the lag stays above target for a while, and without this every
   cooldown would add workers up to maxWorkers); and a backlog does not spread over workers as a
   share of time does: the bolts that get executors are those
@@ -305,12 +305,12 @@ def decide(previous: Mapping[str, Any] | None, figures: Figures, at: float, sett
         below_since = at
     if above_since is not None:
         state["aboveSince"] = above_since
-    # lag: the figure when the wait began, against which a draining backlog is told apart
-    above_from = _number(prev.get("aboveFrom")) if lag and above_since is not None else None
+    # lag: the highest figure since the wait began; one below it is a backlog that drains
+    above_peak = _number(prev.get("abovePeak")) if lag and above_since is not None else None
     if lag and above_since is not None:
-        if above_from is None or above_since == at:
-            above_from = value
-        state["aboveFrom"] = above_from
+        if above_peak is None or above_since == at or value > above_peak:
+            above_peak = value
+        state["abovePeak"] = above_peak
     if below_since is not None:
         state["belowSince"] = below_since
     why = f"{settings.signal} {value:.0f} ({busiest})" if lag else f"{settings.signal} {value:.2f} ({busiest})"
@@ -326,9 +326,9 @@ def decide(previous: Mapping[str, Any] | None, figures: Figures, at: float, sett
                         f"{at - below_since:.0f}s of {settings.scale_in_after_secs:g}s")
         return none(f"{why} within the band: target {target:g}, scale in below "
                     f"{target * settings.scale_in_below:g}")
-    if wait_out and above_from is not None and value < above_from:
+    if wait_out and above_peak is not None and value < above_peak:
         return none(f"{why} above target {target:g} for {at - (above_since or at):.0f}s, but down from "
-                    f"{above_from:.0f}: the backlog drains, no scale-out")
+                    f"{above_peak:.0f}: the backlog drains, no scale-out")
     if cooling and last is not None:
         return none(f"{why} {'above' if wait_out else 'below'} target, cooling down until "
                     f"{_iso(last + settings.cooldown_secs)} (cooldownSecs {settings.cooldown_secs:g})")
@@ -353,7 +353,7 @@ def decide(previous: Mapping[str, Any] | None, figures: Figures, at: float, sett
     parts = [f"numWorkers {n} -> {workers}"] + [
         f"{c} parallelism {figures.parallelism[c]} -> {p}" for c, p in sorted(changes.items())]
     message = f"{', '.join(parts)}: {text}"
-    for key in ("aboveSince", "aboveFrom", "belowSince"):
+    for key in ("aboveSince", "abovePeak", "belowSince"):
         state.pop(key, None)
     state.update(lastDecision=f"{reason}: {message}", lastDecisionTime=_iso(at), lastScaleSecs=at,
                  message=message)

@@ -387,3 +387,41 @@ def test_the_lag_spec_needs_a_target_in_records_and_busy_keeps_its_bound() -> No
     # the schema gives target no default (it would hold for lag too): the busy signals' 0.7 is
     # the operator's
     assert AutoscaleSpec.model_validate({"maxWorkers": 4}).target is None
+
+
+# (seconds, lag of the KafkaSpout, busy of the SlowBolt) read every 5 s from the heartbeats of a
+# local run on the real broker (a throwaway variant of tests/integration/test_kafka_lag.py, not
+# committed): 300 records/s produced for 60 s into 2 partitions, one SlowBolt executor at 5 ms a
+# tuple (at most ~200/s), commits and watermarks every second; nothing scaled it, so the backlog
+# grew to 6700 while records came and drained in 35 s once they stopped
+REAL_LAG_RUN = [(0, 0, None), (5, 734, 0.972), (10, 1274, 0.983), (15, 1814, 0.984), (20, 2354, 0.982),
+                (25, 3278, 0.991), (30, 3794, 0.991), (35, 4296, 0.989), (40, 4828, 0.984), (45, 5344, 1.003),
+                (50, 5852, 0.984), (55, 6360, 0.994), (60, 6700, 0.994), (65, 5716, 0.989), (70, 4732, 0.985),
+                (75, 3748, 0.991), (80, 2748, 0.993), (85, 1756, 0.993), (90, 1356, 0.988), (95, 0, 0.722)] + [
+                (t, 0, 0.0) for t in range(100, 150, 5)]
+REAL_LAG_SETTINGS = Settings(min_workers=1, max_workers=3, signal="lag", target=2000, scale_out_after_secs=15,
+                             scale_in_after_secs=30, scale_in_below=0.5, cooldown_secs=30, step=1)
+
+
+def test_the_recorded_lag_run_replayed_scales_out_while_it_grows_and_not_while_it_drains() -> None:
+    """The real run's figures replayed, the spouts inactive for the figure after a decision (the
+    rebalance): out once while the backlog grows, with the busy bolt grown; no second scale-out
+    past the cooldown, as the lag, still above target, is falling; in once the bolt idled for
+    scaleInAfterSecs (not at 95 s: 0.72 busy would be 1.44 with one worker)."""
+    state: dict[str, Any] | None = None
+    workers, par, decided = 1, {"slow": 1}, False
+    out: list[tuple[int, str, int, dict[str, int]]] = []
+    messages: dict[int, str] = {}
+    for at, lag, busy in REAL_LAG_RUN:
+        f = Figures(not decided, workers, {"kafka": lag}, par, {"slow": 4}, 4,
+                    busy=None if busy is None else {"slow": busy})
+        d = decide(state, f, at, REAL_LAG_SETTINGS)
+        state, decided, messages[at] = d.state, d.reason is not None, d.message
+        if d.reason:
+            workers, par = d.workers, {**par, **d.parallelism}
+            out.append((at, d.reason, workers, dict(par)))
+    assert out == [(35, SCALE_OUT, 2, {"slow": 2}), (130, SCALE_IN, 1, {"slow": 1})]
+    assert messages[35] == "numWorkers 1 -> 2, slow parallelism 1 -> 2: lag 4296 (kafka) above target 2000 for 15s"
+    assert messages[60].startswith("lag 6700 (kafka) above target, cooling down until")
+    assert messages[65] == "lag 5716 (kafka) above target 2000 for 20s, but down from 6700: the backlog drains, no scale-out"
+    assert messages[95].startswith("lag 0 (kafka) within the band")
