@@ -141,6 +141,22 @@ class KubeNimbus(Nimbus):
             self.post(res, "Normal", "Assigned", message)
         elif message == "removed" and res.deleting:
             self.post(res, "Normal", "Removed", "worker pods and ZooKeeper state are being removed")
+        elif message.startswith(("Upgrading: ", "Upgraded: ")):
+            reason, _, rest = message.partition(": ")
+            self.post(res, "Normal", reason, rest)
+
+    def relaunched(self, topo: str) -> None:
+        """An upgrade launched the new graph: every worker pod now runs the old launch and is
+        deleted (each serves its slot until the slot's new pod, made in this round's
+        reconcile_pods, has registered; squall.worker.handover)."""
+        res = self._owner(topo)
+        if res is None:
+            return
+        for pod in self._pods_of(res):
+            name = pod["metadata"]["name"]
+            if pod["metadata"].get("deletionTimestamp") is None:
+                self.api.delete_pod(res.namespace, name)
+                log.info("topology %s: deleted worker pod %s of the old launch (graph upgrade)", topo, name)
 
     def _owner(self, topo: str) -> Resource | None:
         found = [r for r in self.resources.values() if r.name == topo and not r.removed]

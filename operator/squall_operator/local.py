@@ -170,6 +170,7 @@ class LocalCluster:
             self.supervisors[node] = sup
             self._register(sup)
         self.nimbus = Nimbus(self.state, timeouts=self.timeouts, monitor_freq_secs=self.monitor_freq_secs)
+        self.nimbus.graph_check = self._check_classes
         self.nimbus.start()
         self._thread = threading.Thread(target=self._sync_loop, name="supervisors", daemon=True)
         self._thread.start()
@@ -233,6 +234,14 @@ class LocalCluster:
             write_keys(self.curve_keys_dir(topology.name), CurveKeys.generate())
         self.nimbus.submit(topology)
         self.sync_wake.set()
+
+    def _check_classes(self, topology: Topology) -> None:
+        """An upgrade's new graph checked with its classes, imported from the workers' search
+        paths in a child process (a class missing or a stream it does not declare is refused
+        before the running topology is touched, not found by crash-looping workers)."""
+        from squall.classcheck import check_topology_isolated
+
+        check_topology_isolated(topology, search_paths=self.search_paths, source=topology.name)
 
     def curve_keys_dir(self, topology: str) -> Path:
         """Where a topology's CURVE pair is (files 0600 in a 0700 directory) when `curve` is on."""

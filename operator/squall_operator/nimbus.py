@@ -23,6 +23,7 @@ from squall.models.cluster import (
     executor_key,
 )
 from squall import specchange, validation
+from squall.errors import TopologyError
 from squall.models.v1alpha1 import Topology
 from squall.plan import ACKER
 from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected
@@ -103,6 +104,9 @@ class Nimbus:
         self.events: list[str] = []
         # topology -> why its upgrade's drain ended (for the Upgraded event)
         self.upgrade_reason: dict[str, str] = {}
+        # checks an upgrade's new graph with its classes before anything is deactivated (the
+        # local cluster imports them from its search paths; raises TopologyError); None: not
+        self.graph_check: Callable[[Topology], None] | None = None
         # topology -> slot -> when this nimbus saw the slot's heartbeat change (its own clock)
         self.seen: dict[str, dict[WorkerSlot, monitor.SeenBeat]] = {}
         # since when this nimbus has watched the heartbeats without a gap: its start, or its
@@ -215,12 +219,18 @@ class Nimbus:
             stored.plan(base.model_copy(update={"topology": new, "component_executors": _executors}))
         except Exception as exc:
             raise NimbusError(f"update: topology {topo!r}: the new graph does not plan: {exc}") from None
+        if self.graph_check is not None:
+            try:
+                self.graph_check(Topology.model_validate(new))
+            except TopologyError as exc:
+                raise NimbusError(f"update: topology {topo!r}: the new graph does not check: "
+                                  + "; ".join(exc.lines())) from None
         now = self.clock()
         # the new graph is stored beside the running one first: a nimbus that dies before the
         # transition below finds the topology as it was (the next update replaces the stored graph)
         self.state.set_storm(topo, base.model_copy(update={"upgrade_topology": new, "upgrade_since_secs": now}))
-        self._event(f"{topo}: Upgrading ({'; '.join(change.upgrade)}): spouts deactivated, the new graph launched "
-                    f"once nothing is pending, in {wait_secs:g}s at the most")
+        self._event(f"{topo}: Upgrading: {'; '.join(change.upgrade)}; spouts deactivated, the new graph is "
+                    f"launched once nothing is pending, in {wait_secs:g}s at the most")
         self.act(topo, lifecycle.Action.upgrade(wait_secs))
 
     def _drained(self, topo: str, base: StormBase) -> None:
@@ -284,8 +294,10 @@ class Nimbus:
                     self.mk_assignments()
                 elif isinstance(effect, lifecycle.Resubmit):
                     self.mk_assignments(fresh=frozenset({topo}))
-                    why = self.upgrade_reason.pop(topo, f"rebalanceWaitSecs passed after {now - (base_since or now):.1f}s")
-                    self._event(f"{topo}: Upgraded ({why}): the new graph launched, the workers of the old launch are replaced")
+                    self.relaunched(topo)
+                    why = self.upgrade_reason.pop(topo, f"the drain's wait passed after {now - (base_since or now):.1f}s")
+                    self._event(f"{topo}: Upgraded: {why}; the new graph is launched, the workers of the old "
+                                "launch are replaced")
             self.wake.set()
 
     def _resubmitted(self, base: StormBase, now: float) -> StormBase:
@@ -297,6 +309,10 @@ class Nimbus:
                                         Topology.model_validate(base.upgrade_topology))
         return base.model_copy(update={"topology": new, "component_executors": executors, "launch_time_secs": now,
                                        "upgrade_topology": None, "upgrade_since_secs": None})
+
+    def relaunched(self, topo: str) -> None:
+        """An upgrade stored `topo`'s new launch: replace the workers of the old one (the local
+        cluster's supervisors do it themselves; KubeNimbus deletes the pods)."""
 
     def allowed_slots(self, topo: str, base: StormBase) -> frozenset[WorkerSlot] | None:
         """The slots `topo`'s workers may use; None: every slot (KubeNimbus narrows it to the

@@ -902,6 +902,8 @@ PHASE_PENDING: Final = "Pending"
 PHASE_RUNNING: Final = "Running"
 PHASE_INACTIVE: Final = "Inactive"
 PHASE_REBALANCING: Final = "Rebalancing"
+# a graph upgrade's drain (squall_operator.upgrade): REBALANCING with a new graph waiting
+PHASE_UPGRADING: Final = "Upgrading"
 PHASE_KILLING: Final = "Killing"
 PHASE_FAILED: Final = "Failed"
 PHASE_ROLLING: Final = "Rolling"
@@ -1154,7 +1156,7 @@ def build_status(
     if deleting or status is TopologyStatus.KILLED:
         phase = PHASE_KILLING
     elif status is TopologyStatus.REBALANCING:
-        phase = PHASE_REBALANCING
+        phase = PHASE_UPGRADING if base.upgrade_topology is not None else PHASE_REBALANCING
     elif roll is not None:
         phase = PHASE_ROLLING
     elif not all_ready:

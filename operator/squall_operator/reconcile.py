@@ -11,8 +11,10 @@ only carrying it out can tell.
     conflict   the name is stored for another resource (or still being killed)
     update     the spec changed in a way the running topology takes in place (squall.specchange:
                maxSpoutPending, messageTimeoutSecs, ticks live; a component's config by
-               restarting its executors); a graph change is refused with a Warning, once per
-               generation, and the topology keeps its stored spec
+               restarting its executors), or its graph changed: an upgrade (squall_operator.upgrade:
+               drained, the new graph launched; nimbus's Upgrading and Upgraded Events); a change
+               that cannot be carried (a stateful topology's graph) is refused with a Warning,
+               once per generation, and the topology keeps its stored spec
     rebalance  numWorkers or a parallelism changed (waiting the asked or the topology's wait)
     activate / deactivate   spec.active changed (activation waits for a roll to finish)
     kill       the resource is being deleted: Storm's kill, then, once nimbus removed it and no
@@ -27,7 +29,7 @@ from typing import Any
 from squall import specchange
 from squall.models.cluster import StormBase, TopologyStatus
 from squall.models.v1alpha1 import Topology
-from squall_operator import stored
+from squall_operator import stored, upgrade
 from squall_operator.resources import KILL_WAIT_ANNOTATION, REBALANCE_WAIT_ANNOTATION, Resource, owns
 
 
@@ -71,8 +73,9 @@ class Rebalance:
 
 @dataclass(frozen=True)
 class Update:
-    """A new spec of the running graph, applied in place (`Nimbus.update`): live settings, and
-    restarted executors of the components whose config changed (squall.specchange)."""
+    """A new spec (`Nimbus.update`): of the running graph, applied in place (live settings, and
+    restarted executors of the components whose config changed; squall.specchange), or of
+    another graph, an upgrade (squall_operator.upgrade)."""
 
     topology: Topology
 
@@ -161,12 +164,16 @@ def decide(res: Resource, snap: Snapshot) -> list[Intent]:
     out: list[Intent] = [first]
     running = stored.topology(base)
     change = specchange.classify(running.spec, spec)
+    refused = upgrade.refusal(running, topology, change) if change.kind is specchange.Kind.UPGRADE else None
     if change.applies_in_place:
         out += [Update(topology), Event("Normal", "ConfigUpdated", change.describe())]
+    elif change.kind is specchange.Kind.UPGRADE and refused is None:
+        # the rest of the spec (a rebalance, the activation) is decided once the upgrade is done
+        return [*out, Update(topology), observed]
     elif change.kind is not specchange.Kind.NONE and res.ignored_generation != res.generation:
         out += [Record({"ignored_generation": res.generation}),
                 Event("Warning", "SpecChangeRefused",
-                      f"{change.describe()}; Squall does not upgrade a running graph yet: the topology keeps "
+                      f"{change.describe()}; refused: {refused or 'it cannot be carried'}: the topology keeps "
                       "running its stored spec (delete the resource and apply it again to run the new one)")]
     executors = {c.name: c.parallelism for c in spec.components}
     changed = {c: n for c, n in executors.items() if base.component_executors.get(c) != n}

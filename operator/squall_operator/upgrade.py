@@ -104,6 +104,6 @@ def decide(since: float, due: float, spouts: Mapping[str, tuple[float, int] | No
         return Decision(True, f"nothing pending {max(0.0, now - since):.1f}s after the deactivation")
     if now >= due:
         pending = sum(beat[1] for beat in spouts.values() if beat is not None)
-        return Decision(True, f"rebalanceWaitSecs ({due - since:g}s) passed with {pending} tuple trees pending "
+        return Decision(True, f"the drain's wait ({round(due - since, 1):g}s) passed with {pending} tuple trees pending "
                               "(the spouts replay them)")
     return Decision(False)

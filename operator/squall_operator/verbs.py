@@ -163,10 +163,10 @@ class Target(Protocol):
     def close(self) -> None: ...
 
 
-def _update_refused(name: str, running: Topology, asked: Topology, *, upgrades: bool) -> specchange.SpecChange:
+def _update_refused(name: str, running: Topology, asked: Topology) -> specchange.SpecChange:
     """How `asked` applies to `name` running `running`; a VerbError for what cannot be applied
-    (the same decisions nimbus and the operator make): a graph upgrade where the target does not
-    run one (`upgrades`), or one that cannot be carried (squall_operator.upgrade.refusal)."""
+    (the same decisions nimbus and the operator make: squall.specchange, and
+    squall_operator.upgrade.refusal for a graph upgrade)."""
     from squall_operator import upgrade
 
     if asked.name != name:
@@ -175,9 +175,6 @@ def _update_refused(name: str, running: Topology, asked: Topology, *, upgrades: 
     if change.kind is specchange.Kind.REFUSED:
         raise VerbError(f"update: topology {name!r} {change.describe()}")
     if change.kind is specchange.Kind.UPGRADE:
-        if not upgrades:
-            raise VerbError(f"update: topology {name!r} {change.describe()}; the operator does not upgrade a "
-                            "running graph yet: kill it and submit it again")
         why = upgrade.refusal(running, asked, change)
         if why is not None:
             raise VerbError(f"update: topology {name!r} {change.describe()}; refused: {why}")
@@ -419,7 +416,7 @@ class ZooKeeperTarget:
 
         base = self._base(name)
         running = stored.topology(base)
-        change = _update_refused(name, running, topology, upgrades=True)
+        change = _update_refused(name, running, topology)
         said = self._ask(name, "update", resource=topology.model_dump(mode="json", by_alias=True, exclude_none=True),
                          wait_secs=wait_secs)
         if change.kind is not specchange.Kind.UPGRADE:
@@ -716,7 +713,7 @@ class KubernetesTarget:
                                       "metadata": {"name": name}, "spec": obj.get("spec") or {}})
         except TopologyError as exc:
             raise VerbError(f"update: the resource {name!r} does not parse: {exc}") from None
-        change = _update_refused(name, running, topology, upgrades=False)
+        change = _update_refused(name, running, topology)
         # the whole spec replaced, as `kubectl apply` of the file would; the operator applies it
         # (squall.specchange); a resource edited meanwhile is refused, not overwritten
         ops: list[dict[str, Any]] = []

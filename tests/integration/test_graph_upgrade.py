@@ -99,6 +99,47 @@ def test_squall_update_adds_a_bolt_to_a_running_pipeline_with_no_id_lost(
     assert not cluster.crashes, cluster.crashes
 
 
+def test_what_is_pending_at_the_drain_s_end_is_replayed_on_the_new_graph(
+    make_cluster: Callable[..., LocalCluster], tmp_path: Path
+) -> None:
+    """A bolt slower than the spout keeps ~500 trees pending; `squall update -w 1` launches the
+    new graph after 1 s with them still pending: the old launch's spout closes with them unacked,
+    the new launch's spout emits them again, and every id is acked in the end."""
+    out = tmp_path / "out"
+    middle = {"name": "pass", "class": "liveupdate_components:TagPassBolt", "parallelism": 2,
+              "config": {"test.tag": "one", "test.sleep_ms": 20},
+              "inputs": [{"component": "ids", "grouping": "shuffle"}]}
+    topo = id_pipeline("late", out, 10**9, workers=2, timeout=30, middle=middle, extra={"test.stoppable": True})
+    cluster = make_cluster(nodes=1, slots=2)
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: totals(cluster, topo.name)["ids"]["pending"] > 300, 60, "the spout's pending near 500", cluster)
+    data = topo.model_dump(mode="json", by_alias=True, exclude_none=True)
+    # a graph whose new bolt reads a stream that does not exist (the sink declares none) is
+    # refused before anything changes: nimbus checks it with its classes
+    data["spec"]["bolts"].append({"name": "tap", "class": f"{COMPONENTS}:PassBolt",
+                                  "inputs": [{"component": "sink", "grouping": "shuffle"}]})
+    bad = squall("update", str(write(data, tmp_path / "bad.yaml")), "--zookeeper", cluster.connect_string)
+    one_line_error(bad, 1, "the new graph does not check", "'sink' declares no stream 'default'")
+    base = cluster.state.get_storm(topo.name)
+    assert base is not None and base.status is TopologyStatus.ACTIVE and base.upgrade_topology is None
+    data["spec"]["bolts"][-1]["inputs"][0]["component"] = "pass"
+    done = squall("update", str(write(data, tmp_path / "late.yaml")), "-w", "1", "--zookeeper",
+                  cluster.connect_string, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "after 1s at the most" in done.stdout and "topology late: upgraded " in done.stdout, done.stdout
+    (event,) = [e for e in cluster.nimbus.events if "Upgraded" in e]
+    assert "the drain's wait (1s) passed with" in event and "(the spouts replay them)" in event, event
+    wait_running(cluster, topo)
+    (out / "stop").write_text("stop")
+    wait_spout_done(out, cluster, 180)
+    stop_topology(cluster, topo.name)
+    spout = read_spout(out, cluster)
+    print(f"UPGRADE at the wait's end: {event}; ids {spout['limit']}, failed {spout['failed']}")
+    assert spout["acked"] == list(range(spout["limit"])), "an id was lost" + logs_tail(cluster)
+    assert not cluster.crashes, cluster.crashes
+
+
 def test_a_stateful_topology_s_graph_change_is_refused_with_its_reason(
     make_cluster: Callable[..., LocalCluster], tmp_path: Path
 ) -> None:

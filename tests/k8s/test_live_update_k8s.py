@@ -2,8 +2,10 @@
 process-kubelet cluster: `kubectl patch` of maxSpoutPending and of a bolt's config reaches the
 running workers with no pod replaced (one `ConfigUpdated` Event saying what changed and how:
 the spout's bound live, the bolt's executors restarted in place, each prepared with the new
-value), every message id is acked, and a graph change is refused with a `SpecChangeRefused`
-Warning, the stored spec left as it was. `kubectl squall update FILE` does the same from a file.
+value), every message id is acked, and a graph change (a bolt added) runs as an upgrade: the
+`Upgrading` Event, the spouts drained, the new graph launched (`Upgraded`), every worker pod
+replaced by one of the new launch, the new bolt receiving tuples, and still every id acked.
+`kubectl squall update FILE` does the same from a file.
 
 The chart, the operator, ZooKeeper and the process kubelet are the session's release `squall` in
 namespace squall-e2e (the `squall` fixture, conftest.py).
@@ -106,17 +108,36 @@ def test_kubectl_patch_of_config_applies_live_with_no_pod_replaced_and_no_id_los
         wait_for(lambda: [e for e in events(c, NAME) if e["reason"] == "ConfigUpdated"
                           and e["message"] == "live: killWaitSecs 3 -> 4"], 60, what="the CLI's ConfigUpdated")
 
-        # a graph change: refused, said once, and the stored spec keeps its grouping
-        _patch(c, [{"op": "replace", "path": "/spec/bolts/1/inputs/0/grouping", "value": "shuffle"},
-                   {"op": "remove", "path": "/spec/bolts/1/inputs/0/fields"}])
-        ev = wait_for(lambda: _event(c, "SpecChangeRefused"), 60, what="a SpecChangeRefused Event")
-        assert ev["type"] == "Warning" and "sink: inputs changed" in ev["message"], ev
+        # a graph change: a bolt added runs as an upgrade, every pod replaced by one of the new launch
+        with zk_state(c) as zk:
+            before = zk.get_storm(NAME)
+        assert before is not None
+        t1 = time.monotonic()
+        _patch(c, [{"op": "add", "path": "/spec/bolts/-", "value": {
+            "name": "tap", "class": "engine_components:PassBolt", "parallelism": 2,
+            "inputs": [{"component": "pass", "grouping": "shuffle"}]}}])
+        ev = wait_for(lambda: _event(c, "Upgrading"), 60, what="an Upgrading Event")
+        assert ev["type"] == "Normal" and ev["message"].startswith("added tap; spouts deactivated"), ev
+        ev = wait_for(lambda: _event(c, "Upgraded"), 60, what="an Upgraded Event")
+        upgraded = time.monotonic() - t1
+        assert "nothing pending" in ev["message"] or "the drain's wait" in ev["message"], ev
+        wait_for(lambda: running(c, NAME, 2) and not pods & {p["metadata"]["uid"] for p in worker_pods(c, NAME)},
+                 120, what=f"{NAME} Running 2/2 on pods of the new launch")
         with zk_state(c) as zk:
             base = zk.get_storm(NAME)
-        assert base is not None and base.topology["spec"]["bolts"][1]["inputs"][0]["grouping"] == "fields"
+        assert base is not None and base.launch_time_secs > before.launch_time_secs
+        assert [b["name"] for b in base.topology["spec"]["bolts"]] == ["pass", "sink", "tap"]
         assert base.topology["spec"]["maxSpoutPending"] == 20
 
+        def tap_executed() -> int:
+            with zk_state(c) as zk:
+                beats = zk.get_worker_heartbeats(NAME)
+            return sum(ex.executed for b in beats.values() for ex in b.executors.values() if ex.component == "tap")
+        wait_for(lambda: tap_executed() > 0, 60, what="the new bolt receiving tuples")
+        resumed = time.monotonic() - t1
+
         wait_for(lambda: list(out.glob("spout-*.done")), 120, what="every id acked", interval=0.5)
-        print(f"LIVE UPDATE k8s: restarted in {restarted:.1f}s, pending samples {lows}")
+        print(f"LIVE UPDATE k8s: restarted in {restarted:.1f}s, pending samples {lows}; upgrade: Upgraded "
+              f"{upgraded:.1f}s after the patch ({ev['message']}), the new bolt's first tuple {resumed:.1f}s after it")
     finally:
         delete_and_wait_gone(c, NAME)

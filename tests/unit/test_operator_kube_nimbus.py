@@ -285,13 +285,30 @@ def test_deactivate_activate_and_spec_changes() -> None:
     assert state.storms["wc"].status is TopologyStatus.ACTIVE
     assert "Activated" in api.reasons("wc") and "ConfigUpdated" in api.reasons("wc")
     assert state.storms["wc"].topology["spec"]["messageTimeoutSecs"] == 99
-    # a graph change is refused: a Warning, once, and the stored spec stays
+    # a graph change is an upgrade: spouts deactivated (phase Upgrading), the new graph launched
+    # once the spouts' heartbeats say nothing is pending, every worker pod of the old launch
+    # deleted and made again
     bolts = [{**SPEC["bolts"][0], "class": "m:B2"}]  # type: ignore[index, dict-item]
+    api.ready_all()
+    launch = state.storms["wc"].launch_time_secs
+    old_pods = set(api.pods)
     nimbus.register("ns", "wc", "uid-1", 4, {**SPEC, "messageTimeoutSecs": 99, "bolts": bolts})
     nimbus.round()
-    nimbus.round()
-    assert api.reasons("wc").count("SpecChangeRefused") == 1
+    assert state.storms["wc"].status is TopologyStatus.REBALANCING and _status(api)["phase"] == "Upgrading"
+    assert api.reasons("wc").count("Upgrading") == 1 and "SpecChangeRefused" not in api.reasons("wc")
     assert state.storms["wc"].topology["spec"]["bolts"][0]["class"] == "m:B"
+    _beat_all(state, clock, "wc", pending=3)
+    clock.now += 2
+    nimbus.round()
+    assert state.storms["wc"].status is TopologyStatus.REBALANCING  # still pending
+    clock.now += 1
+    _beat_all(state, clock, "wc", pending=0)
+    nimbus.round()
+    base = state.storms["wc"]
+    assert base.status is TopologyStatus.ACTIVE and base.launch_time_secs > launch and base.upgrade_topology is None
+    assert base.topology["spec"]["bolts"][0]["class"] == "m:B2"
+    assert api.reasons("wc").count("Upgraded") == 1
+    assert old_pods <= {("ns", name) for name, _grace in api.deleted} and set(api.pods) - old_pods
 
 
 def test_log_levels_of_the_annotation_reach_zookeeper_once_the_topology_is_stored() -> None:

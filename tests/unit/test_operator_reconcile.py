@@ -153,15 +153,30 @@ def test_a_config_change_is_applied_in_place_and_said_so() -> None:
     assert kinds(decide(res, Snapshot(base))) == [Update, Event, Rebalance, Event]
 
 
-def test_a_graph_change_is_refused_once_per_generation_and_says_why() -> None:
-    bolts = [{**SPEC["bolts"][0], "class": "m:B2"}]
+def test_a_graph_change_is_an_upgrade_and_the_rest_of_the_spec_waits_for_it() -> None:
+    # a class changed and a parallelism too: the upgrade first (nimbus says Upgrading, Upgraded),
+    # the rebalance once it is done
+    bolts = [{**SPEC["bolts"][0], "class": "m:B2", "parallelism": 3}]
     res = resource({**SPEC, "bolts": bolts}, generation=5)
-    base = stored(res, spec=SPEC)
+    intents = decide(res, Snapshot(stored(res, spec=SPEC)))
+    assert intents == [Record({"conflict": None, "owned": True}), Update(res.topology),  # type: ignore[arg-type]
+                       Record({"observed_generation": 5})]
+    # while it drains (REBALANCING) nothing more is decided
+    assert decide(res, Snapshot(stored(res, TopologyStatus.REBALANCING, spec=SPEC))) == [
+        Record({"conflict": None, "owned": True})]
+
+
+def test_a_stateful_graph_change_is_refused_once_per_generation_and_says_why() -> None:
+    stateful = {**SPEC, "bolts": [{**SPEC["bolts"][0], "stateful": True}]}
+    bolts = [{**stateful["bolts"][0], "class": "m:B2"}]
+    res = resource({**stateful, "bolts": bolts}, generation=5)
+    base = stored(res, spec=stateful)
     intents = decide(res, Snapshot(base))
     assert Record({"ignored_generation": 5}) in intents and not any(isinstance(i, Update) for i in intents)
     events = [i for i in intents if isinstance(i, Event)]
     assert [e.reason for e in events] == ["SpecChangeRefused"]
-    assert events[0].message.startswith("needs an upgrade (drain and resubmit): b: class changed")
+    assert events[0].message.startswith("needs an upgrade (drain and resubmit): b: class changed; refused: b is "
+                                        "stateful: a graph upgrade would need a final checkpoint"), events[0].message
     res.ignored_generation = 5
     assert not any(isinstance(i, Event) for i in decide(res, Snapshot(base)))
 

@@ -54,7 +54,7 @@ def test_a_heartbeat_taken_before_the_deactivation_settled_proves_nothing() -> N
 
 def test_the_wait_s_end_launches_whatever_is_pending_and_says_it_is_replayed() -> None:
     d = upgrade.decide(NOW, NOW + 30, {"1-1": (NOW + 29, 7), "2-2": None}, NOW + 30)
-    assert d.go and d.why == "rebalanceWaitSecs (30s) passed with 7 tuple trees pending (the spouts replay them)"
+    assert d.go and d.why == "the drain's wait (30s) passed with 7 tuple trees pending (the spouts replay them)"
     assert not upgrade.decide(NOW, NOW + 30, {"1-1": (NOW + 29, 7)}, NOW + 29.9).go
 
 

@@ -49,16 +49,16 @@ def refresh(w: WorkerState, host: WorkerHost) -> None:
         log.info("topology %s is gone; worker %s stops", w.topology_id, w.slot.key())
         w.stop_event.set()
         return
-    if base.launch_time_secs != w.base.launch_time_secs:
-        # a graph upgrade launched the topology again: this worker runs the old graph and takes
-        # nothing of the new one (its plan numbers other tasks); its spouts stay inactive until
-        # its supervisor replaces it with a worker of the new launch
-        if not w.relaunched:
-            w.relaunched = True
-            log.info("worker %s: topology %s was launched again (graph upgrade); this worker of the old "
-                     "launch waits to be replaced", w.slot.key(), w.topology_id)
-        return
-    w.storm_active = base.status is TopologyStatus.ACTIVE
+    # a graph upgrade launched the topology again: this worker runs the old graph and takes
+    # nothing of the new one (its plan numbers other tasks); its spouts stay inactive until its
+    # supervisor (or the operator) replaces it with a worker of the new launch, and it still
+    # follows the endpoints, so that it leaves once its successor has registered
+    relaunched = base.launch_time_secs != w.base.launch_time_secs
+    if relaunched and not w.relaunched:
+        w.relaunched = True
+        log.info("worker %s: topology %s was launched again (graph upgrade); this worker of the old "
+                 "launch waits to be replaced", w.slot.key(), w.topology_id)
+    w.storm_active = base.status is TopologyStatus.ACTIVE and not relaunched
     levels.read_log_config(w)
     eventlog.read_sampling(w)
     assignment = w.state.get_assignment(w.topology_id, watch=w.watch)
@@ -73,6 +73,12 @@ def refresh(w: WorkerState, host: WorkerHost) -> None:
         w.endpoints = endpoints
         if w.stop_requested is not None and has_successor(w):
             w.wake.set()  # leave at the next turn, not after a heartbeat period
+    if relaunched:
+        if w.active:
+            w.active = False
+            if w.engine is not None:
+                w.engine.ring()
+        return
     if base.topology != w.base.topology:
         # a new spec of the same graph (squall update, a kubectl patch): applied in place
         hotupdate.apply_spec(w, host, base)
