@@ -203,8 +203,8 @@ class _MetadataThread:
         """This task's partitions' watermarks from the broker (a ListOffsets per partition, as
         Storm's endOffsets / beginningOffsets at each metrics tick). librdkafka's cached ones
         (`cached=True`) come from the fetch responses, which stop while the spout is deactivated
-        or a partition is paused: the figure would stand still just as the lag grows. A partition
-        that does not answer has no figure (its lag is left out) until the next fetch."""
+        or a partition is paused: the figure would stand still just as the lag grows. When a
+        partition does not answer, the task has no figure until the next fetch."""
         mine, error, _ = self._last
         if not mine or error is not None:
             self.watermarks = {}
@@ -218,10 +218,15 @@ class _MetadataThread:
                 got = self.client.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout,
                                                         cached=False)
             except KafkaException as exc:
+                # no figure rather than a part of one (a lag summed over some partitions would
+                # read as a backlog shrinking), and no more waits on a broker that does not answer
                 log.debug("watermarks of %s/%d: %s", topic, partition, exc)
-                continue
-            if got is not None and got[0] >= 0 and got[1] >= 0:
-                marks[(topic, partition)] = (got[0], got[1])
+                self.watermarks = {}
+                return
+            if got is None or got[0] < 0 or got[1] < 0:
+                self.watermarks = {}
+                return
+            marks[(topic, partition)] = (got[0], got[1])
         self.start_offsets = {tp: start for tp, start in self._starts.items() if isinstance(start, int)}
         self.watermarks = marks
 
