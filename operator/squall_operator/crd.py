@@ -150,7 +150,7 @@ class AutoscaleStatusModel(_Status):
 class TopologyStatusModel(_Status):
     """What `kubectl get topology -o yaml` shows under `status`."""
 
-    # Pending | Running | Inactive | Rebalancing | Rolling | Killing | Failed
+    # Pending | Running | Inactive | Rebalancing | Upgrading | Rolling | Killing | Failed
     phase: str | None = None
     # the STATUS column: the phase, Degraded (Running, but the condition Degraded is True), or
     # why the workers cannot run (ImagePullBackOff,
@@ -196,7 +196,7 @@ class TopologyStatusModel(_Status):
 
 PRINTER_COLUMNS: Final = (
     {"name": "Status", "type": "string", "jsonPath": ".status.state",
-     "description": "the phase (Pending, Running, Inactive, Rebalancing, Rolling, Killing, Failed), "
+     "description": "the phase (Pending, Running, Inactive, Rebalancing, Upgrading, Rolling, Killing, Failed), "
                     "Degraded (running, but acks stalled or tuples failing: condition Degraded), "
                     "or why the workers cannot run (ImagePullBackOff, CrashLoopBackOff, ...)"},
     {"name": "Workers", "type": "string", "jsonPath": ".status.workers",
