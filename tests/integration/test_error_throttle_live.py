@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import COMPONENTS, logs_tail, stop_topology, topology, wait_for, wait_running
+from helpers import COMPONENTS, logs_tail, stop_topology, topology, wait_running
 
 from squall_operator.local import LocalCluster
 from squall_operator.ui.data import UiData

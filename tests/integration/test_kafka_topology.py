@@ -85,7 +85,7 @@ def test_kill_9_of_a_worker_loses_nothing_and_commits_never_pass_unprocessed_rec
     while len(source_offsets(read_to_end(kafka_broker, sink))) < n:
         check_commits_behind_outputs(kafka_broker, group, source, sink)
         checks += 1
-        assert checks < 400, f"not every record arrived" + logs_tail(cluster)
+        assert checks < 400, "not every record arrived" + logs_tail(cluster)
         time.sleep(0.3)
     assert any("exited with -9" in c for c in cluster.crashes), cluster.crashes
     wait_for(lambda: check_commits_behind_outputs(kafka_broker, group, source, sink) == n, 30,

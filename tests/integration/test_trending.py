@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path

@@ -19,7 +19,6 @@ import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 import pytest

@@ -23,7 +23,6 @@ from helpers import (  # the integration tests' helpers (same directory)
 
 pytestmark = pytest.mark.integration
 
-__all__ = ["make_cluster"]
 
 
 def test_sliding_time_windows_ack_each_tuple_when_it_leaves_its_last_window(

@@ -28,7 +28,6 @@ from helpers import (  # the integration tests' helpers (same directory)
 
 pytestmark = pytest.mark.integration
 
-__all__ = ["make_cluster"]  # the fixture, shared with test_engine
 
 C = "anchoring_components"
 

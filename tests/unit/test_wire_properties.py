@@ -7,12 +7,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from squall import wire
 from squall.wire import WireError, check_control, check_tuple, pack, unpack_control, unpack_data
 
 pytestmark = pytest.mark.unit

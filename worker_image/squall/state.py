@@ -51,7 +51,6 @@ is unreachable, calls block until the connection is back, or fail with one of
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
