@@ -70,6 +70,8 @@ CNI_BIN = "/usr/lib/cni"
 SLOTS_DIR = Path("/run/squall-k8s")
 DNS_SERVICE_IP = "10.96.0.10"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10.2"
+# what a kubelet started before its containerd's CRI plugin is up exits with
+CRI_NOT_READY: Final = "server is not initialized yet"
 NETPOL_QUEUE_BASE: Final = 100  # node-i's NetworkPolicy agent reads nfqueue 100 + i
 NETPOL_CHAIN: Final = "SQUALL-NETPOL"
 NODE_TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "ip", "nsenter")
@@ -238,9 +240,25 @@ class RealNodeCluster(Cluster):
             self._start_netpol(n)  # before its kubelet: no pod of the node runs unguarded
         for n in self.nodes.values():
             self._wait_containerd(n, deadline)
+            self._start_kubelet_on_cri(n, pki, deadline)
+
+    def _start_kubelet_on_cri(self, n: RealNode, pki: Path, deadline: float) -> None:
+        """Starts `n`'s kubelet and waits until it has bound its device-plugin socket. containerd
+        answers its own API (`ctr version`) before its CRI plugin has loaded the image store, and a
+        kubelet started in between exits at once ("validate CRI v1 runtime API ...: server is not
+        initialized yet", seen in a full run once the images had grown): it is started again a
+        second later, until the deadline."""
+        while True:
             before = _socket_id(DEVICE_PLUGIN_SOCKET)
             self._start_kubelet(n, pki)
-            self._wait_device_plugin_socket(n, before, deadline)
+            try:
+                self._wait_device_plugin_socket(n, before, deadline)
+                return
+            except RuntimeError as e:
+                if CRI_NOT_READY not in str(e) or time.monotonic() > deadline:
+                    raise
+                log.info("kubelet of %s: containerd's CRI not serving yet, starting it again", n.name)
+                time.sleep(1)
 
     def _wait_device_plugin_socket(self, n: RealNode, before: tuple[int, int] | None, deadline: float) -> None:
         """Wait until `n`'s kubelet has bound its device-plugin socket. Every kubelet binds the same
@@ -545,7 +563,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         p = self.procs.get(f"netpol-{name}")
         if p is None or p.poll() is not None:
             self._start_netpol(n)
-        self._start_kubelet(n, self.dir / "pki")
+        self._start_kubelet_on_cri(n, self.dir / "pki", time.monotonic() + timeout)
         n.failed = False
 
     # -- tear-down
