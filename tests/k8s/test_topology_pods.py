@@ -27,7 +27,6 @@ from .test_operator_e2e import (
     WORDCOUNT,
     apply_doc,
     cond,
-    delete_and_wait_gone,
     reasons,
     running,
     status,
@@ -114,8 +113,13 @@ def test_what_cannot_run_says_why_within_a_minute(squall: Cluster) -> None:
     # the others run on
     assert status(c, "other")["phase"] == "Running"
     assert {p["metadata"]["uid"] for p in worker_pods(c, "other")} == other_uids
-    for name in ("no-image", "too-big", "bad-volume"):
-        delete_and_wait_gone(c, name, 120)
+    # deleted together: each kill waits its killWaitSecs (30 s), and one after another they did
+    # so in turn
+    doomed = ("no-image", "too-big", "bad-volume")
+    c.kubectl("delete", "topology", *doomed, "-n", NS, "--wait=false")
+    for name in doomed:
+        wait_for(lambda: c.kubectl("get", "topology", name, "-n", NS, check=False).returncode != 0, 120,  # noqa: B023
+                 what=f"topology {name} to be removed")
 
 
 def test_workers_keep_off_nodes_their_pods_may_not_use(squall: Cluster) -> None:
