@@ -26,7 +26,8 @@ from squall import specchange, validation
 from squall.errors import TopologyError
 from squall.models.v1alpha1 import Topology
 from squall.plan import ACKER
-from squall.state import CONNECTION_ERRORS, ClusterState, NotConnected
+from squall.state import CONNECTION_ERRORS, NotConnected
+from squall.stateviews import ForNimbus
 from squall_operator import lifecycle, monitor, scheduler, stored, upgrade
 from squall_operator.metrics import NimbusMetrics
 
@@ -87,7 +88,7 @@ def schedulable_cluster(
 class Nimbus:
     def __init__(
         self,
-        state: ClusterState,
+        state: ForNimbus,
         *,
         clock: Callable[[], float] = time.time,
         timeouts: monitor.MonitorTimeouts = monitor.LOCAL_TIMEOUTS,

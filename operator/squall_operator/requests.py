@@ -17,7 +17,7 @@ from collections.abc import Callable
 from squall import specchange
 from squall.models.cluster import NimbusRequest
 from squall.models.v1alpha1 import Topology
-from squall.state import ClusterState
+from squall.stateviews import ForNimbus
 from squall_operator.nimbus import Nimbus, NimbusError
 
 __all__ = ["ACTIONS", "STALE_ANSWER_SECS", "perform", "serve_pending"]
@@ -57,7 +57,7 @@ def perform(nimbus: Nimbus, req: NimbusRequest) -> str:
     raise ValueError(f"unknown action {req.action!r} (expected one of {', '.join(ACTIONS)})")
 
 
-def serve_pending(state: ClusterState, nimbus: Nimbus, now: float,
+def serve_pending(state: ForNimbus, nimbus: Nimbus, now: float,
                   watch: Callable[[], None] | None = None) -> int:
     """Answer every unanswered request, oldest first; returns how many were answered."""
     answered = 0

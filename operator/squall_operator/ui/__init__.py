@@ -75,6 +75,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from squall import sampling
 from squall.models.cluster import NimbusRequest
 from squall.state import CONNECTION_ERRORS, ClusterState, StateError
+from squall.stateviews import ForNimbus, ForViewers
 from squall.worker import debugging, eventlog
 from squall_operator import stored
 from squall_operator.nimbus import Nimbus, NimbusError
@@ -118,7 +119,7 @@ class Actions(Protocol):
             num_workers: int | None = None, executors: Mapping[str, int] | None = None) -> str: ...
 
 
-def _tasks(state: ClusterState, name: str) -> dict[str, int]:
+def _tasks(state: ForViewers | ForNimbus, name: str) -> dict[str, int]:
     base = state.get_storm(name)
     if base is None:
         raise ActionRefused(404, f"no topology named {name!r}")

@@ -36,7 +36,8 @@ from squall.models.cluster import (
     parse_executor_key,
 )
 from squall.plan import ACKER
-from squall.state import CONNECTION_ERRORS, ClusterState, StateError
+from squall.state import CONNECTION_ERRORS, StateError
+from squall.stateviews import ForViewers
 from squall_operator import stored
 from squall_operator.totals import Totals
 
@@ -150,7 +151,7 @@ def _figures(now: Counts, then: Counts | None, comp: str) -> dict[str, Any]:
 class UiData:
     """The UI's figures from one ClusterState (see the module doc)."""
 
-    def __init__(self, state: ClusterState, *, clock: Callable[[], float] = time.time,
+    def __init__(self, state: ForViewers, *, clock: Callable[[], float] = time.time,
                  interval: float = 2.0) -> None:
         self.state = state
         self.clock = clock
