@@ -257,3 +257,11 @@ class SquallRun:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def write_yaml(doc: dict[str, Any], path: Path) -> Path:
+    """`doc` as a YAML file at `path` (a topology file for `squall update` and the like)."""
+    import yaml
+
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 from helpers import (  # the integration tests' helpers (same directory)
     COMPONENTS,
     id_pipeline,
@@ -27,6 +26,7 @@ from helpers import (  # the integration tests' helpers (same directory)
     wait_for,
     wait_running,
     wait_spout_done,
+    write_yaml,
 )
 
 from squall.models.cluster import TopologyStatus
@@ -35,11 +35,6 @@ from squall_operator.local import LocalCluster
 from squall_operator.nimbus import NimbusError
 
 pytestmark = pytest.mark.integration
-
-
-def write(topo: dict[str, object], path: Path) -> Path:
-    path.write_text(yaml.safe_dump(topo), encoding="utf-8")
-    return path
 
 
 def test_squall_update_adds_a_bolt_to_a_running_pipeline_with_no_id_lost(
@@ -59,7 +54,7 @@ def test_squall_update_adds_a_bolt_to_a_running_pipeline_with_no_id_lost(
     data["spec"]["bolts"].append({"name": "tap", "class": f"{COMPONENTS}:PassBolt", "parallelism": 2,
                                   "inputs": [{"component": "pass", "grouping": "shuffle"}]})
     t0 = time.monotonic()
-    done = squall("update", str(write(data, tmp_path / "grow.yaml")), "--zookeeper", cluster.connect_string,
+    done = squall("update", str(write_yaml(data, tmp_path / "grow.yaml")), "--zookeeper", cluster.connect_string,
                   timeout=120)
     took = time.monotonic() - t0
     assert done.returncode == 0, done.stderr
@@ -119,12 +114,12 @@ def test_what_is_pending_at_the_drain_s_end_is_replayed_on_the_new_graph(
     # refused before anything changes: nimbus checks it with its classes
     data["spec"]["bolts"].append({"name": "tap", "class": f"{COMPONENTS}:PassBolt",
                                   "inputs": [{"component": "sink", "grouping": "shuffle"}]})
-    bad = squall("update", str(write(data, tmp_path / "bad.yaml")), "--zookeeper", cluster.connect_string)
+    bad = squall("update", str(write_yaml(data, tmp_path / "bad.yaml")), "--zookeeper", cluster.connect_string)
     one_line_error(bad, 1, "the new graph does not check", "'sink' declares no stream 'default'")
     base = cluster.state.get_storm(topo.name)
     assert base is not None and base.status is TopologyStatus.ACTIVE and base.upgrade_topology is None
     data["spec"]["bolts"][-1]["inputs"][0]["component"] = "pass"
-    done = squall("update", str(write(data, tmp_path / "late.yaml")), "-w", "1", "--zookeeper",
+    done = squall("update", str(write_yaml(data, tmp_path / "late.yaml")), "-w", "1", "--zookeeper",
                   cluster.connect_string, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "after 1s at the most" in done.stdout and "topology late: upgraded " in done.stdout, done.stdout
@@ -157,7 +152,7 @@ def test_a_stateful_topology_s_graph_change_is_refused_with_its_reason(
     data = topo.model_dump(mode="json", by_alias=True, exclude_none=True)
     data["spec"]["bolts"].append({"name": "tap", "class": f"{COMPONENTS}:PassBolt",
                                   "inputs": [{"component": "ids", "grouping": "shuffle"}]})
-    refused = squall("update", str(write(data, tmp_path / "frozen.yaml")), "--zookeeper", cluster.connect_string)
+    refused = squall("update", str(write_yaml(data, tmp_path / "frozen.yaml")), "--zookeeper", cluster.connect_string)
     one_line_error(refused, 1, "added tap", "refused: ids, win are stateful", "final checkpoint")
     # nimbus refuses it too (the operator's path and a request that skipped the CLI's check)
     with pytest.raises(NimbusError, match="ids, win are stateful"):

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 from helpers import (  # the integration tests' helpers (same directory)
     id_pipeline,
     logs_tail,
@@ -28,17 +27,13 @@ from helpers import (  # the integration tests' helpers (same directory)
     wait_for,
     wait_running,
     wait_spout_done,
+    write_yaml,
 )
 
 from squall.models.v1alpha1 import Topology
 from squall_operator.local import LocalCluster
 
 pytestmark = pytest.mark.integration
-
-
-def write(topo: dict[str, object], path: Path) -> Path:
-    path.write_text(yaml.safe_dump(topo), encoding="utf-8")
-    return path
 
 
 def spout_pending(cluster: LocalCluster, name: str) -> int:
@@ -76,7 +71,7 @@ def test_squall_update_changes_max_spout_pending_live_and_restarts_a_bolt_with_n
     data["spec"]["maxSpoutPending"] = 20
     data["spec"]["bolts"][0]["config"]["test.tag"] = "two"
     t0 = time.monotonic()
-    done = squall("update", str(write(data, tmp_path / "live.yaml")), *zk)
+    done = squall("update", str(write_yaml(data, tmp_path / "live.yaml")), *zk)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ("topology live: live: maxSpoutPending 500 -> 20; "
                                    "executors restarted: pass (test.tag)"), done.stdout
@@ -100,7 +95,7 @@ def test_squall_update_changes_max_spout_pending_live_and_restarts_a_bolt_with_n
     # a file of another topology is refused, in one line, and changes nothing (a graph change
     # runs as an upgrade: tests/integration/test_graph_upgrade.py)
     other = topo.model_dump(mode="json", by_alias=True, exclude_none=True)
-    refused = squall("update", str(write(other, tmp_path / "other.yaml")), "--name", "nosuch", *zk)
+    refused = squall("update", str(write_yaml(other, tmp_path / "other.yaml")), "--name", "nosuch", *zk)
     one_line_error(refused, 1, "no topology named 'nosuch'")
     assert refused.stdout == ""
     base = cluster.state.get_storm(topo.name)
@@ -143,7 +138,7 @@ def test_the_message_timeout_and_the_tick_change_live(make_cluster: Callable[...
     assert totals(cluster, topo.name)["ids"]["failed"] == 0
     data = topo.model_dump(mode="json", by_alias=True, exclude_none=True)
     data["spec"].update(messageTimeoutSecs=1, tickTupleFreqSecs=0.25)
-    done = squall("update", str(write(data, tmp_path / "timers.yaml")), "--zookeeper", cluster.connect_string)
+    done = squall("update", str(write_yaml(data, tmp_path / "timers.yaml")), "--zookeeper", cluster.connect_string)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ("topology timers: live: messageTimeoutSecs 30 -> 1, "
                                    "tickTupleFreqSecs 2 -> 0.25"), done.stdout
