@@ -242,32 +242,22 @@ def _kill(state: LifecycleState, action: Action, now: float) -> Transition:
     return Transition(killed, (SetSpoutsActive(False), ScheduleDelayed(ActionName.REMOVE, due)))
 
 
+def _drain_then(state: LifecycleState, then: ActionName, due: float, **asked: Any) -> Transition:
+    """REBALANCING with the spouts deactivated until `due`, when `then` runs."""
+    draining = LifecycleState(status=TopologyStatus.REBALANCING, prev_status=state.status,
+                              delayed_action=then, delayed_due=due, **asked)
+    return Transition(draining, (SetSpoutsActive(False), ScheduleDelayed(then, due)))
+
+
 def _rebalance(state: LifecycleState, action: Action, now: float) -> Transition:
-    due = now + action.wait_secs
-    rebalancing = LifecycleState(
-        status=TopologyStatus.REBALANCING,
-        prev_status=state.status,
-        delayed_action=ActionName.DO_REBALANCE,
-        delayed_due=due,
-        rebalance_num_workers=action.num_workers,
-        rebalance_executors=action.executors,
-    )
-    return Transition(
-        rebalancing, (SetSpoutsActive(False), ScheduleDelayed(ActionName.DO_REBALANCE, due))
-    )
+    return _drain_then(state, ActionName.DO_REBALANCE, now + action.wait_secs,
+                       rebalance_num_workers=action.num_workers, rebalance_executors=action.executors)
 
 
 def _upgrade(state: LifecycleState, action: Action, now: float) -> Transition:
     # Storm's rebalance with another end: the spouts deactivated, the new graph launched once
     # they have drained (the shell runs DO_UPGRADE early) or after the wait at the most
-    due = now + action.wait_secs
-    upgrading = LifecycleState(
-        status=TopologyStatus.REBALANCING,
-        prev_status=state.status,
-        delayed_action=ActionName.DO_UPGRADE,
-        delayed_due=due,
-    )
-    return Transition(upgrading, (SetSpoutsActive(False), ScheduleDelayed(ActionName.DO_UPGRADE, due)))
+    return _drain_then(state, ActionName.DO_UPGRADE, now + action.wait_secs)
 
 
 def _do_upgrade(state: LifecycleState, action: Action, now: float) -> Transition:
