@@ -113,26 +113,6 @@ def needs_pods(res: Resource, base: StormBase | None) -> bool:
     return res.deleting and not (base is not None and owns(res, base))
 
 
-def comparable_spec(topology: Topology) -> dict[str, Any]:
-    """The spec without what a running topology may change (workers, parallelism, active, the
-    worker pod settings, the health thresholds, the upgrade mode)."""
-    data = topology.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
-    data.pop("numWorkers", None)
-    data.pop("active", None)
-    # worker pod settings roll the workers (`KubeNimbus.reconcile_roll`); the Degraded
-    # thresholds are the operator's, read from the latest spec at every status write; the
-    # upgrade mode is read when a roll begins
-    data.pop("worker", None)
-    data.pop("health", None)
-    data.pop("upgrade", None)
-    # the autoscaling policy is read at every status write (squall_operator.autoscale)
-    data.pop("autoscale", None)
-    for kind in ("spouts", "bolts"):
-        for comp in data.get(kind, []):
-            comp.pop("parallelism", None)
-    return data
-
-
 def decide(res: Resource, snap: Snapshot) -> list[Intent]:
     """The intents that bring the stored topology to what `res` asks (see the module doc)."""
     if res.deleting:
@@ -237,7 +217,6 @@ __all__ = [
     "Submit",
     "Teardown",
     "Update",
-    "comparable_spec",
     "decide",
     "decide_kill",
     "needs_pods",
