@@ -159,12 +159,18 @@ def _ready_round(nimbus: Any, api: FakeApi, clock: Clock, secs: float = 1.0) -> 
     nimbus.round()
 
 
-def test_a_bad_version_is_rolled_back_by_itself_and_not_tried_again_until_the_spec_changes() -> None:
-    nimbus, state, api, clock = _make()
+def _running_first_version(nimbus: Any, state: Any, api: Any, clock: Any) -> list[str]:
+    """`wc` submitted on team/wc:1, its workers beating and ready; its slots' keys, sorted."""
     nimbus.register("ns", "wc", "uid-1", 1, _spec("team/wc:1"))
     nimbus.round()
     _beat(state, clock, {}, {})
     _ready_round(nimbus, api, clock)
+    return sorted({s.key() for s in state.assignments["wc"].slots().values()})
+
+
+def test_a_bad_version_is_rolled_back_by_itself_and_not_tried_again_until_the_spec_changes() -> None:
+    nimbus, state, api, clock = _make()
+    _running_first_version(nimbus, state, api, clock)
     good = _status(api)["upgrade"]["lastGood"]
     assert good["image"] == "team/wc:1" and good["worker"] == {"image": "team/wc:1"}
     slots = sorted({s.key() for s in state.assignments["wc"].slots().values()})
@@ -221,11 +227,7 @@ def test_a_bad_version_is_rolled_back_by_itself_and_not_tried_again_until_the_sp
 
 def test_a_good_version_passes_its_canary_and_the_roll_completes() -> None:
     nimbus, state, api, clock = _make()
-    nimbus.register("ns", "wc", "uid-1", 1, _spec("team/wc:1"))
-    nimbus.round()
-    _beat(state, clock, {}, {})
-    _ready_round(nimbus, api, clock)
-    slots = sorted({s.key() for s in state.assignments["wc"].slots().values()})
+    slots = _running_first_version(nimbus, state, api, clock)
     nimbus.register("ns", "wc", "uid-1", 2, _spec("team/wc:2"))
     began = clock.now
     nimbus.round()
@@ -297,11 +299,7 @@ def test_an_operator_restarted_during_the_analysis_keeps_its_window_and_judges_o
     """status.roll keeps the canary's slots and the window's start: a new operator does not start
     the window over; it counts the executors from its own first round (the baseline is memory)."""
     nimbus, state, api, clock = _make()
-    nimbus.register("ns", "wc", "uid-1", 1, _spec("team/wc:1"))
-    nimbus.round()
-    _beat(state, clock, {}, {})
-    _ready_round(nimbus, api, clock)
-    slots = sorted({s.key() for s in state.assignments["wc"].slots().values()})
+    slots = _running_first_version(nimbus, state, api, clock)
     nimbus.register("ns", "wc", "uid-1", 2, _spec("team/wc:2"))
     began = clock.now
     nimbus.round()
