@@ -46,6 +46,14 @@ def cluster(zookeeper: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         c.shutdown()
 
 
+
+def assert_children_gone(markers: list[Path]) -> None:
+    """No shell child named by its start marker (`<name>-<pid>`) is alive (a zombie is dead)."""
+    time.sleep(0.5)
+    for marker in markers:
+        pid = int(marker.name.rsplit("-", 1)[1])
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower(), pid
+
 def test_a_javascript_bolt_on_storm_js_forwards_and_acks_every_tuple(cluster: LocalCluster, tmp_path: Path) -> None:
     n = 400
     out = tmp_path / "out"
@@ -112,10 +120,7 @@ def test_a_python_spout_and_a_crashing_then_hanging_python_bolt_on_storm_py_lose
     # the worker itself never restarted: the component restarted its process
     assert not cluster.crashes
     # no process of the component outlives its topology
-    time.sleep(0.5)
-    for marker in starts:
-        pid = int(marker.name.rsplit("-", 1)[1])
-        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower(), pid
+    assert_children_gone(starts)
 
 
 def test_an_idle_shell_bolt_is_heartbeated_and_its_hung_child_replaced(cluster: LocalCluster, tmp_path: Path) -> None:
@@ -150,7 +155,4 @@ def test_an_idle_shell_bolt_is_heartbeated_and_its_hung_child_replaced(cluster: 
     assert "sent nothing for 2 s (topology.subprocess.timeout.secs)" in logs, logs[-3000:]
     assert not cluster.crashes
     # the hung child was killed, and the later one ended with its topology
-    time.sleep(0.5)
-    for marker in starts:
-        pid = int(marker.name.rsplit("-", 1)[1])
-        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower(), pid
+    assert_children_gone(starts)
