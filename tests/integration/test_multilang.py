@@ -1,6 +1,7 @@
 """Components in other languages on real workers, with Storm's own published adapters
-(storm.js, storm.py from org.apache.storm:multilang-*, fetched by scripts/setup): a JavaScript
-bolt and a Python spout and bolt declared with `shell` in the topology, with acking and replay.
+(storm.js, storm.py, storm.rb from org.apache.storm:multilang-*, fetched by scripts/setup): a
+JavaScript bolt, a Python spout and bolt and a Ruby spout and bolt declared with `shell` in the
+topology, with acking and replay.
 
 One LocalCluster (one worker process per topology, the session's ZooKeeper) serves the module;
 each test runs its topology and kills it."""
@@ -8,6 +9,7 @@ each test runs its topology and kills it."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,6 +81,44 @@ def test_a_javascript_bolt_on_storm_js_forwards_and_acks_every_tuple(cluster: Lo
     logs = "\n".join(cluster.worker_logs().values())
     # storm.js's log command reached the worker's log, from both tasks
     assert logs.count("tag bolt ready, task") == 2, logs[-3000:]
+    assert not cluster.crashes
+
+
+def test_a_ruby_spout_and_bolt_on_storm_rb_replay_what_the_bolt_fails(cluster: LocalCluster, tmp_path: Path) -> None:
+    """Storm's storm.rb on both ends: the Ruby spout emits with message ids, the Ruby bolt fails
+    each id ending in 7 once and forwards and acks the rest anchored, and the spout's fail
+    replays them, so every id is acked at the Ruby spout."""
+    adapters.require("storm.rb")
+    assert shutil.which("ruby"), "no ruby on PATH: scripts/setup installs Debian's ruby"
+    n = 300
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = {
+        "numWorkers": 1,
+        "messageTimeoutSecs": 20,
+        "maxSpoutPending": 50,
+        "spouts": [{"name": "ids", "shell": {"command": ["ruby", "ml_ids.rb"], "files": ["ml_ids.rb"]},
+                    "outputs": [{"fields": ["id"]}]}],
+        "bolts": [
+            {"name": "tag", "parallelism": 2, "shell": {"command": ["ruby", "ml_tag.rb"], "files": ["ml_tag.rb"]},
+             "outputs": [{"fields": ["id"]}], "inputs": [{"component": "ids", "grouping": "fields",
+                                                           "fields": ["id"]}]},
+            {"name": "sink", "class": f"{E}:SinkBolt", "inputs": [{"component": "tag"}]},
+        ],
+    }
+    topo = topology("ml-rb", spec, {"test.count": n, "test.out": str(out)})
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    done = wait_for(lambda: list(out.glob("mlrbspout-*.json")), 90, "every id acked at the Ruby spout", cluster, 0.2)
+    spout = json.loads(done[0].read_text())
+    logs = "\n".join(cluster.worker_logs().values())
+    stop_topology(cluster, topo.name)
+    assert spout["acked"] == list(range(n))
+    # each id ending in 7 was failed once by its bolt task and replayed
+    assert spout["failed"] == n // 10
+    # storm.rb's log command reached the worker's log, from the spout and both bolt tasks
+    assert logs.count("ruby spout ready, task") == 1, logs[-3000:]
+    assert logs.count("ruby bolt ready, task") == 2, logs[-3000:]
     assert not cluster.crashes
 
 
