@@ -2,13 +2,14 @@
 
 Apache Storm publishes them on Maven Central as `org.apache.storm:multilang-javascript`,
 `multilang-python` and `multilang-ruby` (each jar holds `resources/storm.<ext>`). Squall does not
-copy them into its repository: `scripts/setup` fetches the jars with Maven once per version and
-extracts the three files into `~/.cache/squall-multilang/<version>/` (`SQUALL_MULTILANG_DIR`
-overrides the place; the worker image sets it to /opt/squall-multilang, where its Dockerfile
-fetched them with `fetch`: the jars straight from Maven Central, checked against their
-published SHA-1, no Maven needed). A shell
-component's working directory gets a copy of every adapter found there, as Storm's
-`resources/` directory holds them beside the component's own files.
+copy them into its repository: `fetch` downloads the jars straight from Maven Central, checks
+each against the SHA-1 Central publishes beside it (no Maven needed) and copies the three files
+out. `scripts/setup` runs it once per version into `~/.cache/squall-multilang/<version>/`
+(`SQUALL_MULTILANG_DIR` overrides the place; the worker image sets it to
+/opt/squall-multilang, where its Dockerfile ran `fetch`). `extract` takes them from a local
+Maven repository instead, for a machine that has them there. A shell component's working
+directory gets a copy of every adapter found there, as Storm's `resources/` directory holds them
+beside the component's own files.
 
     python -m squall.multilang.adapters            # where they are, or what to run
     python -m squall.multilang.adapters extract    # from ~/.m2 after `mvn dependency:get`
