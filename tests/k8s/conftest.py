@@ -310,7 +310,8 @@ def chart_release(cluster: Cluster, namespace: str, *sets: str, values: Path | N
     """helm/squall installed as release `squall` in a new `namespace`, torn down on leaving the
     block, whether it ends normally or by an error (the install's included).
 
-    `sets` are `--set` arguments and `values` a values file. `local_pv` (real nodes only) serves
+    `sets` are `--set` arguments and `values` a values file (worker pods request no CPU here,
+    as before the chart's default of one CPU each: the test nodes have 2). `local_pv` (real nodes only) serves
     ZooKeeper's volume from a static local PersistentVolume on node-1 (its StorageClass is set as
     `zookeeper.persistence.storageClass`). `before_install` runs once the namespace exists (e.g.
     to create ConfigMaps). With `helm_wait` the install waits (`helm --wait`, 180 s) for the
@@ -336,7 +337,10 @@ def chart_release(cluster: Cluster, namespace: str, *sets: str, values: Path | N
             sc = _local_pv(cluster, namespace)
         if before_install is not None:
             before_install()
-        args = [a for s in sets for a in ("--set", s)]
+        # the test nodes have 2 CPUs and run several workers each: no CPU request per worker
+        # (the chart's default is one CPU, docs/operator.md "Sizing workers"); a test's own
+        # worker.resources in `sets` comes later and wins
+        args = [a for s in ("worker.resources=null", *sets) for a in ("--set", s)]
         if sc:
             args += ["--set", f"zookeeper.persistence.storageClass={sc}"]
         if values is not None:

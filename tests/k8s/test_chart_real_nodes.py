@@ -1,7 +1,8 @@
 """The chart as a user installs it, on real nodes, and the operator's end-to-end scenarios there.
 
 helm/squall is installed once for the module with its default values except the chart-wide worker
-image (the word count's, built from examples/wordcount/Dockerfile), a storage class served by a
+image (the word count's, built from examples/wordcount/Dockerfile), no CPU request per worker (the
+2-core nodes run several; `chart_release`), a storage class served by a
 static local PersistentVolume for ZooKeeper, and the operator pinned to node-1 (so that failing
 node-2 leaves ZooKeeper and the operator alone). The operator, ZooKeeper and every worker run in
 containers from the images scripts/k8s-images built, non-root with read-only root filesystems; the

@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from squall_operator import crd
+from squall.models.cluster import WorkerSlot
+from squall_operator import crd, pods
+from squall_operator.operator_main import config_from_args, parser
 
 pytestmark = pytest.mark.unit
 
@@ -197,6 +199,39 @@ def test_watch_namespaces_and_worker_settings() -> None:
     for want in ("--namespace=a", "--namespace=b", "--worker-env=FOO=bar", "--search-path=/app/topos",
                  "--node-selector=pool=stream", "--worker-command=python -m squall.worker"):
         assert want in args, (want, args)
+
+
+@needs_helm
+def test_worker_pods_request_one_cpu_by_default() -> None:
+    """A worker is one busy core under load, so by default each worker pod requests one CPU and
+    nimbus places as many of a topology's workers on a node as it has CPUs; a smaller request, or
+    none (worker.resources=null), goes through to the pods as given."""
+
+    def worker_resources(*sets: str) -> dict[str, Any]:
+        (deploy,) = by_kind(render(*(a for s in sets for a in ("--set", s))), "Deployment")
+        (arg,) = [a for a in deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+                  if a.startswith("--worker-resources=")]
+        args = parser().parse_args(["--zookeeper=zk:2181", arg])
+        return dict(config_from_args(args).worker.resources)
+
+    four_cpus = {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}}
+    default = worker_resources()
+    assert default == {"requests": {"cpu": "1"}}
+    config = pods.WorkerPodConfig(image="i", zookeeper="zk", resources=default)
+    pod = pods.worker_pod("wc", "u", "ns", WorkerSlot("n", 6700), config)
+    assert pod["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "1"}}
+    assert pods.node_fit(four_cpus, None, pods.worker_requests(config, None)) == (4, "")
+
+    small = worker_resources("worker.resources.requests.cpu=250m")
+    assert small == {"requests": {"cpu": "250m"}}
+    assert pods.node_fit(four_cpus, None, pods.worker_requests(
+        pods.WorkerPodConfig(image="i", zookeeper="zk", resources=small), None)) == (16, "")
+
+    assert worker_resources("worker.resources=null") == {}
+    config = pods.WorkerPodConfig(image="i", zookeeper="zk", resources={})
+    pod = pods.worker_pod("wc", "u", "ns", WorkerSlot("n", 6700), config)
+    assert pod["spec"]["containers"][0]["resources"] == {}
+    assert pods.node_fit(four_cpus, None, pods.worker_requests(config, None)) == (None, "")
 
 
 @needs_helm
