@@ -27,10 +27,31 @@ from helpers import (  # the integration tests' helpers (same directory)
 )
 
 from squall.models.cluster import TopologyStatus
+from squall.zkserver import four_letter_word
 from squall_operator.local import LocalCluster
 from squall_operator.nimbus import NimbusError
 
 pytestmark = pytest.mark.integration
+
+
+def zookeeper_connections(pid: int, zk_port: int) -> list[int]:
+    """The local ports of process `pid`'s established TCP connections to `zk_port` on loopback,
+    read from /proc (its socket inodes, matched in its network namespace's tcp table)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    ports = []
+    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote, st, inode = fields[1], fields[2], fields[3], fields[9]
+        if inode in inodes and st == "01" and int(remote.rpartition(":")[2], 16) == zk_port:
+            ports.append(int(local.rpartition(":")[2], 16))
+    return sorted(ports)
 
 
 def test_verbs_steer_a_local_cluster(make_cluster: Callable[..., LocalCluster], tmp_path: Path) -> None:
@@ -264,6 +285,16 @@ def test_logs_and_dump_stacks_find_the_workers_of_a_component_or_task(
     assert sorted(headers) == both, dump.stdout
     assert dump.stdout.count('"MainThread" ident=') == 2 and '"squall-debug" ident=' in dump.stdout
     assert "squall/worker/" in dump.stdout, dump.stdout[:3000]
+    # the squall-debug thread answered on its worker's own ZooKeeper session: each worker that
+    # answered holds one connection to ZooKeeper (/proc), and the server shows one session for it
+    zk_port = int(cluster.connect_string.partition("/")[0].rpartition(":")[2])
+    pids = [int(p) for p in re.findall(r"^==== worker \S+ on \S+ \(pid (\d+)\)", dump.stdout, re.M)]
+    assert len(pids) == 2, dump.stdout[:500]
+    sessions = four_letter_word(zk_port, "cons")
+    for pid in pids:
+        ports = zookeeper_connections(pid, zk_port)
+        assert len(ports) == 1, f"worker pid {pid} has {len(ports)} ZooKeeper connections (ports {ports})"
+        assert re.search(rf"/127\.0\.0\.1:{ports[0]}\[\d+\]\(.*sid=0x[0-9a-f]+", sessions), sessions
     # a task: the one worker running its executor
     one = squall("dump-stacks", "inspected", "1", *zk)
     assert one.returncode == 0, one.stderr

@@ -81,7 +81,7 @@ def zookeeper_jars() -> list[str]:
 
 
 def four_letter_word(port: int, word: str, host: str = "127.0.0.1", timeout: float = 1.0) -> str:
-    """Send a ZooKeeper four-letter command (``ruok``, ``srvr``, ``mntr``) and return the reply."""
+    """Send a ZooKeeper four-letter command (``ruok``, ``srvr``, ``mntr``, ``cons``) and return the reply."""
     with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(word.encode("ascii"))
         chunks = []
@@ -187,7 +187,7 @@ class EmbeddedZooKeeper(JvmServer):
                 f"clientPort={port}",
                 "clientPortAddress=127.0.0.1",
                 "admin.enableServer=false",
-                "4lw.commands.whitelist=ruok,srvr,mntr",
+                "4lw.commands.whitelist=ruok,srvr,mntr,cons",
                 "maxClientCnxns=0",
                 # keep the data dir small in long local runs
                 "autopurge.snapRetainCount=3",

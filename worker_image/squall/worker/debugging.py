@@ -5,9 +5,11 @@ The channel is ZooKeeper, like the dynamic log levels (squall.loglevels):
 
 - the verb writes a `DebugRequest` at ``<root>/debug/<topo>`` (an id, what to do, which slots;
   the last request replaces the one before);
-- every worker runs a `DebugServer`: a thread with a ZooKeeper session of its own (started by
-  ``python -m squall.worker`` before the worker itself, so nothing of the worker's own loop is
-  involved: a worker whose engine is stuck still answers). It writes its card (`WorkerDebug`:
+- every worker runs a `DebugServer`: a thread of its own on the worker's ZooKeeper session
+  (started by the worker's process once that session is up, before the worker loads its
+  components; kazoo's client is thread-safe and keeps the session on threads of its own, so
+  nothing of the worker's own loop is involved: a worker whose engine is stuck still answers,
+  and a worker holds one ZooKeeper session, not two). It writes its card (`WorkerDebug`:
   pid, host, the file its output goes to) at ``<root>/debug/<topo>/<node>-<port>`` when it
   starts, watches the request, and answers one meant for it by writing the card again with the
   answer and the request's id;
@@ -273,11 +275,11 @@ def own_log_path() -> str | None:
 class DebugServer:
     """The thread that answers the topology's debug requests for one worker (see the module doc).
 
-    `connect` makes its ClusterState (a session of its own); it is retried until `stop()`."""
+    `state` is the worker's own session: the worker closes it, after `stop()`."""
 
-    def __init__(self, connect: Callable[[], ForWorker], topology: str, slot: WorkerSlot, host: str,
+    def __init__(self, state: ForWorker, topology: str, slot: WorkerSlot, host: str,
                  *, clock: Callable[[], float] = time.time) -> None:
-        self.connect = connect
+        self.state = state
         self.topology = topology
         self.slot = slot.key()
         self.host = host
@@ -285,12 +287,12 @@ class DebugServer:
         self.stopping = threading.Event()
         self.wake = threading.Event()
         self.armed = False
-        self.state: ForWorker | None = None
         self.card = WorkerDebug(slot=self.slot, pid=os.getpid(), host=host, log_path=own_log_path(),
                                 started_secs=clock())
         self.thread = threading.Thread(target=self._run, name="squall-debug", daemon=True)
 
     def start(self) -> DebugServer:
+        self.state.add_session_listener(self._session)
         self.thread.start()
         return self
 
@@ -299,12 +301,6 @@ class DebugServer:
         self.wake.set()
         if self.thread.is_alive():
             self.thread.join(timeout)
-        state, self.state = self.state, None
-        if state is not None:
-            try:
-                state.close()
-            except Exception:
-                pass
 
     def _fired(self) -> None:
         self.armed = False
@@ -315,18 +311,9 @@ class DebugServer:
             self._fired()
 
     def _run(self) -> None:
-        from squall.state import StateError
-
-        while self.state is None and not self.stopping.is_set():
-            try:
-                self.state = self.connect()
-                self.state.add_session_listener(self._session)
-            except (StateError, OSError) as exc:
-                log.info("debugging: ZooKeeper not reached (%s); trying again", exc)
-                self.stopping.wait(POLL_SECS)
         state = self.state
         written = False
-        while state is not None and not self.stopping.is_set():
+        while not self.stopping.is_set():
             self.wake.clear()
             try:
                 if not written:
@@ -347,35 +334,6 @@ class DebugServer:
                 if not self.stopping.is_set():
                     log.debug("debugging: %s", exc)
             self.wake.wait(POLL_SECS)
-
-
-def serve_from_argv(argv: Sequence[str]) -> DebugServer | None:
-    """Start the `DebugServer` of the worker that ``python -m squall.worker`` runs with `argv`
-    (None when its arguments do not name one; the worker itself reports bad arguments)."""
-    from squall.state import ClusterState, ZkCredentials
-
-    p = argparse.ArgumentParser(add_help=False)
-    for name in ("--zookeeper", "--topology", "--node", "--port", "--zk-auth-file"):
-        p.add_argument(name)
-    p.add_argument("--root", default="/squall")
-    p.add_argument("--host", default=os.environ.get("SQUALL_WORKER_HOST", "127.0.0.1"))
-    p.add_argument("--zk-session-timeout", type=float,
-                   default=float(os.environ.get("SQUALL_ZK_SESSION_TIMEOUT", "10")))
-    try:
-        args, _ = p.parse_known_args(list(argv))
-        port = int(args.port)
-        credentials = (ZkCredentials.from_file(args.zk_auth_file) if args.zk_auth_file
-                       else ZkCredentials.from_env())
-    except (SystemExit, TypeError, ValueError, OSError):
-        return None
-    if not (args.zookeeper and args.topology and args.node):
-        return None
-
-    def connect() -> ClusterState:
-        return ClusterState.connect(args.zookeeper, root=args.root, credentials=credentials,
-                                    session_timeout=args.zk_session_timeout)
-
-    return DebugServer(connect, args.topology, WorkerSlot(args.node, port), args.host).start()
 
 
 # --- the verb's side ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from squall.models.v1alpha1 import Topology
 from squall.state import ZK_AUTH_ENV, ZK_AUTH_FILE_ENV, ClusterState, ZkCredentials
 from squall.stateviews import ForWorker
 from squall.worker import allocator
+from squall.worker.debugging import DebugServer
 from squall.worker.runtime import Worker, _process_age
 from squall.worker.security import CurveKeyError, keys_from_env, read_keys
 
@@ -110,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     chosen = allocator.active
     assert chosen is not None
     (log.warning if chosen.warn else log.info)("%s", chosen.message)
+    # `squall dump-stacks` / `squall logs` answered on a thread of its own beside the worker, on
+    # the worker's session, from before the worker loads its components: a worker stuck in its
+    # loop or in a component's prepare still shows its stacks
+    debugger = DebugServer(state, args.topology, WorkerSlot(args.node, args.port), args.host).start()
     worker = Worker(state, args.topology, WorkerSlot(args.node, args.port), args.host, args.bind, tuple(args.search_path),
                     args.metrics_port, args.metrics_bind, curve, max(0.0, args.handover_secs))
 
@@ -126,5 +131,6 @@ def main(argv: list[str] | None = None) -> int:
         code = worker.run()
     finally:
         worker.shutdown()
+        debugger.stop()
         state.close()
     return code
