@@ -40,6 +40,7 @@ from squall import stats
 from squall.models.cluster import TopologyStatus, WorkerHeartbeat, WorkerSlot
 from squall.plan import ACKER
 from squall.state import CONNECTION_ERRORS, StateError, ZkCredentials
+from squall.stateviews import ForViewers
 from squall.validation import ResolvedTopology
 from squall_operator.cli_usage import one_line, print_error
 from squall_operator.local import LocalCluster
@@ -122,6 +123,11 @@ class _ZooKeeperReads:
         self.console = console
         self.away_since: float | None = None
 
+    @property
+    def state(self) -> ForViewers:
+        """The cluster's state, as the runner may use it: read, as any viewer (started cluster)."""
+        return self.cluster.state
+
     def _away(self, exc: BaseException | None) -> None:
         if self.away_since is None:
             self.away_since = time.monotonic()
@@ -131,7 +137,7 @@ class _ZooKeeperReads:
 
     def read(self, fn: Callable[[], T]) -> T | None:
         """fn's result, or None (after warning once) while ZooKeeper is away."""
-        if not self.cluster.state.ready:
+        if not self.state.ready:
             self._away(None)
             return None
         try:
@@ -153,7 +159,7 @@ class _ZooKeeperReads:
                 return got[0]
             if time.monotonic() >= deadline:
                 raise StateError(f"cannot {what}: ZooKeeper unreachable for {timeout:g}s")
-            self.cluster.state.wait_ready(0.5)
+            self.state.wait_ready(0.5)
 
 
 def average_rates(summary: dict[str, ComponentSummary], seconds: float) -> dict[str, float]:
@@ -240,7 +246,8 @@ def _kill(cluster: LocalCluster, name: str, wait: float) -> None:
     try:
         cluster.kill(name, wait)
     except NimbusError:
-        if cluster.state.get_storm(name) is not None:
+        viewer: ForViewers = cluster.state
+        if viewer.get_storm(name) is not None:
             raise
 
 
@@ -339,13 +346,13 @@ def run_topology(
     def refresh(*, with_errors: bool) -> None:
         """Totals (and the components' last errors) from ZooKeeper, if it answers."""
         nonlocal last, errors
-        beats = zk.read(lambda: cluster.state.get_worker_heartbeats(name))
+        beats = zk.read(lambda: zk.state.get_worker_heartbeats(name))
         if beats:
             totals.update(beats)
             last = summarize(resolved, totals)
         if with_errors:
             got = zk.read(lambda: {c: e.error.strip().splitlines()[-1] for c in last
-                                   if (e := cluster.state.last_error(name, c)) is not None
+                                   if (e := zk.state.last_error(name, c)) is not None
                                    and e.error.strip()})
             if got:
                 errors = got
@@ -358,11 +365,11 @@ def run_topology(
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and not stop.is_set():
             stop.wait(0.5)
-            stored = zk.read(lambda: (cluster.state.get_storm(name),))
+            stored = zk.read(lambda: (zk.state.get_storm(name),))
             if stored is not None and (stored[0] is None or stored[0].status is TopologyStatus.KILLED):
                 console.print(f"{name} was killed (squall kill) while stopping")
                 return True
-            beats = zk.read(lambda: cluster.state.get_worker_heartbeats(name))
+            beats = zk.read(lambda: zk.state.get_worker_heartbeats(name))
             if not beats:
                 continue
             totals.update(beats)
@@ -378,7 +385,7 @@ def run_topology(
         time, or on Ctrl-C (the run then stops its cluster, workers and all)."""
         due = time.time()
         while True:
-            stored = zk.read(lambda: (cluster.state.get_storm(name),))
+            stored = zk.read(lambda: (zk.state.get_storm(name),))
             if stored is not None:
                 if stored[0] is None:
                     cluster.sync_wake.set()
@@ -446,16 +453,16 @@ def run_topology(
                         break
                 stop.wait(1.0)
                 # a verb from another shell (`squall kill|deactivate ... --zookeeper`) changes it
-                stored = zk.read(lambda: (cluster.state.get_storm(name),))
+                stored = zk.read(lambda: (zk.state.get_storm(name),))
                 if stored is not None:
                     if stored[0] is None or stored[0].status is TopologyStatus.KILLED:
                         console.print(f"{name} was killed (squall kill): waiting for nimbus to remove it")
                         killed_outside = True
                         break
                     status_now = stored[0].status.value
-                beats = zk.read(lambda: cluster.state.get_worker_heartbeats(name))
+                beats = zk.read(lambda: zk.state.get_worker_heartbeats(name))
                 if running_since is None and beats:
-                    assignment = zk.read(lambda: cluster.state.get_assignment(name))
+                    assignment = zk.read(lambda: zk.state.get_assignment(name))
                     if assignment is not None and set(assignment.slots().values()) <= set(beats):
                         running_since = time.monotonic()
                 if beats is not None:
