@@ -22,7 +22,7 @@ import pytest
 from squall.kafka.broker import EmbeddedKafka
 from squall.kafka.stateful import state_key
 from squall.plan import build_plan
-from squall.statebackend import open_provider
+from squall.statebackend import namespace, open_provider
 from squall_operator.local import LocalCluster
 from helpers import component_slots, logs_tail, stop_topology, topology, wait_for, wait_running
 from kafka_fixtures import consume_all, new_topic, produce
@@ -89,7 +89,7 @@ def test_read_committed_sees_each_inputs_output_once_after_kill_9(
     tasks = build_plan(topo, {}).component_tasks
 
     def state(component: str, task: int) -> Any:
-        return open_provider(conf).state(f"{component}-{task}")
+        return open_provider(conf).state(namespace(component, tasks[component].index(task)))
 
     def position() -> int:
         (task,) = tasks["kafka"]

@@ -58,6 +58,29 @@ def test_keys_live_under_the_topology_prefix(redis_server) -> None:  # type: ign
     assert keys == ["squall:t1:count-1", "squall:t1:count-1$txid"]
 
 
+def test_a_state_under_storm_s_task_name_is_copied_to_its_index_name_once(redis_server) -> None:  # type: ignore[no-untyped-def]
+    """squall.statebackend.namespace migration in Redis (one script): committed hash, txid and a
+    prepared transaction are copied when the new name has nothing; never over a new state."""
+    provider = open_provider(conf(redis_server, keyPrefix="mig:"))
+    old = provider.state("count-5")
+    old.put("a", 1)
+    old.prepare_commit(1)
+    old.commit(1)
+    old.put("a", 2)
+    old.prepare_commit(2)  # prepared, not committed: a COMMIT after the upgrade rolls it forward
+    assert not provider.migrate("count#1", "count-9")  # nothing there
+    assert provider.migrate("count#1", "count-5")
+    new = provider.state("count#1")
+    assert dict(new) == {"a": 1} and new.committed_txid() == 1
+    new.commit(2)
+    assert dict(provider.state("count#1")) == {"a": 2}
+    assert not provider.migrate("count#1", "count-5")  # the new state is never overwritten
+    assert dict(provider.state("count#1")) == {"a": 2}
+    assert dict(provider.state("count-5")) == {"a": 1}  # left for an older Squall
+    client = redis_server.client()
+    assert sorted(client.keys("mig:count#1*")) == [b"mig:count#1", b"mig:count#1$txid"]
+
+
 def test_unreachable_redis_is_named_at_open(redis_server) -> None:  # type: ignore[no-untyped-def]
     port = redis_server.port
     redis_server.proc.kill()

@@ -16,7 +16,7 @@ import yaml
 
 from squall.models.v1alpha1 import Topology
 from squall.plan import build_plan
-from squall.statebackend import open_provider
+from squall.statebackend import namespace, open_provider
 from squall.validation import parse_topology
 from squall_operator.local import LocalCluster
 from helpers import (  # the integration tests' helpers (same directory)
@@ -68,7 +68,7 @@ class Committed:
         self.tasks = build_plan(topo, {}).component_tasks
 
     def state(self, component: str, task: int) -> Any:
-        return open_provider(self.conf).state(f"{component}-{task}")
+        return open_provider(self.conf).state(namespace(component, self.tasks[component].index(task)))
 
     def position(self) -> int:
         return min(int(self.state("sentences", t).get("position", 0)) for t in self.tasks["sentences"])
@@ -136,6 +136,50 @@ def test_totals_are_exact_after_a_rebalance(make_cluster: Callable[..., LocalClu
     assert committed.position() < limit, "the run ended before the rebalance; slow the spout down"
     totals = wait_exact_end(cluster, committed, limit, 180)
     assert totals == example_module().expected_counts(limit), logs_tail(cluster)
+    stop_topology(cluster, topo.name)
+
+
+def test_a_state_kept_under_storm_s_task_names_is_read_by_this_version(
+        make_cluster: Callable[..., LocalCluster], tmp_path: Path, redis_server: Any) -> None:
+    """A Squall before the graph upgrades kept each task's state under `<component>-<task>`:
+    the word count's committed state is moved to those names (as an older Squall left it) while
+    the topology is stopped; submitted again, every task copies its old state to
+    `<component>#<index>` (squall.checkpoint.task_state) and the totals stay exact."""
+    limit = 3000
+    topo = stateful_wordcount("swc-legacy", redis_server, limit, rate=150)
+    committed = Committed(topo)
+    cluster = make_cluster(nodes=2, slots=1, search_paths=[str(EXAMPLE)])
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: committed.position() >= 600, 90, "a few committed checkpoints", cluster, 0.5)
+    stop_topology(cluster, topo.name)
+    stopped = committed.position()
+    assert stopped < limit - 1000, "the run ended before the stop; slow the spout down"
+    client = redis_server.client()
+    prefix = f"squall:{topo.name}:"
+    moved: list[str] = []
+    for component, tasks in committed.tasks.items():
+        for index, task in enumerate(tasks):
+            for suffix in ("", "$prepare", "$txid", "$preparetxid"):
+                key = prefix + namespace(component, index) + suffix
+                if client.exists(key):
+                    client.rename(key, prefix + f"{component}-{task}" + suffix)
+                    moved.append(component + suffix)
+    # every state committed: the checkpoint spout's, the spout's and the 4 counters'
+    assert sorted(c for c in moved if c.endswith("$txid")) == sorted(
+        ["$checkpointspout$txid", "sentences$txid"] + ["count$txid"] * 4), moved
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    # the state under the new names is the old one from the first: started afresh, the run's
+    # first commits would hold a position near 0 (and come to the same totals in the end)
+    wait_for(lambda: min(committed.txids("sentences")) >= 0, 60, "the spout's state under its new name",
+             cluster, 0.05)
+    assert committed.position() >= stopped, (committed.position(), stopped)
+    totals = wait_exact_end(cluster, committed, limit, 180)
+    assert totals == example_module().expected_counts(limit), logs_tail(cluster)
+    # the old names are left as they were (an older Squall can still read them)
+    assert int(open_provider(committed.conf).state(f"sentences-{committed.tasks['sentences'][0]}")
+               .get("position", 0)) == stopped
     stop_topology(cluster, topo.name)
 
 

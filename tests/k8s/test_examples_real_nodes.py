@@ -36,7 +36,7 @@ import pytest
 import yaml
 
 from squall.plan import build_plan
-from squall.statebackend import open_provider
+from squall.statebackend import namespace, open_provider
 from squall.validation import parse_topology
 
 from .conftest import chart_release, kget, wait_for
@@ -175,7 +175,7 @@ class Committed:
         self.tasks = build_plan(topo, {}).component_tasks
 
     def state(self, component: str, task: int) -> Any:
-        return open_provider(self.conf).state(f"{component}-{task}")
+        return open_provider(self.conf).state(namespace(component, self.tasks[component].index(task)))
 
     def position(self) -> int:
         return min(int(self.state("sentences", t).get("position", 0)) for t in self.tasks["sentences"])

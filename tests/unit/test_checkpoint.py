@@ -141,7 +141,7 @@ class Ctx:
     task_id = 9
 
     def __init__(self, tasks: dict[str, list[int]]) -> None:
-        self.tasks = tasks
+        self.tasks = {"count": [9], **tasks}  # task 9 is count's first: its state is count#0
 
     def component_tasks(self, component: str) -> list[int]:
         return self.tasks.get(component, [])
@@ -184,11 +184,11 @@ def test_state_waits_for_init_and_acks_wait_for_the_commit() -> None:
     for src in (1, 2):
         h.execute(barrier(src, P, 0, 6))
     assert early not in rec.acked
-    assert dict(provider.state("count-9")) == {}  # prepared, not committed
+    assert dict(provider.state("count#0")) == {}  # prepared, not committed
     for src in (1, 2):
         h.execute(barrier(src, C, 0, 7))
     assert early in rec.acked
-    assert dict(provider.state("count-9")) == {"a": 2}
+    assert dict(provider.state("count#0")) == {"a": 2}
     assert checkpoints(rec)[-1] == (0, "COMMIT", 7)
 
 
@@ -209,7 +209,7 @@ def test_alignment_holds_an_input_after_its_barrier_so_the_cut_is_consistent() -
     assert h.bolt.state.get("x") == 3  # the held tuple ran after the prepare
     for src in (1, 2):
         h.execute(barrier(src, C, 0, 3))
-    assert dict(provider.state("count-9")) == {"x": 2}  # exactly the tuples before the cut
+    assert dict(provider.state("count#0")) == {"x": 2}  # exactly the tuples before the cut
 
 
 def test_tuples_waiting_for_init_are_dropped_by_a_rollback() -> None:
@@ -442,7 +442,7 @@ def test_window_contents_are_checkpointed_and_survive_a_restart() -> None:
         h.execute(window_tuple(i))
     h.execute(barrier(1, P, 0, 2))
     h.execute(barrier(1, C, 0, 3))
-    assert dict(provider.state("count-9")) == {0: 3}
+    assert dict(provider.state("count#0")) == {0: 3}
     h.execute(window_tuple(5))  # [3, 4, 5] fires, not committed
     assert h.bolt.state.get(3) == 12
     # the worker dies; a new one restores the state and the windows of txid 0

@@ -57,6 +57,8 @@ from squall.statebackend import (
     StateBackendError,
     StateProvider,
     checkpoint_interval_secs,
+    legacy_namespace,
+    namespace,
     open_provider,
 )
 from squall.windowing import WindowConfig, WindowedBoltExecutor, WindowManager
@@ -72,6 +74,31 @@ TICK_KEY = "squall.checkpoint.tick.secs"
 WINDOW_TICK_SECS = 0.1
 WINDOW_STATE_KEY = "window"
 TX_STATE_KEY = "__state"
+# the conf key through which the worker tells a harness each component's task ids in the launch
+# before the last graph upgrade (StormBase.state_tasks): where a state kept under Storm's
+# `<component>-<task>` names by an older Squall is found (`task_state`)
+LEGACY_TASKS_KEY = "squall.state.legacy.tasks"
+
+
+def task_state(provider: StateProvider, conf: Mapping[str, Any], context: Any, suffix: str = "") -> KeyValueState:
+    """The state of this task: `<component>#<index>` (statebackend.namespace), so that it is
+    found again after a graph upgrade moved the task ids. A state an older Squall kept under
+    `<component>-<task>` is copied there first when the task has none yet: the task id it had
+    then is this task's own when no graph upgrade happened since (a roll to this version),
+    else the one `LEGACY_TASKS_KEY` lists for this index in the launch before the upgrade."""
+    component, task = str(context.component_id), int(context.task_id)
+    tasks = list(context.component_tasks(component))
+    index = tasks.index(task)
+    name = namespace(component, index) + suffix
+    before = conf.get(LEGACY_TASKS_KEY)
+    legacy: int | None = task
+    if isinstance(before, Mapping):
+        old = before.get(component)
+        legacy = int(old[index]) if old is not None and index < len(old) else None
+    if legacy is not None and provider.migrate(name, legacy_namespace(component, legacy) + suffix):
+        log.info("state %s: copied from %s (kept there by an older Squall)", name,
+                 legacy_namespace(component, legacy) + suffix)
+    return provider.state(name)
 
 
 class Action(str, enum.Enum):
@@ -196,12 +223,14 @@ def save_value(state: KeyValueState, key: str, value: Any) -> None:
 
 class CheckpointSpout(Spout):
     """Storm's CheckpointSpout: one task, added by the plan; its state lives in the state
-    provider under `$checkpointspout-<task>`."""
+    provider under `$checkpointspout#0` (`task_state`). Beyond Storm, it stays active while the
+    topology is deactivated (a deactivation, or a graph upgrade's drain): the bolts' held acks
+    complete with the next commit, so a drained stateful topology holds nothing uncommitted."""
 
     def open(self, conf: Mapping[str, Any], context: Any, collector: SpoutOutputCollector) -> None:
         super().open(conf, context, collector)
         self.provider = open_provider(conf)
-        self.state = self.provider.state(f"{context.component_id}-{context.task_id}")
+        self.state = task_state(self.provider, conf, context)
         raw = self.state.get(TX_STATE_KEY)
         tx = CheckPointState(int(raw[0]), TxState(raw[1])) if raw else CheckPointState(-1, TxState.COMMITTED)
         if raw is None:
@@ -320,11 +349,10 @@ class BoltHarness(Bolt):
         cp = context.component_tasks(CHECKPOINT_COMPONENT) if CHECKPOINT_COMPONENT in sources else []
         self.cp_task: int | None = cp[0] if cp else None
         self.out: Any = collector
-        namespace = f"{context.component_id}-{context.task_id}"
         if self.stateful:
             if provider is None:
                 provider = open_provider(conf)
-            self.state = provider.state(namespace)
+            self.state = task_state(provider, conf, context)
             self.out = _AckTracking(collector)
         self.basic: _Anchoring | None = None
         if self.windowed:
@@ -332,7 +360,7 @@ class BoltHarness(Bolt):
             self.window_config = WindowConfig.from_spec(conf[WINDOW_KEY])
             self.window_inputs = [tuple(i) for i in conf.get(WINDOW_INPUTS_KEY, ())]
             assert provider is not None
-            self.window_state = provider.state(namespace + "$window")
+            self.window_state = task_state(provider, conf, context, "$window")
             self.runner = WindowedBoltExecutor(self.bolt, self.window_config, self.window_inputs)
             self.runner.prepare(conf, context, self.out)
         elif isinstance(self.bolt, BasicBolt):
@@ -550,7 +578,7 @@ class SpoutHarness(Spout):
              state: KeyValueState | None = None) -> None:
         super().open(conf, context, collector)
         self.state = state if state is not None else \
-            open_provider(conf).state(f"{context.component_id}-{context.task_id}")
+            task_state(open_provider(conf), conf, context)
         self.spout.open(conf, context, collector)
 
     def next_tuple(self) -> None:

@@ -1,8 +1,12 @@
 """State providers of stateful components: Storm's `KeyValueState` and its state providers.
 
 Not to be confused with `squall.state` (the cluster state in ZooKeeper). A stateful bolt (or a
-stateful spout) gets one `KeyValueState` per task, namespace `<component>-<task>` as in Storm's
-`StateFactory`; the checkpoint protocol (`squall.checkpoint`) drives its transactions:
+stateful spout) gets one `KeyValueState` per task, namespace `<component>#<index>` (`namespace`:
+the task's index within its component, 0-based, so that a graph upgrade that moves task ids
+finds each task's state again, as a Flink savepoint maps state by operator; Storm's
+`StateFactory` uses `<component>-<task>`, which Squall used too: `migrate` copies such a state
+to its new name when a task first opens it); the checkpoint protocol (`squall.checkpoint`)
+drives its transactions:
 
     prepare_commit(txid)  the changes since the last prepare are saved as txid's (persisted:
                           a COMMIT after a crash can still apply them, Storm's roll-forward)
@@ -39,6 +43,8 @@ __all__ = [
     "StateBackendError",
     "StateProvider",
     "config_problems",
+    "legacy_namespace",
+    "namespace",
     "open_provider",
 ]
 
@@ -76,6 +82,17 @@ def _key(key: Any) -> bytes:
     if isinstance(key, list):
         raise TypeError("a state key must be hashable (a list is not; use a tuple)")
     return _pack(key)
+
+
+def namespace(component: str, index: int) -> str:
+    """The state of `component`'s task at `index` (0-based, its place among the component's
+    tasks): stable across graph upgrades, which move task ids but not a component's count."""
+    return f"{component}#{index}"
+
+
+def legacy_namespace(component: str, task: int) -> str:
+    """Where Squall kept a task's state before `namespace` (Storm's `<component>-<task>`)."""
+    return f"{component}-{task}"
 
 
 # -- stores: where one namespace's committed and prepared changes live ---------------------------
@@ -229,6 +246,20 @@ class MemoryProvider:
     def state(self, namespace: str) -> KeyValueState:
         return KeyValueState(namespace, self.store(namespace))
 
+    def migrate(self, namespace: str, legacy: str) -> bool:
+        """Copies `legacy`'s committed and prepared state to `namespace` when `namespace` has
+        none and `legacy` has some; True when it copied."""
+        with self._lock:
+            new, old = self._spaces.get(namespace), self._spaces.get(legacy)
+            if old is None or (old.txid is None and old.prepared is None):
+                return False
+            if new is not None and (new.txid is not None or new.prepared is not None or new.committed):
+                return False
+            ns = self._spaces[namespace] = _MemoryNamespace()
+            ns.committed, ns.txid = dict(old.committed), old.txid
+            ns.prepared = (old.prepared[0], dict(old.prepared[1])) if old.prepared is not None else None
+            return True
+
     def close(self) -> None:
         pass
 
@@ -261,6 +292,19 @@ if #sets > 0 then redis.call('HSET', KEYS[1], unpack(sets)) end
 if #dels > 0 then redis.call('HDEL', KEYS[1], unpack(dels)) end
 redis.call('DEL', KEYS[2], KEYS[4])
 redis.call('SET', KEYS[3], ARGV[1])
+return 1
+"""
+# a legacy namespace's four keys copied to the new one, atomically, only when the new one has
+# none of them and the legacy one committed or prepared something (the legacy keys stay: an
+# older Squall can still read them)
+_MIGRATE_LUA: Final = """
+for i = 1, 4 do
+  if redis.call('EXISTS', KEYS[i]) == 1 then return 0 end
+end
+if redis.call('EXISTS', KEYS[7]) == 0 and redis.call('EXISTS', KEYS[8]) == 0 then return 0 end
+for i = 1, 4 do
+  if redis.call('EXISTS', KEYS[i + 4]) == 1 then redis.call('COPY', KEYS[i + 4], KEYS[i]) end
+end
 return 1
 """
 _CHUNK: Final = 10000  # fields per HSET, so that a 100k-key prepare is not one huge command
@@ -319,6 +363,7 @@ class RedisProvider:
                                   socket_timeout=timeout, socket_connect_timeout=timeout,
                                   health_check_interval=30)
         self.commit_script = self.client.register_script(_COMMIT_LUA)
+        self.migrate_script = self.client.register_script(_MIGRATE_LUA)
 
     def ping(self) -> None:
         self.call(lambda r: r.ping())
@@ -336,6 +381,11 @@ class RedisProvider:
     def state(self, namespace: str) -> KeyValueState:
         return KeyValueState(namespace, self.store(namespace))
 
+    def migrate(self, namespace: str, legacy: str) -> bool:
+        """As MemoryProvider.migrate, in one script (atomic in Redis)."""
+        keys = RedisStore(self, namespace).keys + RedisStore(self, legacy).keys
+        return bool(self.call(lambda r: self.migrate_script(keys=keys, client=r)))
+
     def close(self) -> None:
         self.client.close()
 
@@ -345,6 +395,7 @@ class StateProvider(Protocol):
 
     def state(self, namespace: str) -> KeyValueState: ...
     def store(self, namespace: str) -> Store: ...
+    def migrate(self, namespace: str, legacy: str) -> bool: ...
     def close(self) -> None: ...
 
 

@@ -86,6 +86,10 @@ class StormBase(_Payload):
     # `topology` until then
     upgrade_topology: dict[str, Any] | None = None
     upgrade_since_secs: float | None = None
+    # after a graph upgrade of a stateful topology: each component's task ids in the launch
+    # before it, where a state an older Squall kept under `<component>-<task>` is found
+    # (squall.checkpoint.task_state; the workers get it as conf squall.state.legacy.tasks)
+    state_tasks: dict[str, list[int]] | None = None
 
 
 class Assignment(_Payload):

@@ -131,9 +131,11 @@ def bolt_tick(w: WorkerState, spec: ComponentSpec, conf: Mapping[str, Any]) -> f
     return float(tick) if tick else None
 
 
-def topology_conf(topology: Topology, launch_time_secs: float) -> dict[str, Any]:
+def topology_conf(topology: Topology, launch_time_secs: float,
+                  state_tasks: Mapping[str, list[int]] | None = None) -> dict[str, Any]:
     """The topology's config as every component gets it (before its own config)."""
     spec = topology.spec
+    legacy = {} if state_tasks is None else {"squall.state.legacy.tasks": dict(state_tasks)}
     return {
         "topology.name": topology.name,
         "topology.workers": spec.num_workers,
@@ -143,6 +145,7 @@ def topology_conf(topology: Topology, launch_time_secs: float) -> dict[str, Any]
         # when this deployment was submitted: tells a resubmission under the same name apart
         # (the Kafka spout's EARLIEST/LATEST apply once per deployment, as Storm's)
         "topology.launch.time.secs": launch_time_secs,
+        **legacy,
         **spec.config,
     }
 
@@ -170,7 +173,7 @@ def apply_spec(w: WorkerState, host: WorkerHost, base: StormBase) -> specchange.
                         "it keeps the one it runs", w.slot.key(), change.describe())
         return change
     w.topology, w.spec = new, new.spec
-    w.conf = topology_conf(new, w.base.launch_time_secs)
+    w.conf = topology_conf(new, w.base.launch_time_secs, w.base.state_tasks)
     now = time.monotonic()
     timeout = float(w.spec.message_timeout_secs)
     with w.acker_lock:

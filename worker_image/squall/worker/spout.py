@@ -13,7 +13,7 @@ from squall import wire
 from squall.acker import Ids, PendingTuples
 from squall.counters import _LUT, bucket_of
 from squall.models.cluster import ExecutorId
-from squall.plan import SYSTEM, TopologyPlan
+from squall.plan import CHECKPOINT_COMPONENT, SYSTEM, TopologyPlan
 from squall.tuples import Tuple
 from squall.worker.anchoring import BoltCollector
 from squall.worker.context import Context
@@ -150,6 +150,10 @@ class SpoutExecutor(Executor):
         self.input_collectors: dict[int, BoltCollector] = {}
         self.auto_anchor: Tuple | None = None
         self.active = False
+        # the checkpoint spout stays active while the topology is deactivated: the checkpoints
+        # go on, so the stateful bolts' held acks complete and a drain (a deactivation, a graph
+        # upgrade's) ends with everything committed (squall.checkpoint.CheckpointSpout)
+        self.always_active = component == CHECKPOINT_COMPONENT
         self.closing = False
         # task -> consecutive calls of its next_tuple that raised, and when it may be called
         # again (monotonic): a spout that only raises is called less and less often, up to once
@@ -264,7 +268,7 @@ class SpoutExecutor(Executor):
         if self.retiring and not self.bufs and not self.out.control and not self.pending_count():
             self.finished = True  # moved away: every tree it started has completed (or failed)
             return 0.0
-        self._set_active(self.worker.active and not self.closing and not self.retiring)
+        self._set_active((self.worker.active or self.always_active) and not self.closing and not self.retiring)
         emitted = 0
         if self.active and not self.bufs and not self.out.control:
             emitted = self._emit_batch()
