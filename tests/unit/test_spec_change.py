@@ -112,6 +112,31 @@ def test_a_stateful_topology_restarts_nothing_in_place_and_a_stateful_task_count
     assert classify(stateful, rebalanced).kind is Kind.NONE
 
 
+def test_a_stateful_graph_change_is_an_upgrade_unless_it_would_drop_a_state() -> None:
+    """State is carried by component name and task index: a bolt added beside a stateful one, a
+    class or a grouping changed, is an upgrade; a stateful component removed or made stateless
+    would drop its committed state: refused, saying which and how to start without it."""
+    stateful = edited(lambda d: d["bolts"][0].update(stateful=True))
+    added = edited(lambda d: d["bolts"][0].update(stateful=True) or d["bolts"].append(
+        {"name": "c", "class": "m:C", "inputs": [{"component": "a"}]}))
+    assert classify(stateful, added).kind is Kind.UPGRADE and classify(stateful, added).upgrade == ("added c",)
+    recast = edited(lambda d: d["bolts"][0].update(stateful=True, **{"class": "m:A2"}))
+    assert classify(stateful, recast).kind is Kind.UPGRADE
+    removed = edited(lambda d: d.update(bolts=[d["bolts"][1] | {"inputs": [{"component": "s"}]}]))
+    change = classify(stateful, removed)
+    assert change.kind is Kind.REFUSED
+    assert change.refused == (("a is stateful and removed: its committed state would be dropped (kill the "
+                               "topology and submit the new graph to start without it)"),)
+    assert change.describe().startswith("refused: a is stateful and removed"), change.describe()
+    stateless = classify(stateful, spec())
+    assert stateless.refused == (("a is no longer stateful: its committed state would be dropped (kill the "
+                                  "topology and submit the new graph to start without it)"),)
+    # a stateless component removed from a stateful topology drops nothing
+    both = edited(lambda d: d["bolts"][1].update(stateful=True))
+    assert classify(both, edited(lambda d: d["bolts"][1].update(stateful=True, inputs=[{"component": "s"}])
+                                 or d["bolts"].pop(0))).kind is Kind.UPGRADE
+
+
 def test_the_stored_topology_keeps_what_other_paths_change() -> None:
     running = Topology.model_validate({"apiVersion": "squall.io/v1alpha1", "kind": "Topology",
                                        "metadata": {"name": "wc", "namespace": "ns"}, "spec": SPEC})

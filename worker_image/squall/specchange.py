@@ -20,8 +20,10 @@ so the two paths cannot disagree on what is live and what is not.
              fields, outputs, a window, numTasks, numAckers, stateful), a key each worker reads
              once at its start changed, or a component of a stateful topology would restart
              (its state moves only with a checkpoint): drain, checkpoint, resubmit
-    refused  the change cannot be carried at all (a stateful component's task count: its state
-             is kept per task)
+    refused  the change cannot be carried at all: a stateful component's task count changed (its
+             state is kept per task: `<component>#<index>`), or a stateful component was
+             removed or made stateless (its state would be dropped; kill the topology and
+             submit the new one to start without it)
 
 Pure: no I/O, no clock. `classify(old, new)` takes the running spec and the asked one.
 """
@@ -161,6 +163,10 @@ def classify(old: TopologySpec, new: TopologySpec) -> SpecChange:
         upgrade.append("added " + ", ".join(added))
     if removed := sorted(olds.keys() - news.keys()):
         upgrade.append("removed " + ", ".join(removed))
+        if dropped := [c for c in removed if olds[c].stateful]:
+            refused.append(f"{', '.join(dropped)} {'is' if len(dropped) == 1 else 'are'} stateful and removed: "
+                           "its committed state would be dropped (kill the topology and submit the new "
+                           "graph to start without it)")
     stateful = any(c.stateful for c in old.components) or any(c.stateful for c in new.components)
     worker_keys = [k for k in _changed_keys(old.config, new.config) if k in WORKER_KEYS]
     if worker_keys:
@@ -176,6 +182,9 @@ def classify(old: TopologySpec, new: TopologySpec) -> SpecChange:
         if oc.tasks != tasks and (oc.stateful or nc.stateful):
             refused.append(f"{name} is stateful and its task count changed ({oc.tasks} -> {tasks}): "
                            "its state is kept per task and cannot be carried to another count")
+        if oc.stateful and not nc.stateful:
+            refused.append(f"{name} is no longer stateful: its committed state would be dropped (kill the "
+                           "topology and submit the new graph to start without it)")
         og, ng = _graph(oc), _graph(nc)
         fields = _changed_keys(og, ng)
         if fields:
