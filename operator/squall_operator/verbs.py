@@ -348,7 +348,13 @@ class ZooKeeperTarget:
         except (StateError, ValueError) as exc:
             raise VerbError(f"topology {name!r}: {exc}") from exc
         if base is None:
-            raise VerbError(f"no topology named {name!r} is running at {self.where}")
+            from squall.state import not_found
+
+            why = not_found(name, self.state.storm_ids())
+            if why == f"no topology named {name!r}":
+                raise VerbError(f"{why} is running at {self.where}")
+            # the operator's ZooKeeper, where topologies are keyed by namespace and name
+            raise VerbError(f"{why} at {self.where}; or use --kubernetes --namespace NAMESPACE")
         return base
 
     def list(self) -> list[TopologyRow]:

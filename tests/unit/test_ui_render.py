@@ -44,6 +44,11 @@ def test_is_topology_id_is_metadata_names_rule() -> None:
         assert not is_topology_id(bad), bad
     # `zookeeper` is a DNS label, but ZooKeeper's own node: no topology may have it
     assert not is_topology_id("zookeeper")
+    # the operator's keys: NAMESPACE~NAME, each a DNS label (squall.topology_keys)
+    for good in ("team-a~wordcount", "ns~zookeeper", "a" * 63 + "~" + "b" * 63):
+        assert is_topology_id(good), good
+    for bad in ("~wc", "ns~", "a~b~c", "A~b", "ns~" + "a" * 64, "n/s~wc", "ns~wc\n"):
+        assert not is_topology_id(bad), bad
 
 
 def test_host_of_a_host_header() -> None:

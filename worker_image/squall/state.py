@@ -7,7 +7,7 @@ rest of Squall deals only in the pydantic models of ``squall.models.cluster``.
 
 Layout (``root`` defaults to ``/squall``; see docs/design.md, which is the contract)::
 
-    <root>/storms/<topo>                         StormBase          persistent
+    <root>/storms/<topo>                         StormBase          persistent (<topo>: topology_key)
     <root>/assignments/<topo>                    Assignment         persistent
     <root>/workerbeats/<topo>/<node>-<port>      WorkerHeartbeat    persistent
     <root>/endpoints/<topo>/<node>-<port>        Endpoint           ephemeral
@@ -78,6 +78,8 @@ from kazoo.protocol.states import KazooState, WatchedEvent
 from kazoo.security import make_digest_acl
 from pydantic import BaseModel, ValidationError
 
+# the topology keys of the layout (<topo>), re-exported: squall.topology_keys
+from squall.topology_keys import KEY_SEPARATOR, not_found, split_topology_key, topology_key
 from squall.models.cluster import (
     PAYLOAD_VERSION,
     Assignment,
@@ -108,6 +110,10 @@ __all__ = [
     "ZkCredentials",
     "connect",
     "MAX_ERRORS",
+    "KEY_SEPARATOR",
+    "not_found",
+    "split_topology_key",
+    "topology_key",
 ]
 
 log = logging.getLogger(__name__)

@@ -74,7 +74,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from squall import sampling
 from squall.models.cluster import NimbusRequest
-from squall.state import CONNECTION_ERRORS, ClusterState, StateError
+from squall.state import CONNECTION_ERRORS, ClusterState, StateError, not_found
 from squall.stateviews import ForNimbus, ForViewers
 from squall.worker import debugging, eventlog
 from squall_operator import stored
@@ -160,13 +160,16 @@ class KubernetesActions:
             num_workers: int | None = None, executors: Mapping[str, int] | None = None) -> str:
         base = self.state.get_storm(name)
         if base is None:
-            raise ActionRefused(404, f"no topology named {name!r}")
+            raise ActionRefused(404, not_found(name, self.state.storm_ids()))
         if action == "rebalance" and num_workers is None and not executors:
             # Storm UI's rebalance of the same numbers reassigns; here the spec is the truth
             # and a spec that does not change asks the operator for nothing
             raise ActionRefused(400, "on Kubernetes a rebalance changes the Topology's numWorkers "
                                      "or a parallelism: give rebalanceOptions.numWorkers or .executors")
+        # the resource is the topology's name in the namespace it was submitted from (its key
+        # here is NAMESPACE~NAME, or the bare name an older operator stored it under)
         namespace = (base.topology.get("metadata") or {}).get("namespace")
+        name = base.name
         try:
             target = KubernetesTarget(namespace=namespace)
             try:
@@ -380,7 +383,14 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
         return _page(request, name, context, status, title=title, actions_enabled=enabled)
 
     def no_topology(name: str) -> str:
-        return f"no topology named {_shown(name)}"
+        if not is_topology_id(name):
+            return f"no topology named {_shown(name)}"
+        try:
+            return not_found(name, data.state.storm_ids())
+        except CONNECTION_ERRORS:
+            return f"no topology named {_shown(name)}"
+        except StateError:
+            return f"no topology named {_shown(name)}"
 
     def index(request: Request) -> Response:
         return page(request, "index.html", {"cluster": data.cluster_summary(),

@@ -36,7 +36,7 @@ from squall.models.cluster import (
     parse_executor_key,
 )
 from squall.plan import ACKER
-from squall.state import CONNECTION_ERRORS, StateError
+from squall.state import CONNECTION_ERRORS, StateError, split_topology_key
 from squall.stateviews import ForViewers
 from squall_operator import stored
 from squall_operator.totals import Totals
@@ -59,11 +59,14 @@ _TOPOLOGY_ID = re.compile(DNS_LABEL.removeprefix("^").removesuffix("$"))
 
 
 def is_topology_id(name: str) -> bool:
-    """Whether `name` can name a topology: metadata.name's rule (a DNS label, at most 63
-    characters), less `zookeeper` (ZooKeeper's own node, which the state layer refuses).
-    Anything else is no topology, answered without asking ZooKeeper: `.`, `..`, a slash,
-    control characters, a long name."""
-    return len(name) <= 63 and name != "zookeeper" and _TOPOLOGY_ID.fullmatch(name) is not None
+    """Whether `name` can be a topology's key (squall.topology_keys): a name, or the
+    operator's NAMESPACE~NAME, each metadata.name's rule (a DNS label, at most 63 characters),
+    less `zookeeper` (ZooKeeper's own node, which the state layer refuses). Anything else is no
+    topology, answered without asking ZooKeeper: `.`, `..`, a slash, control characters, a long
+    name."""
+    namespace, bare = split_topology_key(name)
+    return all(len(part) <= 63 and _TOPOLOGY_ID.fullmatch(part) is not None
+               for part in (bare, *([namespace] if namespace is not None else []))) and name != "zookeeper"
 
 
 def latency_text(ms: float) -> str:
@@ -233,9 +236,11 @@ class UiData:
         slots = assignment.executor_slots if assignment is not None else {}
         tasks = sum(e - s + 1 for s, e in map(parse_executor_key, slots))
         uptime = max(0.0, self.clock() - base.launch_time_secs)
+        namespace = split_topology_key(name)[0]
         return {
             "id": name,
-            "name": name,
+            # the operator's topologies as kubectl names them
+            "name": name if namespace is None else f"{namespace}/{base.name}",
             "status": base.status.value,
             "uptime": pretty_secs(uptime),
             "uptimeSeconds": int(uptime),

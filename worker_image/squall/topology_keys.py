@@ -1,0 +1,47 @@
+"""Topology keys: what a topology is stored under in ZooKeeper (the <topo> of squall.state's
+layout) and named by in its workers' arguments, metrics and state.
+
+On the local cluster a topology's key is its name; on Kubernetes its namespace and name,
+NAMESPACE~NAME, so two namespaces may each run a topology of one name. "~" is in no DNS label
+(what metadata.name and namespaces are), so no two (namespace, name) pairs share a key, and it
+needs no escaping in a ZooKeeper node, a URL path, a file name or a Prometheus label. An operator
+older than namespaced keys stored its topologies under the bare name; the operator keeps those
+keys (squall_operator.reconcile.storm_key; docs/design.md, "Topology keys").
+
+Pure: the operator's reconcile decisions use it without a ZooKeeper client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+KEY_SEPARATOR = "~"
+
+
+def topology_key(name: str, namespace: str | None = None) -> str:
+    """The key of topology `name` of `namespace` (None: the local cluster, the bare name)."""
+    if namespace is None:
+        return name
+    if not namespace or not name or KEY_SEPARATOR in namespace or KEY_SEPARATOR in name:
+        raise ValueError(f"invalid namespace/name for a topology key: {namespace!r}/{name!r}")
+    return f"{namespace}{KEY_SEPARATOR}{name}"
+
+
+def split_topology_key(key: str) -> tuple[str | None, str]:
+    """(namespace, name) of a topology key; the namespace is None for a bare name."""
+    namespace, sep, name = key.partition(KEY_SEPARATOR)
+    return (namespace, name) if sep else (None, key)
+
+
+def not_found(name: str, keys: Iterable[str]) -> str:
+    """Why `name` names no stored topology, for one asking by a bare name where topologies are
+    keyed by namespace (the operator's ZooKeeper): the namespaces that run one of that name."""
+    namespaces = sorted(ns for ns, n in map(split_topology_key, keys) if ns is not None and n == name)
+    if not namespaces:
+        return f"no topology named {name!r}"
+    return (f"no topology is keyed {name!r}; one named so runs in namespace{'s' if len(namespaces) > 1 else ''} "
+            f"{', '.join(namespaces)}: name it NAMESPACE{KEY_SEPARATOR}{name} (here: "
+            f"{', '.join(topology_key(name, ns) for ns in namespaces)})")
+
+
+__all__ = ["KEY_SEPARATOR", "not_found", "split_topology_key", "topology_key"]
