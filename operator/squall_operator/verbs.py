@@ -496,11 +496,13 @@ class ZooKeeperTarget:
     def debug(self, name: str, component: str | None, pct: float | None, secs: float | None) -> str:
         from squall.worker import eventlog
 
+        self._base(name)  # an unknown topology said as every verb says it, with where
         return inspected(lambda: eventlog.set_sampling(self.state, name, component, pct, secs, time.time()))
 
     def events(self, name: str, component: str | None, tail: int) -> Sequence[dict[str, Any]]:
         from squall.worker import eventlog
 
+        self._base(name)
         return inspected(lambda: eventlog.sampled(self.state, name, component, tail))
 
 GROUP, VERSION, PLURAL = "squall.io", "v1alpha1", "topologies"

@@ -92,5 +92,8 @@ def test_debug_samples_a_components_emits_in_every_worker_until_it_lapses(
     one_line_error(squall("debug", "inspected", "pass", "--sample", "0", *zk), 2, "above 0 and at most 100")
     one_line_error(squall("debug", "inspected", "pass", *zk), 2, "give --sample PCT or --off")
     one_line_error(squall("debug", "inspected", "nosuch", "-s", "5", *zk), 1, "has no component 'nosuch'")
-    one_line_error(squall("debug", "nosuch", "-s", "5", *zk), 1, "no topology named 'nosuch'")
+    # an unknown topology is said as every verb says it: where it was looked for
+    where = f"no topology named 'nosuch' is running at {cluster.connect_string}"
+    one_line_error(squall("debug", "nosuch", "-s", "5", *zk), 1, where)
+    one_line_error(squall("events", "nosuch", *zk), 1, where)
     assert not cluster.crashes
