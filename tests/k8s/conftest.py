@@ -319,7 +319,8 @@ def chart_release(cluster: Cluster, namespace: str, *sets: str, values: Path | N
     Yields the namespace.
 
     Teardown, in order: prints the end of the operator's log (`operator_log`, by default
-    `kubectl logs deploy/squall-operator`), deletes the topologies left and waits up to 90 s for
+    `kubectl logs deploy/squall-operator`), deletes the topologies left with no kill wait (the
+    `squall.io/kill-wait-secs` annotation of `kubectl squall kill -w 0`) and waits up to 90 s for
     their finalizers, `helm uninstall --wait`, drops the finalizers of any topology still there
     (they would block the namespace), deletes the namespace (not waited for) and the volume."""
     cluster.kubectl("create", "namespace", namespace)
@@ -369,6 +370,10 @@ def chart_release(cluster: Cluster, namespace: str, *sets: str, values: Path | N
         except Exception as exc:  # diagnostics only
             print(f"no operator log: {exc}")
         for t in topologies(crd):
+            # the tests are over: killed with no wait (what `kubectl squall kill -w 0` asks), not
+            # after each topology's killWaitSecs (30 s by default), which every teardown paid
+            kubectl("annotate", "topology", t["metadata"]["name"], "--overwrite", "squall.io/kill-wait-secs=0",
+                    check=False)
             kubectl("delete", "topology", t["metadata"]["name"], "--wait=false", check=False)
         deadline = time.monotonic() + 90
         while crd and time.monotonic() < deadline and topologies(crd):

@@ -324,6 +324,9 @@ def test_deactivate_and_activate(release: Release) -> None:
 def test_invalid_specs_are_refused_with_clear_status_and_events(release: Release) -> None:
     r = release
     doc = yaml.safe_load(EXAMPLE.read_text())
+    # deleted below, twice: each kill waits 3 s instead of the example's 30 (kill waits are
+    # test_kubectl_delete_waits_for_the_finalizer's)
+    doc["spec"]["killWaitSecs"] = 3
     # what the schema can express: the API server refuses it, naming the fields
     bad = json.loads(json.dumps(doc))
     bad["metadata"]["name"] = "bad-schema"
@@ -486,9 +489,10 @@ def test_image_roll_measured_under_steady_acked_load(release: Release, mode: str
     chaos = load_bench_chaos()
     r = release
     name, rate, warmup, wait = f"roll-{mode}", ROLL_RATE, 8.0, 30
-    # the roll takes about 10 s from a steady rate about 15 s after the start, and each id is
-    # waited for: a longer load only makes the test longer (the assert below says if it is short)
-    load_secs = 75.0
+    # the roll takes about 10 s from a steady rate about 11 s after the start, and each id is
+    # waited for: a longer load only makes the test longer (the assert below says if it is short:
+    # 50 s leaves the roll and the old pods' exit 40 s)
+    load_secs = 50.0
     count = int(rate * load_secs)
     out = r.out_dir(name)
     doc = r.id_pipeline(name, out, 0, workers=2)
