@@ -9,7 +9,7 @@ millisecond, so the plain topologies rarely reach the threshold; a window keeps 
 `Tuple` and its values list: two containers) alive for its length and slide, and with the
 threshold below what arrives in a window's slide every young collection walks a few hundred
 thousand live, cold tuples and moves them to the older generations, where they are walked
-again. In the sliding-window word count (docs/performance.md, issue 13) that was 11-13% of each
+again. In the sliding-window word count (docs/performance.md) that was 11-13% of each
 worker's time.
 
 So the young threshold is `max(YOUNG, PER_HELD * held)`, with `held` the most tuples this
@@ -27,7 +27,7 @@ the windows' own.
 
 A threshold counted in allocations alone leaves cyclic garbage in place while a worker
 allocates little: an idle worker, or one dropping a stream of garbage frames, could keep it for
-good (issue 31: exceptions kept with their tracebacks held every refused frame). So the main
+good (exceptions kept with their tracebacks held every refused frame). So the main
 loop also runs a young collection when none ran for YOUNG_EVERY_SECS (`tick`): cycles that
 became garbage since wait at most that long. It walks only what was allocated since the last
 collection and is still alive, each object once before it moves to the middle generation.

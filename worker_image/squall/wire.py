@@ -152,7 +152,7 @@ def _unpack_slowly(frame: bytes) -> Any:
     whose frames hold this call's locals (the frame, the decoder and its buffer) and the kept
     exception itself, a reference cycle that only the cyclic collector frees, and a worker's
     collector runs rarely (squall.gcpolicy); a stream of garbage frames then held its
-    memory (issue 31)."""
+    memory."""
     global _lost_frames
     try:
         return _unpack_one(frame)

@@ -6,7 +6,7 @@ CPython's small-object allocator (pymalloc) hands out the blocks of a size class
 partly used pool, so once a window's expired tuples are freed in a burst, later allocations of
 the process, on any thread, take blocks freed seconds ago and out of every cache: in the
 sliding-window word count the allocator's share of the workers' CPU was 10-13% against 4.5% in
-the plain word count, 89% of it on the load of the free block (docs/performance.md, issue 13).
+the plain word count, 89% of it on the load of the free block (docs/performance.md).
 jemalloc's per-thread caches hand recently freed blocks out first: with it the windowed word
 count runs about a quarter faster, while the plain word count and the no-op topology run a few
 percent slower than on pymalloc (docs/performance.md, "The worker's allocator"). So by default
@@ -172,8 +172,8 @@ def select(windowed: bool = False, before_exec: Callable[[Decision], None] | Non
 # when freed. glibc raises its threshold by itself to the size of every mapped block freed (up to
 # 32 MiB), so that after one large frame (a batch of large tuples; or garbage from the network)
 # the next ones come from the heap, which keeps their pages once freed: 12 MiB frames of garbage
-# left a worker 48 MB larger for good (issue 31). Setting it fixes it (mallopt turns the
-# adjustment off).
+# left a worker 48 MB larger for good (tests/integration/test_fuzz_worker.py). Setting it fixes
+# it (mallopt turns the adjustment off).
 MMAP_THRESHOLD = 1 << 20
 _M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 # Fixing the mmap threshold also fixes the trim threshold at glibc's 128 KiB, and the heap is then

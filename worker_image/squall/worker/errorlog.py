@@ -1,4 +1,4 @@
-"""Errors raised by user code, logged and reported without flooding (issue 31).
+"""Errors raised by user code, logged and reported without flooding.
 
 A spout whose `next_tuple` raises on every call (or a bolt whose `execute` raises on every
 tuple) would otherwise write a traceback per call: 494 KB of log a second, and a fifth of a core
