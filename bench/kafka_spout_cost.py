@@ -1,4 +1,4 @@
-"""The KafkaSpout's own CPU per record, in one thread, against a real broker (issue 26, item 7).
+"""The KafkaSpout's own CPU per record, in one thread, against a real broker.
 
     .venv/bin/python bench/kafka_spout_cost.py [--records 300000] [--partitions 4] [--rounds 3]
                                                [--outputs value] [--headers N] [--profile] [--lag]

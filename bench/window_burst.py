@@ -1,4 +1,4 @@
-"""The sliding-window word count's window in one process, CPU per word (issue 13).
+"""The sliding-window word count's window in one process, CPU per word.
 
     .venv/bin/python bench/window_burst.py [--words-per-sec 120000] [--seconds 8]
     .venv/bin/python bench/window_burst.py --held 100000

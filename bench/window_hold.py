@@ -1,5 +1,5 @@
 """The windowed word count's cost per word against how long tuples are held and how many trees
-are in flight (issue 13; a diagnostic, not one of bench/run.py's cases).
+are in flight (a diagnostic, not one of bench/run.py's cases).
 
     .venv/bin/python bench/window_hold.py c c/300000 2s/1s 100ms/50ms 100ms/50ms/10000 ...
 

@@ -1,4 +1,4 @@
-"""spec.autoscale on the real nodes (issue 30, item 4): a load step scales the topology out within
+"""spec.autoscale on the real nodes: a load step scales the topology out within
 a bounded time, back in after the load is gone, once each (no flapping), and no message id is
 lost (every id the spout emitted acked, counted end to end as test_chart_real_nodes.py's
 rebalance and roll tests count them).

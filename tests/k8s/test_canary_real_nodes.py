@@ -1,4 +1,4 @@
-"""Issue 30 item 2 on the real nodes: the canary of the hand-over roll (`spec.upgrade.canary`).
+"""The canary of the hand-over roll (`spec.upgrade.canary`) on the real nodes.
 
 bench/chaos.py's durable source -> pass -> sink topology (2 workers, every ack and delivery
 recorded on a hostPath) runs under steady load with a canary of 1 slot and a 20 s analysis.

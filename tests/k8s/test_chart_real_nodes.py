@@ -478,13 +478,13 @@ ROLL_RATE = float(os.environ.get("SQUALL_K8S_ROLL_RATE", "200"))
 
 @pytest.mark.parametrize("mode", ["handover", "drain"])
 def test_image_roll_measured_under_steady_acked_load(release: Release, mode: str) -> None:
-    """Issue 30 item 1, measured: bench/chaos.py's durable source -> pass -> sink topology (2
+    """An image roll, measured: bench/chaos.py's durable source -> pass -> sink topology (2
     workers, ROLL_RATE ids/s, every ack and every delivery recorded in files on a hostPath) has its
-    spec.worker.image changed under that steady load (rebalanceWaitSecs 30, as the issue's run).
+    spec.worker.image changed under that steady load (rebalanceWaitSecs 30).
     Figures: the fewest acks in any 1 s window from the patch until the last old pod is gone,
     against the steady rate before; the longest stretch with no ack; ids lost (must be 0);
     duplicates. `handover` (the default): spouts active throughout, the worst 1 s at 80% of the
-    steady rate or more (the issue's goal). `drain`: the stream stops while the pods are replaced,
+    steady rate or more (the roll's goal). `drain`: the stream stops while the pods are replaced,
     but the drain ends once nothing is pending, not after rebalanceWaitSecs."""
     chaos = load_bench_chaos()
     r = release
@@ -607,7 +607,7 @@ def _worker_rss_mb(r: Release, pod: str) -> float | None:
 
 @pytest.mark.timeout(600 + int(CHAOS_DELETIONS * CHAOS_EVERY))
 def test_worker_pods_deleted_every_20s_lose_no_message_id(release: Release) -> None:
-    """The chaos run on Kubernetes (issue 12): bench/chaos.py's durable source -> pass -> sink
+    """The chaos run on Kubernetes: bench/chaos.py's durable source -> pass -> sink
     topology (2 workers, 100 ids/s, every ack and every delivery recorded in files on a hostPath)
     while a random worker pod is deleted (`kubectl delete pod`) every 20 s; the operator makes a
     new one for the slot. Figures as bench/chaos.py's: ids lost (must be 0), duplicates, recovery
@@ -736,8 +736,8 @@ def test_worker_pods_deleted_every_20s_lose_no_message_id(release: Release) -> N
     assert result.lost == 0 and result.acked == count, chaos.report(result)
     assert result.acked_undelivered == 0, chaos.report(result)
     assert result.worker_restarts == CHAOS_DELETIONS, chaos.report(result)  # one new pod per deletion
-    # the ack rate came back after every deletion before the next one, and within issue 12's
-    # goal of 5 s: the deleted worker serves its slot until the new pod's worker registered
+    # the ack rate came back after every deletion before the next one, and within the
+    # recovery goal of 5 s: the deleted worker serves its slot until the new pod's worker registered
     # (squall.worker.handover), so the rate barely dips (0.0 s, 92-98% of it in the worst 1 s
     # window, docs/reliability.md): the bound has a wide margin on the loaded 2-core machine
     assert result.unrecovered == 0, chaos.report(result)

@@ -1,4 +1,4 @@
-"""A spec change applied to a running topology by the operator (issue 30, item 3), on the
+"""A spec change applied to a running topology by the operator, on the
 process-kubelet cluster: `kubectl patch` of maxSpoutPending and of a bolt's config reaches the
 running workers with no pod replaced (one `ConfigUpdated` Event saying what changed and how:
 the spout's bound live, the bolt's executors restarted in place, each prepared with the new

@@ -1,4 +1,4 @@
-"""`kubectl scale topology/NAME --replicas=N` on the real API server (issue 30, items 4 and 6).
+"""`kubectl scale topology/NAME --replicas=N` on the real API server.
 
 The Topology CRD's scale subresource maps replicas to `spec.numWorkers`, the status replicas to
 `status.replicas` (the workers running) and the selector to `status.selector` (the worker pods'
@@ -7,7 +7,7 @@ Deployment; the operator turns the numWorkers change into a hot rebalance. `kube
 topologies` shows acked/s and failed/s, `-o wide` the nimbus status, the tasks and the image.
 A topology whose bolt fails every tuple turns Degraded (condition, STATUS, one Event) and clears
 when deactivated; its workers' PodDisruptionBudget is the Topology's and goes with it; the
-operator's livenessProbe keeps passing (issue 30, item 6).
+operator's livenessProbe keeps passing.
 
 The chart, the operator, ZooKeeper and the process kubelet are the session's release `squall` in
 namespace squall-e2e (the `squall` fixture, conftest.py), shared with test_operator_e2e.py.

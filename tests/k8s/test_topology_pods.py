@@ -1,5 +1,5 @@
-"""Per-topology worker pod settings, honest health and placement on the real API server
-(issue 10, items 4, 5, 7, 8, 9 and its Bad input).
+"""Per-topology worker pod settings, honest health and placement on the real API server, and
+invalid settings refused.
 
 The CRD's schema refuses invalid worker settings with the field in the message. With the chart
 installed (the session's `squall` fixture, conftest.py: the process kubelet runs `squall-worker:*`

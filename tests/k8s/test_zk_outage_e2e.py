@@ -1,4 +1,4 @@
-"""The operator through a ZooKeeper outage, end to end on the real control plane (issue 9 defect 8).
+"""The operator through a ZooKeeper outage, end to end on the real control plane.
 
 The chart's ZooKeeper pod is frozen (SIGSTOP) for longer than every session timeout, then killed;
 the kubelet starts it again on the same data directory. Under load: no worker pod is replaced,
