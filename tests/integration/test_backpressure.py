@@ -1,4 +1,4 @@
-"""Backpressure per task, and acking that cannot deadlock (issue 9, defect 5).
+"""Backpressure per task, and acking that cannot deadlock.
 
 Real worker processes on the session's ZooKeeper, talking zmq on loopback, scheduled by nimbus.
 Rates come from the workers' heartbeats in ZooKeeper; assertions are on ratios of rates measured

@@ -188,8 +188,8 @@ def test_squall_kill_ends_squall_run(tmp_path: Path) -> None:
 
 
 def test_squall_kill_w_waits_the_time_asked_under_squall_run() -> None:
-    """Issue 31 item 3: `squall kill NAME -w 5` on a topology `squall run` runs removed it 1.7-2.2 s
-    after the verb (the run ended its own wait once no spout had a pending tuple and killed again
+    """`squall kill NAME -w 5` on a topology `squall run` runs once removed it 1.7-2.2 s after the
+    verb (the run ended its own wait once no spout had a pending tuple and killed again
     with wait 0, which shortened the first kill's wait). Storm's kill waits the time given, so
     bolts can flush: the topology stays (KILLED, spouts deactivated, workers up and heartbeating)
     for the 5 s, and is removed after them."""

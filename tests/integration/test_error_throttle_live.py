@@ -1,5 +1,5 @@
 """A spout that raises on every call and a bolt that raises on every tuple, in a real worker
-(real ZooKeeper, real processes; issue 31): the worker's log grows by a bounded number of bytes
+(real ZooKeeper, real processes): the worker's log grows by a bounded number of bytes
 a second (the first errors of each interval with their tracebacks, then one line per interval),
 the spout is called less and less often so it does not spin a core, and the errors still reach
 ZooKeeper, where `squall run`'s table and the web UI's REST API read them."""

@@ -3,7 +3,7 @@ ports of real worker processes (real ZooKeeper, zmq on loopback) while a topolog
 rate. No worker dies, every bad frame is counted (the workers' heartbeats carry the count), and
 every message id is still acked (docs/reliability.md, "Hostile input"). And garbage costs a
 worker no memory that it keeps: its resident size stays bounded while thousands of garbage
-frames and some very large ones arrive, and comes back near where it was (issue 31).
+frames and some very large ones arrive, and comes back near where it was.
 
 Each frame is classified here with the decoder and shape checks the worker applies, so the
 expected count is exact: a frame is bad when it does not decode, or when any of its items has
@@ -193,7 +193,7 @@ def test_fuzzed_ports_count_every_bad_frame_and_keep_acking(
     assert not cluster.crashes
 
 
-# -- memory under garbage frames (issue 31) -------------------------------------------------------
+# -- memory under garbage frames ------------------------------------------------------------------
 
 SMALL_FRAMES = 5500  # per port: random, truncated and mis-shaped frames of at most 300 bytes
 OVERSIZED = (100 << 20, 3)  # frames over the maximum frame size (wire.MAX_FRAME_BYTES): refused by zmq

@@ -1,4 +1,4 @@
-"""A garbage assignment node in ZooKeeper (issue 31): another client with the cluster's
+"""A garbage assignment node in ZooKeeper: another client with the cluster's
 credentials writes non-JSON into a running topology's assignment. Nimbus owns the node: one
 line names it, nimbus rewrites it from its own state and carries on; a worker killed meanwhile
 is restarted (and counted as a crash, which makes `squall run` exit 1); the topology keeps

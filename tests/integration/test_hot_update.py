@@ -1,4 +1,4 @@
-"""Hot update under load (issue 9, defect 4): rebalances and executor moves must not stall,
+"""Hot update under load: rebalances and executor moves must not stall,
 silence heartbeats, or cost replays.
 
 Real worker processes on the session's ZooKeeper, zmq on loopback, nimbus scheduling. The spout

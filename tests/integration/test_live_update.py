@@ -1,4 +1,4 @@
-"""A spec change applied to a running topology on the local cluster (issue 30, item 3): `squall
+"""A spec change applied to a running topology on the local cluster: `squall
 update FILE --zookeeper ...` as a user runs it, against real worker processes on the session's
 ZooKeeper. maxSpoutPending changes live (the spouts' pending, read from the heartbeats, falls
 under the new bound with no worker or executor restarted), a bolt's config restarts that bolt's

@@ -1,4 +1,4 @@
-"""The load-aware shuffle sees a busy Python worker (issue 11): real worker processes on the
+"""The load-aware shuffle sees a busy Python worker: real worker processes on the
 session's ZooKeeper, talking zmq on loopback, two workers on one node.
 
 A worker is one Python process, one GIL: a spout that emits as fast as it can saturates its

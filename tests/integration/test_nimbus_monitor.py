@@ -66,7 +66,7 @@ def register(state: ClusterState, node: str, ports: list[int]) -> None:
 @pytest.mark.parametrize("skew", [-3600.0, 3600.0])
 def test_skewed_worker_clock_is_neither_dead_nor_immortal(nimbus: Nimbus, cluster_state: ClusterState,
                                                           skew: float) -> None:
-    """Issue 9 defect 7: freshness is judged by when nimbus saw the heartbeat change."""
+    """Freshness is judged by when nimbus saw the heartbeat change, not by the worker's clock."""
     clock = nimbus.clock
     assert isinstance(clock, FakeClock)
     register(cluster_state, "node1", [6700, 6701])
@@ -86,7 +86,7 @@ def test_skewed_worker_clock_is_neither_dead_nor_immortal(nimbus: Nimbus, cluste
 
 def test_killed_topology_keeps_its_slots_during_the_kill_wait(nimbus: Nimbus,
                                                               cluster_state: ClusterState) -> None:
-    """Issue 9 defect 6: one slot; kill A (30 s wait) and submit B at once: B waits for A."""
+    """One slot; kill A (30 s wait) and submit B at once: B waits for A, whose worker drains."""
     clock = nimbus.clock
     assert isinstance(clock, FakeClock)
     register(cluster_state, "node1", [6700])
@@ -108,7 +108,7 @@ def test_killed_topology_keeps_its_slots_during_the_kill_wait(nimbus: Nimbus,
 
 @pytest.mark.skipif(not java_available(), reason="no java on PATH")
 def test_nothing_is_declared_dead_for_an_outage_nimbus_could_not_observe(tmp_path: Path) -> None:
-    """Issue 9 defect 8: ZooKeeper away for 30 s (fake time; the real server stopped and started
+    """ZooKeeper away for 30 s (fake time; the real server stopped and started
     again with its data): after it is back, workers get a fresh heartbeat window, plus the time
     their clients need to reconnect (`reconnect_grace`)."""
     zk = EmbeddedZooKeeper(tick_time_ms=500, min_session_timeout_ms=1000, max_session_timeout_ms=10_000)

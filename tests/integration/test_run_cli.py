@@ -97,8 +97,8 @@ def test_run_wordcount_writes_summary_and_leaves_nothing(tmp_path: Path) -> None
             proc.communicate()
     text = out.decode(errors="replace")
     assert proc.returncode == 0, text
-    # stdout is a pipe: the final table has every column, whatever its width (issue 31 item 4:
-    # it was cut at 80 columns, its header ending `p50 ms   p9`)
+    # stdout is a pipe: the final table has every column, whatever its width (it
+    # was cut at 80 columns, its header ending `p50 ms   p9`)
     lines = text.splitlines()
     header = next(line for line in lines if "execs" in line)
     assert header.split()[-4:] == ["p50", "ms", "p99", "ms"], text
@@ -168,7 +168,7 @@ def test_run_refuses_invalid_topology_before_starting(name: str, path: str, tmp_
 
 @pytest.mark.parametrize("option", ["--metrics-port", "--ui-port"])
 def test_run_on_a_busy_port_is_one_line_before_anything_starts(option: str, tmp_path: Path) -> None:
-    """Issue 31 item 5: a busy --metrics-port printed its error, then an empty table titled
+    """A busy --metrics-port once printed its error, then an empty table titled
     `wordcount [KILLED] 0.0s`. docs/operator.md: one line and exit 1 before anything starts."""
     import socket
 

@@ -1,4 +1,4 @@
-"""ClusterState across ZooKeeper sessions (issue 9 defect 2), on the real server: a session
+"""ClusterState across ZooKeeper sessions, on the real server: a session
 expired with the standard trick (a second client on the same session id and password closes
 it) loses its ephemeral nodes; the state registers them again in its new session."""
 

@@ -4,7 +4,7 @@ running the word count, watches the figures move, deactivates the topology with 
 button and sees the spout's emitted count stop, activates it again and sees it move again.
 Screenshots of both pages go to the test's tmp dir, and to docs/ when SQUALL_UI_SCREENSHOTS=docs
 (how docs/ui-topology.png and docs/ui-topologies.png were made). On the same run: the reported
-injection (issue 31: `/topology/<img src=x onerror=...>` ran its handler) runs nothing, number
+injection (`/topology/<img src=x onerror=...>` once ran its handler) runs nothing, number
 columns are right-aligned, and the page's script prints latencies as the server does."""
 
 from __future__ import annotations
@@ -130,8 +130,8 @@ def test_ui_in_headless_chromium(squall_run: tuple[str, list[str]], browser: Any
 
 @pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
 def test_injected_markup_runs_nothing_in_chromium(squall_run: tuple[str, list[str]], browser: Any) -> None:
-    """issue 31, 1: the 404 page of `/topology/<img src=x onerror=...>` echoed the name raw and
-    Chromium ran the handler (which, with --ui-actions, could post any action). Now the name is
+    """The 404 page of `/topology/<img src=x onerror=...>` once echoed the name raw
+    and Chromium ran the handler (which, with --ui-actions, could post any action). Now the name is
     text, and the Content-Security-Policy would refuse an inline handler anyway."""
     from urllib.parse import quote
 
@@ -153,7 +153,7 @@ def test_injected_markup_runs_nothing_in_chromium(squall_run: tuple[str, list[st
 @pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
 def test_numbers_right_aligned_and_latencies_as_the_server_prints_them(
         squall_run: tuple[str, list[str]], browser: Any) -> None:
-    """issue 31, 6: `table.grid td` overrode `td.num` (numbers left-aligned); execute latency
+    """`table.grid td` once overrode `td.num` (numbers left-aligned); execute latency
     read `0.00` for two bolts and `0` for the third once the script refreshed it, and two
     decimals turned latencies under 10 us into 0."""
     url, _ = squall_run

@@ -128,7 +128,7 @@ BAD_IDS = ["zookeeper", ".", "..", "%2e%2e", "%2E%2E", "%2e", "%00", "a%00b", "%
 
 
 def test_reported_injection_is_escaped_and_forbidden_by_csp(served: Served) -> None:
-    """issue 31, 1: the 404 page echoed the name raw; headless Chromium ran its handler."""
+    """The 404 page once echoed the name raw; headless Chromium ran its handler."""
     for target in (f"/topology/{quote(INJECTION, safe='')}", f"/topology/{quote(INJECTION)}"):
         got = served.request("GET", target)
         assert got.status == 404, (target, got.status, got.text)
@@ -144,7 +144,7 @@ def test_reported_injection_is_escaped_and_forbidden_by_csp(served: Served) -> N
 
 @pytest.mark.parametrize("name", BAD_IDS)
 def test_invalid_or_unknown_ids_are_404_before_zookeeper(served: Served, name: str) -> None:
-    """issue 31, 2: `zookeeper`, `.`, `..` and `%2e%2e` were 500 with a traceback in the run's
+    """`zookeeper`, `.`, `..` and `%2e%2e` were once 500 with a traceback in the run's
     output (ZooKeeper's node-name check); every invalid or unknown id is 404, on every route."""
     targets = [("GET", f"/api/v1/topology/{name}"), ("GET", f"/api/v1/topology/{name}?window=600"),
                ("GET", f"/topology/{name}")]

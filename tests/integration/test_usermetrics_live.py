@@ -1,4 +1,4 @@
-"""A component's own metrics on a real worker (issue 28 item 2): a bolt registers a counter, a
+"""A component's own metrics on a real worker: a bolt registers a counter, a
 meter, a histogram, a timer and two gauges (one always raising) through its context, in a real
 worker process on a real ZooKeeper; a real HTTP scrape of the worker's `/metrics` shows each one
 per task, labelled topology, component, task and name, and their values follow the tuples the

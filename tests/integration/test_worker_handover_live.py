@@ -1,4 +1,4 @@
-"""A worker asked to stop hands its slot over (squall.worker.handover; issue 12, pod deletion):
+"""A worker asked to stop hands its slot over (squall.worker.handover; what a pod deletion does):
 real ZooKeeper, real worker processes, real zmq on loopback.
 
 What a deleted worker pod goes through on Kubernetes, played on a local cluster: the worker gets

@@ -1,4 +1,4 @@
-"""A worker's HTTP endpoint (issue 9, readiness; issue 14, metrics): real ZooKeeper, a real
+"""A worker's HTTP endpoint (readiness and metrics): real ZooKeeper, a real
 worker process, real zmq, a real network partition between the worker and ZooKeeper.
 
 * `/readyz` tells the truth: a worker cut off from ZooKeeper long enough for its session to

@@ -1,4 +1,4 @@
-"""A worker that cannot load its topology's classes says so in ZooKeeper (issue 10, item 8).
+"""A worker that cannot load its topology's classes says so in ZooKeeper.
 
 The operator imports no user code; the worker checks the classes in its own image, and what
 does not load is written as an error under the `__load` component, which the operator shows on

@@ -1,4 +1,4 @@
-"""ZooKeeper ACLs on Squall's nodes (issue 12, item 4), against the real ZooKeeper: with digest
+"""ZooKeeper ACLs on Squall's nodes, against the real ZooKeeper: with digest
 credentials every node Squall creates is readable and writable by that user alone. A client
 without them (anonymous, or with a wrong password) gets NoAuthError reading an assignment or
 writing a heartbeat; the workers of a local cluster, handed the credentials in a 0600 file, run

@@ -1,4 +1,4 @@
-"""ZooKeeper sessions and outages under load (issue 9, defects 2 and 8): real ZooKeeper, real
+"""ZooKeeper sessions and outages under load: real ZooKeeper, real
 worker processes, real zmq.
 
 * A worker whose session expires (paused longer than its session timeout) registers its endpoint

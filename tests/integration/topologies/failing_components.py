@@ -1,5 +1,5 @@
 """Components that raise on every call, for the error-throttle tests
-(tests/integration/test_error_throttle_live.py, issue 31)."""
+(tests/integration/test_error_throttle_live.py)."""
 
 from __future__ import annotations
 
