@@ -1,4 +1,4 @@
-"""The built-in autoscaling policy (issue 30, item 4): the busy figure taken from heartbeat
+"""The built-in autoscaling policy: the busy figure taken from heartbeat
 counts, and the decision on plain figures and an injected time (no sleeps): out after the signal
 stayed above target, in after it stayed low, cooldown, hysteresis, bounds, and a recorded load
 step that never flaps."""

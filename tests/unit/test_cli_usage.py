@@ -1,5 +1,5 @@
-"""Usage errors of `squall` and `kubectl squall` are one line on stderr with exit code 2 (issue 31
-item 5): typer's six-line usage panel is gone, and the line names the command, the option and
+"""Usage errors of `squall` and `kubectl squall` are one line on stderr with exit code 2:
+typer's six-line usage panel is gone, and the line names the command, the option and
 the value. In-process through typer's CliRunner, which calls the group's `main` as the console
 script does; nothing here reaches ZooKeeper, Kubernetes or starts a process."""
 

@@ -1,4 +1,4 @@
-"""Errors of user code at a bounded rate (squall.worker.errorlog, issue 31): Storm's
+"""Errors of user code at a bounded rate (squall.worker.errorlog): Storm's
 topology.max.error.report.per.interval per topology.error.throttle.interval.secs, for the log
 and for what is reported; one summary line per interval; the spout's back-off. Plain values
 and an injected clock."""

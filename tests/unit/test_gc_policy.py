@@ -72,7 +72,7 @@ def _timed() -> tuple[GcPolicy, _Collector, list[float]]:
 
 def test_a_young_collection_at_least_every_few_seconds() -> None:
     # a worker that allocates little (idle, or dropping garbage frames) never reaches the young
-    # threshold: its cyclic garbage would stay for good (issue 31)
+    # threshold: its cyclic garbage would stay for good
     p, c, now = _timed()
     c.young = 50
     p.tick()

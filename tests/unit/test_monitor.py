@@ -91,7 +91,7 @@ def test_dead_slots() -> None:
     assert dead_slots(assignment, {E1, E2, E3}) == frozenset()
 
 
-# --- nimbus-side time (issue 9 defect 7) and outages (defect 8) ----------------------------------
+# --- nimbus-side time (a worker's clock may be off) and ZooKeeper outages ------------------------
 
 
 def beat_at(worker_time: float) -> WorkerHeartbeat:

@@ -1,4 +1,4 @@
-"""Which slots nimbus lets the scheduler hand out (issue 9 defect 6), with plain values."""
+"""Which slots nimbus lets the scheduler hand out, with plain values."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Health you can see (issue 30, item 6): the Degraded verdict on plain figures and an injected
+"""Health you can see: the Degraded verdict on plain figures and an injected
 time, its Events, the workers' PodDisruptionBudget and the operator's liveness."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""squall.plan: the acker count follows the worker count when numAckers is unset (issue 9,
-defect 5): a rebalance to more workers adds acker tasks after every other task, so no existing
-task id changes; an explicit numAckers stays fixed."""
+"""squall.plan: the acker count follows the worker count when numAckers is unset, so no
+worker is left without an acker: a rebalance to more workers adds acker tasks after every
+other task, so no existing task id changes; an explicit numAckers stays fixed."""
 
 from __future__ import annotations
 

@@ -72,7 +72,7 @@ def _rows(text: str) -> list[list[str]]:
 
 @pytest.mark.parametrize("columns", [None, "60", "200"])
 def test_the_table_in_a_pipe_is_never_cut(columns: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 31 item 4: with stdout a pipe or a file (CI, `| tee`) the final table kept 80
+    """With stdout a pipe or a file (CI, `| tee`) the final table once kept 80
     columns and lost its p99 column. Now it takes the width it needs; COLUMNS, if set, folds
     long names but never cuts a figure or a header."""
     if columns is None:

@@ -1,4 +1,4 @@
-"""`squall run`'s totals survive worker replacement and executor moves (issue 9 defect 8)."""
+"""`squall run`'s totals survive worker replacement and executor moves."""
 
 from __future__ import annotations
 

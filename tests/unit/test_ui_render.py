@@ -112,7 +112,7 @@ def test_no_html_built_by_f_strings() -> None:
 @pytest.mark.skipif(shutil.which("node") is None, reason="no node on PATH")
 def test_ui_js_prints_latencies_as_the_templates_do() -> None:
     """ui.js refreshes the figures every 2 s: its `latency` must give the templates' text, or a
-    figure changes form on the first refresh (issue 31: `0.00` for two bolts, `0` for the third)."""
+    figure changes form on the first refresh (it read `0.00` for two bolts, `0` for the third)."""
     source = (UI / "static" / "ui.js").read_text()
     m = re.search(r"^  function latency\(v\) \{\n.*?^  \}\n", source, re.S | re.M)
     assert m, "ui.js has no latency function"

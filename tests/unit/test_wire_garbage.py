@@ -1,4 +1,4 @@
-"""Garbage frames leave no garbage behind (issue 31): whatever a receiver refuses is freed by
+"""Garbage frames leave no garbage behind: whatever a receiver refuses is freed by
 reference counting as soon as it is dropped, without waiting for the cyclic collector, which a
 worker runs rarely (squall.gcpolicy)."""
 
