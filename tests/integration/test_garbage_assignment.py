@@ -141,7 +141,7 @@ def arg(argv: list[str], name: str) -> str:
 
 
 def test_squall_run_says_it_once_restarts_the_worker_and_exits_1(zookeeper: Any) -> None:
-    """The issue's run: `squall run` while another client writes garbage into the assignment and
+    """The reported run: `squall run` while another client writes garbage into the assignment and
     a worker is killed. Before: 83 tracebacks, the worker never restarted, exit 0."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "squall_operator", "run", "examples/wordcount/topology.yaml", "--duration", "20",

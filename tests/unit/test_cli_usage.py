@@ -30,7 +30,7 @@ def one_error_line(args: list[str], *, code: int = 2, application: object = app)
 
 
 def test_rebalance_with_no_workers_is_one_line() -> None:
-    """The issue's case: six lines of usage panel before."""
+    """The reported case: six lines of usage panel before."""
     assert one_error_line(["rebalance", "wordcount", "-n", "0"]) == \
         "error: squall rebalance: -n/--num-workers must be >= 1 (got 0)"
 
