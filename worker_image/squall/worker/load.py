@@ -1,8 +1,8 @@
 """How busy this worker is, and how busy its peers say they are: the CPU half of the load-aware
 shuffle (`squall.groupings.LoadAwareShuffle`).
 
-A Squall worker is one Python process: its executors, receive and transfer threads share one
-GIL, so the process saturates at about one core however many the machine has, while its
+A Squall worker is one Python process: its engine loop steps every executor on one thread, under
+one GIL, so the process saturates at about one core however many the machine has, while its
 queues can stay empty (a spout's worker that keeps every sentence local, issue 11). Storm's
 load (queue population) cannot see that; this module measures it.
 
