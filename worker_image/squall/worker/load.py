@@ -3,7 +3,7 @@ shuffle (`squall.groupings.LoadAwareShuffle`).
 
 A Squall worker is one Python process: its engine loop steps every executor on one thread, under
 one GIL, so the process saturates at about one core however many the machine has, while its
-queues can stay empty (a spout's worker that keeps every sentence local, issue 11). Storm's
+queues can stay empty (a spout's worker that keeps every sentence local). Storm's
 load (queue population) cannot see that; this module measures it.
 
 The measure, `busy`: the share of the last interval during which a Python thread of this

@@ -134,7 +134,8 @@ class WorkerState:
         # ZooKeeper refuses this worker's credentials (ACLs), warned once per refusal: it cannot
         # see a successor come then
         self.zk_refused = False
-        # seconds each step of the start took (logged once registered; issue 12's recovery)
+        # seconds each step of the start took (logged once registered: where a replacement
+        # worker's recovery time goes)
         self.startup: dict[str, float] = {}
         self.endpoints: dict[WorkerSlot, Endpoint] = {}
         self.errors: collections.deque[tuple[str, int, str]] = collections.deque(maxlen=100)
