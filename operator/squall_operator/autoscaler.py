@@ -31,6 +31,7 @@ class Host(Protocol):
 
     def post(self, res: Resource, type_: str, reason: str, message: str) -> None: ...
     def patch_spec(self, res: Resource, ops: list[dict[str, Any]]) -> None: ...
+    def key(self, res: Resource) -> str: ...
     def allowed_slots(self, topo: str, base: StormBase) -> frozenset[WorkerSlot] | None: ...
     def slots_taken_by_others(self, topo: str) -> set[WorkerSlot]: ...
 
@@ -132,7 +133,7 @@ class Autoscaler:
     def _offered(self, res: Resource, base: StormBase) -> int | None:
         """The most workers the nodes can give the topology: the slots its pods may use that no
         other topology holds (None: the nodes are not known yet)."""
-        allowed = self.host.allowed_slots(res.name, base)
+        allowed = self.host.allowed_slots(self.host.key(res), base)
         if allowed is None:
             return None
-        return len(allowed - self.host.slots_taken_by_others(res.name))
+        return len(allowed - self.host.slots_taken_by_others(self.host.key(res)))

@@ -43,7 +43,7 @@ from squall.models.cluster import (
     WorkerSlot,
 )
 from squall.models.v1alpha1 import Topology, WorkerSpec
-from squall.state import CONNECTION_ERRORS, NotConnected, StateError, ZkCredentials
+from squall.state import CONNECTION_ERRORS, NotConnected, StateError, ZkCredentials, topology_key
 from squall.validation import check_topology, parse_topology
 from squall.worker.security import CurveKeys
 from squall_operator import canary as canaries
@@ -158,8 +158,16 @@ class KubeNimbus(Nimbus):
                 self.api.delete_pod(res.namespace, name)
                 log.info("topology %s: deleted worker pod %s of the old launch (graph upgrade)", topo, name)
 
+    def key(self, res: Resource) -> str:
+        """res's topology key in ZooKeeper, decided once (reconcile.storm_key): NAMESPACE~NAME,
+        or the bare name of a topology an older operator stored for res, which keeps running
+        under it. Decided before anything reads or writes under the key, so never both."""
+        if res.topo is None:
+            res.topo = reconcile.storm_key(res, self.state.get_storm(res.name))
+        return res.topo
+
     def _owner(self, topo: str) -> Resource | None:
-        found = [r for r in self.resources.values() if r.name == topo and not r.removed]
+        found = [r for r in self.resources.values() if not r.removed and self.key(r) == topo]
         owned = [r for r in found if r.owned]
         return next(iter(owned or found), None)
 
@@ -263,7 +271,7 @@ class KubeNimbus(Nimbus):
         if res is None or self._raw_nodes is None:
             return scheduler.NO_PLACEMENT
         worker = self.worker_spec(res, base)
-        return placements.topology_placement(topo, res.namespace, self.config.worker, worker,
+        return placements.topology_placement(res.name, res.namespace, self.config.worker, worker,
                                              placements.node_labels(self._raw_nodes))
 
     def node_labels(self) -> Mapping[str, Mapping[str, str]]:
@@ -292,7 +300,7 @@ class KubeNimbus(Nimbus):
             if not res.owned:
                 continue
             try:
-                assignment = self.state.get_assignment(res.name)
+                assignment = self.state.get_assignment(self.key(res))
             except StateError:
                 continue
             if assignment is None:
@@ -481,7 +489,7 @@ class KubeNimbus(Nimbus):
     def snapshot(self, res: Resource) -> reconcile.Snapshot:
         """What `reconcile.decide` decides on: the stored topology of res's name, and for a
         deleted resource whose topology is gone, whether its worker pods are."""
-        base = self.state.get_storm(res.name)
+        base = self.state.get_storm(self.key(res))
         return reconcile.Snapshot(base, reconcile.needs_pods(res, base) and bool(self._pods_of(res)))
 
     def reconcile_spec(self, res: Resource) -> None:
@@ -495,10 +503,10 @@ class KubeNimbus(Nimbus):
         its topology is stored: a log config never comes before its topology)."""
         from squall.models.cluster import LogConfig, LogSetting
 
-        if self.state.get_storm(res.name) is None:
+        if self.state.get_storm(self.key(res)) is None:
             return
         wanted = dict(res.log_levels)
-        self.state.set_log_config(res.name, LogConfig(loggers={k: LogSetting(**v) for k, v in wanted.items()}))
+        self.state.set_log_config(self.key(res), LogConfig(loggers={k: LogSetting(**v) for k, v in wanted.items()}))
         res.log_levels_written = wanted
         log.info("topology %s/%s: log levels %s", res.namespace, res.name,
                  ", ".join(f"{k}={v['level']}" for k, v in sorted(wanted.items())) or "none (each logger its own)")
@@ -509,7 +517,7 @@ class KubeNimbus(Nimbus):
     def carry_out(self, res: Resource, intents: list[reconcile.Intent]) -> None:
         """Do what `reconcile.decide` asked, in order; a rebalance nimbus rejects ends it (the
         generation is recorded as rejected and observed, with a Warning saying why)."""
-        topo = res.name
+        topo = self.key(res)
         for intent in intents:
             if isinstance(intent, reconcile.Record):
                 for name, value in intent.fields.items():
@@ -517,7 +525,7 @@ class KubeNimbus(Nimbus):
             elif isinstance(intent, reconcile.Event):
                 self.post(res, intent.type, intent.reason, intent.message)
             elif isinstance(intent, reconcile.Submit):
-                self.submit(intent.topology)
+                self.submit(intent.topology, topo)
             elif isinstance(intent, reconcile.Update):
                 try:
                     self.update(topo, intent.topology)
@@ -554,20 +562,29 @@ class KubeNimbus(Nimbus):
         topologies that are gone."""
         try:
             namespaces: list[str | None] = list(self.config.namespaces) or [None]
-            names = {t["metadata"]["name"] for ns in namespaces for t in self.api.list_topologies(ns)}
+            listed = [t["metadata"] for ns in namespaces for t in self.api.list_topologies(ns)]
         except Exception:
             log.warning("cannot list Topologies; not looking for orphans", exc_info=True)
             return
+        # a listed resource the handlers have not registered yet owns its namespaced key, or the
+        # bare name an older operator stored it under (reconcile.storm_key, below)
+        keys = {topology_key(m["name"], m["namespace"]) for m in listed}
+        keys |= {self.key(r) for r in list(self.resources.values())}
+        bare = {m["name"] for m in listed}
         running = set(self.state.storm_ids())
         for topo in self.state.topologies_with_state() - running:
             # leftovers (heartbeats, errors) of a topology that is gone and has no resource
-            if topo not in names and not any(r.name == topo for r in self.resources.values()):
+            if topo not in keys and topo not in bare:
                 self.state.teardown_topology(topo)
         for topo in sorted(running):
-            if topo in names or any(r.name == topo for r in self.resources.values()):
+            if topo in keys:
                 continue
             base = self.state.get_storm(topo)
             if base is None or base.status is TopologyStatus.KILLED:
+                continue
+            if topo in bare and any(
+                    reconcile.storm_key(Resource(m["namespace"], m["name"], m.get("uid", ""), 0, {}), base) == topo
+                    for m in listed if m["name"] == topo):
                 continue
             owner = (base.topology.get("metadata") or {}).get("namespace")
             if self.config.namespaces and owner not in self.config.namespaces:
@@ -581,9 +598,9 @@ class KubeNimbus(Nimbus):
     # -- pods ------------------------------------------------------------------------------------------
     def reconcile_pods(self, res: Resource) -> None:
         """Make the worker pods match the assignment: create, replace, delete."""
-        base = self.state.get_storm(res.name)
+        base = self.state.get_storm(self.key(res))
         mine = owns(res, base)
-        assignment = self.state.get_assignment(res.name) if mine else None
+        assignment = self.state.get_assignment(self.key(res)) if mine else None
         wanted = set(assignment.slots().values()) if assignment is not None else set()
         existing = [pods.pod_view(p) for p in self._pods_of(res)]
         nodes = self.kstate.nodes
@@ -621,7 +638,7 @@ class KubeNimbus(Nimbus):
         for slot in plan.create:
             # a name of its own (a new generation): the slot's old pod may still be terminating
             body = pods.worker_pod(res.name, res.uid, res.namespace, slot, self.config.worker, worker,
-                                   generation=pods.pod_generation(secrets.randbelow))
+                                   generation=pods.pod_generation(secrets.randbelow), key=self.key(res))
             try:
                 self.api.create_pod(res.namespace, body)
                 log.info("topology %s: created worker pod %s", res.name, body["metadata"]["name"])
@@ -707,14 +724,14 @@ class KubeNimbus(Nimbus):
         """Roll worker pods whose settings (image, env, resources, ...) are not the topology's:
         read the inputs of `roll.step` and apply its effects (see squall_operator.roll), and keep
         `res.upgrade` (the last good settings, and a failed canary's; squall_operator.canary)."""
-        base = self.state.get_storm(res.name) if res.owned and not res.deleting else None
+        base = self.state.get_storm(self.key(res)) if res.owned and not res.deleting else None
         if base is None:
             res.roll = None
             return
         worker = self.worker_spec(res, base)
         want = pods.template_hash(self.config.worker, worker)
         live = [v for v in (pods.pod_view(p) for p in self._pods_of(res)) if not v.deleting]
-        assignment = self.state.get_assignment(res.name) or Assignment()
+        assignment = self.state.get_assignment(self.key(res)) or Assignment()
         ready = {v.slot for v in live if v.ready and v.template == want}
         assigned = set(assignment.slots().values())
         running = stored.topology(base)
@@ -724,7 +741,7 @@ class KubeNimbus(Nimbus):
         if res.roll is not None and res.roll.step == rolls.DRAINING:
             # what the spouts have pending, for a drain that ends when nothing is
             plan = stored.plan(base)
-            beats = self.state.get_worker_heartbeats(res.name)
+            beats = self.state.get_worker_heartbeats(self.key(res))
             for executor, slot in assignment.slots().items():
                 if plan.executor_component(executor) in plan.spouts:
                     beat = beats.get(slot)
@@ -764,11 +781,11 @@ class KubeNimbus(Nimbus):
         res.roll, effects = rolls.step(res.roll, inp)
         for effect in effects:
             if effect.kind == "deactivate":
-                self.deactivate(res.name)
+                self.deactivate(self.key(res))
             elif effect.kind == "activate":
-                self.activate(res.name)
+                self.activate(self.key(res))
             elif effect.kind == "restamp":
-                self._restamp(res.name, set(effect.slots), now)
+                self._restamp(self.key(res), set(effect.slots), now)
             elif effect.kind == "delete":
                 for name in effect.pods:
                     self.api.delete_pod(res.namespace, name)
@@ -804,7 +821,7 @@ class KubeNimbus(Nimbus):
         executors' counts are taken since the analysis window's start: the first round that
         finds the canary ready keeps them as the baseline (in memory: an operator restarted
         during the window counts from its first round)."""
-        beats = self.state.get_worker_heartbeats(res.name)
+        beats = self.state.get_worker_heartbeats(self.key(res))
         by_slot = {v.slot: v for v in live if v.slot is not None}
         slot_executors: dict[WorkerSlot, list[str]] = {}
         for executor, slot in assignment.slots().items():
@@ -866,23 +883,24 @@ class KubeNimbus(Nimbus):
     def write_status(self, res: Resource, now: float) -> None:
         if res.removed:
             return
-        base = self.state.get_storm(res.name)
+        topo = self.key(res)
+        base = self.state.get_storm(topo)
         if not owns(res, base):
             base = None
-        assignment = self.state.get_assignment(res.name) if base is not None else None
-        beats = self.state.get_worker_heartbeats(res.name) if base is not None else {}
+        assignment = self.state.get_assignment(topo) if base is not None else None
+        beats = self.state.get_worker_heartbeats(topo) if base is not None else {}
         views = [pods.pod_view(p) for p in self._pods_of(res)]
         errors = {}
         if base is not None:
             for comp in base.component_executors:
-                errors[comp] = self.state.last_error(res.name, comp)
+                errors[comp] = self.state.last_error(topo, comp)
         blockers: list[pods.Problem] = []
         if res.pod_problem is not None:
             blockers.append(pods.Problem("InvalidPodTemplate", res.pod_problem))
         if base is not None:
             # before the pods' own reasons: a worker that cannot load its classes crash-loops,
             # and the import error says why
-            load = self.state.last_error(res.name, LOAD_ERROR_COMPONENT)
+            load = self.state.last_error(topo, LOAD_ERROR_COMPONENT)
             newest_beat = max((b.time_secs for b in beats.values()), default=0.0)
             # a worker that started since the error loads the classes: the error is old
             if load is not None and newest_beat < load.time_secs:

@@ -140,12 +140,15 @@ class Nimbus:
             log.log(self.outage_log_level, "ZooKeeper reachable again: every worker gets a fresh heartbeat window")
 
     # -- API -------------------------------------------------------------------------------
-    def submit(self, topology: Topology) -> None:
+    def submit(self, topology: Topology, topo: str | None = None) -> None:
+        """Store `topology` under its key `topo` (None: its name, as the local cluster keys it;
+        the operator's is namespaced, squall.topology_keys)."""
+        topo = topo or topology.name
         with self.lock:
-            if self.state.get_storm(topology.name) is not None:
-                raise NimbusError(f"topology {topology.name!r} is already running")
-            self.state.set_storm(topology.name, initial_storm_base(topology, self.clock()))
-            log.info("submitted topology %s", topology.name)
+            if self.state.get_storm(topo) is not None:
+                raise NimbusError(f"topology {topo!r} is already running")
+            self.state.set_storm(topo, initial_storm_base(topology, self.clock()))
+            log.info("submitted topology %s", topo)
             self.mk_assignments()
 
     def activate(self, topo: str) -> None:

@@ -362,9 +362,11 @@ def worker_probes(config: WorkerPodConfig) -> dict[str, Any]:
 
 def worker_pod(
     topology: str, uid: str, namespace: str, slot: WorkerSlot, config: WorkerPodConfig,
-    worker: WorkerSpec | None = None, generation: str = "",
+    worker: WorkerSpec | None = None, generation: str = "", key: str | None = None,
 ) -> dict[str, Any]:
-    """The pod running `slot`'s worker: pinned to the slot's node, owned by the Topology.
+    """The pod running `slot`'s worker: pinned to the slot's node, owned by the Topology;
+    `key`: the topology's key in ZooKeeper (squall.topology_keys; None: the name), what the
+    worker reads and writes under, while names and labels of Kubernetes objects take the name.
 
     `worker` (the topology's `spec.worker`) is laid under the operator's own settings: it
     replaces the chart's image, pull policy, resources and service account, and adds env,
@@ -375,7 +377,7 @@ def worker_pod(
     args = [
         "--zookeeper", config.zookeeper,
         "--root", config.zk_root,
-        "--topology", topology,
+        "--topology", key or topology,
         "--node", slot.node,
         "--port", str(slot.port),
         "--metrics-port", str(metrics_port(slot, config)),

@@ -8,7 +8,7 @@ and stops at the first intent that fails; a rebalance nimbus rejects is recorded
 only carrying it out can tell.
 
     submit     the spec is valid and nothing of that name is stored
-    conflict   the name is stored for another resource (or still being killed)
+    conflict   the key is stored for another resource (its previous topology, still being killed)
     update     the spec changed in a way the running topology takes in place (squall.specchange:
                maxSpoutPending, messageTimeoutSecs, ticks live; a component's config by
                restarting its executors), or its graph changed: an upgrade (squall_operator.upgrade:
@@ -29,6 +29,7 @@ from typing import Any
 from squall import specchange
 from squall.models.cluster import StormBase, TopologyStatus
 from squall.models.v1alpha1 import Topology
+from squall.topology_keys import topology_key
 from squall_operator import stored, upgrade
 from squall_operator.resources import KILL_WAIT_ANNOTATION, REBALANCE_WAIT_ANNOTATION, Resource, owns
 
@@ -108,6 +109,13 @@ class Decision:
     intents: tuple[Intent, ...] = field(default_factory=tuple)
 
 
+def storm_key(res: Resource, bare: StormBase | None) -> str:
+    """The key of res's topology in ZooKeeper: NAMESPACE~NAME (squall.topology_keys), or
+    its bare name when `bare`, what is stored under the bare name (by an operator older than
+    namespaced keys), was submitted for res: that topology keeps its key, its workers untouched."""
+    return res.name if owns(res, bare) else topology_key(res.name, res.namespace)
+
+
 def needs_pods(res: Resource, base: StormBase | None) -> bool:
     """Whether `decide` reads `Snapshot.pods_left`: a deleted resource whose topology is gone."""
     return res.deleting and not (base is not None and owns(res, base))
@@ -132,12 +140,12 @@ def decide(res: Resource, snap: Snapshot) -> list[Intent]:
                       f"submitted: {len(spec.components)} components, {spec.num_workers} workers"
                       + ("" if spec.active else ", spouts inactive"))]
     if not mine:
-        owner = (base.topology.get("metadata") or {}).get("namespace")
         if base.status is TopologyStatus.KILLED:
             conflict = f"waiting for the previous topology named {topo!r} to be removed (it is being killed)"
         else:
-            conflict = (f"a topology named {topo!r} already runs in namespace {owner!r}; "
-                        "topology names are unique per operator")
+            owner = (base.topology.get("metadata") or {}).get("uid")
+            conflict = (f"a topology named {topo!r} of another resource (uid {owner}) still runs in "
+                        f"namespace {res.namespace!r}: it is killed once the operator sees it has no resource")
         return [Record({"conflict": conflict, "owned": False})]
     if base.status in (TopologyStatus.KILLED, TopologyStatus.REBALANCING):
         return [first]
@@ -220,4 +228,5 @@ __all__ = [
     "decide",
     "decide_kill",
     "needs_pods",
+    "storm_key",
 ]

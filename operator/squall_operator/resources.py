@@ -40,9 +40,13 @@ class Resource:
     ignored_generation: int | None = None
     removed: bool = False
     last_status_write: float = 0.0
+    # the topology's key in ZooKeeper once decided (KubeNimbus.key: NAMESPACE~NAME, or the bare
+    # name an older operator stored it under)
+    topo: str | None = None
     # whether the topology stored in ZooKeeper under this name was submitted for this resource
     owned: bool = False
-    # why this resource cannot run now although its spec is valid (a name taken elsewhere)
+    # why this resource cannot run now although its spec is valid (its previous topology of the
+    # same name is still being killed)
     conflict: str | None = None
     # the API server refused the worker pod the operator made (an invalid volume, a missing
     # service account): its message

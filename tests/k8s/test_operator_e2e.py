@@ -42,6 +42,9 @@ REPO = Path(__file__).resolve().parents[2]
 WORDCOUNT = REPO / "examples" / "wordcount" / "topology.yaml"
 COMPONENTS_DIR = REPO / "tests" / "integration" / "topologies"
 NS = "squall-e2e"
+# a second namespace the operator runs (operator.watchNamespaces): test_namespaces_e2e.py runs a
+# topology of one name in each
+NS_B = "squall-e2e-b"
 ZK = "127.0.0.2:2181"
 
 
@@ -56,6 +59,7 @@ def _values(tmp: Path) -> Path:
             "launchTimeoutSecs": 60,
             "leaseDurationSecs": 6,
             "logLevel": "INFO",
+            "watchNamespaces": [NS, NS_B],
         },
         "worker": {"image": {"tag": "dev"}, "command": "python -m squall.worker",
                    "terminationGracePeriodSeconds": 10},
@@ -100,9 +104,15 @@ def e2e_release(c: Cluster, tmp: Path) -> Iterator[Cluster]:
                         "test cluster running at the same time?); the operator tests need node-1's address "
                         "for their ZooKeeper")
         time.sleep(0.5)
-    with chart_release(c, NS, values=_values(tmp), helm_wait=True, operator_log=lambda: _operator_log(c)):
-        wait_for(lambda: _lease_holder(c), 60, what="the operator to hold its lease")
-        yield c
+    wait_for(lambda: c.kubectl("get", "namespace", NS_B, check=False).returncode != 0, 180,
+             what=f"namespace {NS_B} of a previous module to be gone")
+    c.kubectl("create", "namespace", NS_B)  # before the chart, which puts the operator's Role there
+    try:
+        with chart_release(c, NS, values=_values(tmp), helm_wait=True, operator_log=lambda: _operator_log(c)):
+            wait_for(lambda: _lease_holder(c), 60, what="the operator to hold its lease")
+            yield c
+    finally:
+        c.kubectl("delete", "namespace", NS_B, "--wait=false", check=False)
 
 
 def _lease_holder(c: Cluster) -> str:

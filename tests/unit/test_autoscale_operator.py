@@ -91,11 +91,11 @@ def test_scale_out_through_the_spec_then_back_in() -> None:
     # bolt b (2 executors, 4 tasks) busy 0.8: 160 tuples/s at 5 ms; a first figure 5 s
     # after the first heartbeats, then 10 s above target
     for _ in range(4):
-        load.beat("wc", 160, 5.0)
+        load.beat("ns~wc", 160, 5.0)
         nimbus.round()
         clock.now += 5
     assert api.patches == [] and _status(api)["autoscale"]["value"] == 0.8
-    load.beat("wc", 160, 5.0)
+    load.beat("ns~wc", 160, 5.0)
     nimbus.round()
     assert api.patches == [[
         {"op": "test", "path": "/spec/numWorkers", "value": 2},
@@ -109,17 +109,17 @@ def test_scale_out_through_the_spec_then_back_in() -> None:
     # the watch brings the patched spec; the next round rebalances to it (rebalanceWaitSecs 5)
     _watch(nimbus, api, 2)
     nimbus.round()
-    assert state.storms["wc"].status is TopologyStatus.REBALANCING
+    assert state.storms["ns~wc"].status is TopologyStatus.REBALANCING
     assert _status(api)["autoscale"]["message"].startswith("not judged")
     clock.now += 6
     nimbus.round()
-    base = state.storms["wc"]
+    base = state.storms["ns~wc"]
     assert base.status is TopologyStatus.ACTIVE and base.num_workers == 3 and base.component_executors["b"] == 3
     api.ready_all()
     # the load is gone: in after 20 s below 0.25 (0.0 x 3/2 stays under target), once cooled down
     load.counts.clear()
     for _ in range(12):
-        load.beat("wc", 0, 8.0)
+        load.beat("ns~wc", 0, 8.0)
         nimbus.round()
         clock.now += 5
         if len(api.patches) > 1:
@@ -134,7 +134,7 @@ def test_a_user_edit_between_decision_and_patch_wins() -> None:
     nimbus, _state, api, clock, load = _setup()
     api.specs["wc"]["numWorkers"] = 1  # someone changed it; the operator has not seen it yet
     for _ in range(7):
-        load.beat("wc", 160, 5.0)
+        load.beat("ns~wc", 160, 5.0)
         nimbus.round()
         clock.now += 5
     assert api.patches == [] and "ScaledOut" not in api.reasons("wc")
@@ -143,7 +143,7 @@ def test_a_user_edit_between_decision_and_patch_wins() -> None:
 
 def test_num_workers_outside_the_bounds_is_clamped_with_a_warning() -> None:
     nimbus, state, api, clock, load = _setup()
-    load.beat("wc", 0, 1.0)
+    load.beat("ns~wc", 0, 1.0)
     nimbus.round()
     api.specs["wc"]["numWorkers"] = 7  # kubectl scale --replicas=7
     _watch(nimbus, api, 2)
@@ -152,10 +152,10 @@ def test_num_workers_outside_the_bounds_is_clamped_with_a_warning() -> None:
     assert ("wc", "AutoscaleClamped", ("numWorkers 7 -> 3: spec.autoscale keeps it within [1, 3] "
             "(minWorkers, maxWorkers)")) in api.events
     # the rebalance goes to the clamped count, not to 7
-    assert state.storms["wc"].status is TopologyStatus.REBALANCING
+    assert state.storms["ns~wc"].status is TopologyStatus.REBALANCING
     clock.now += 6
     nimbus.round()
-    assert state.storms["wc"].num_workers == 3
+    assert state.storms["ns~wc"].num_workers == 3
     nimbus.round()
     assert api.reasons("wc").count("AutoscaleClamped") == 1
 
@@ -183,9 +183,9 @@ def test_the_lag_signal_reads_the_spouts_lag_from_the_heartbeats() -> None:
 
     def beat(lag: int | None) -> None:
         nonlocal spouts
-        load.beat("wc", 160, 5.0)
+        load.beat("ns~wc", 160, 5.0)
         spouts = 0
-        for b in state.beats["wc"].values():
+        for b in state.beats["ns~wc"].values():
             for key, s in list(b.executors.items()):
                 if s.component == "s":
                     b.executors[key] = s.model_copy(update={"lag": lag})

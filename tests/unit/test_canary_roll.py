@@ -139,8 +139,8 @@ def _beat(state: FakeState, clock: Clock, fail: dict[str, float], started: dict[
     """Heartbeats of every slot: each executor ended `ended` tuples since its worker started
     (cumulative), `fail[slot]` of them failed; a worker started at `started[slot]` (the clock's
     time minus its uptime)."""
-    a = state.assignments["wc"]
-    plan = stored.plan(state.storms["wc"])
+    a = state.assignments["ns~wc"]
+    plan = stored.plan(state.storms["ns~wc"])
     beats: dict[WorkerSlot, WorkerHeartbeat] = {}
     for key, slot_key in a.executor_slots.items():
         slot = WorkerSlot.from_key(slot_key)
@@ -150,7 +150,7 @@ def _beat(state: FakeState, clock: Clock, fail: dict[str, float], started: dict[
         beat = beats.setdefault(slot, WorkerHeartbeat(
             time_secs=clock.now, uptime_secs=clock.now - started.get(slot_key, clock.now - 1000)))
         beat.executors[key] = ExecutorStats(component=comp, acked=ended - failed, failed=failed)
-    state.beats["wc"] = beats
+    state.beats["ns~wc"] = beats
 
 
 def _ready_round(nimbus: Any, api: FakeApi, clock: Clock, secs: float = 1.0) -> None:
@@ -165,7 +165,7 @@ def _running_first_version(nimbus: Any, state: Any, api: Any, clock: Any) -> lis
     nimbus.round()
     _beat(state, clock, {}, {})
     _ready_round(nimbus, api, clock)
-    return sorted({s.key() for s in state.assignments["wc"].slots().values()})
+    return sorted({s.key() for s in state.assignments["ns~wc"].slots().values()})
 
 
 def test_a_bad_version_is_rolled_back_by_itself_and_not_tried_again_until_the_spec_changes() -> None:
@@ -173,7 +173,7 @@ def test_a_bad_version_is_rolled_back_by_itself_and_not_tried_again_until_the_sp
     _running_first_version(nimbus, state, api, clock)
     good = _status(api)["upgrade"]["lastGood"]
     assert good["image"] == "team/wc:1" and good["worker"] == {"image": "team/wc:1"}
-    slots = sorted({s.key() for s in state.assignments["wc"].slots().values()})
+    slots = sorted({s.key() for s in state.assignments["ns~wc"].slots().values()})
     # a version whose bolt fails 20% of its tuples
     nimbus.register("ns", "wc", "uid-1", 2, _spec("team/wc:1", env=[{"name": "FAIL", "value": "0.2"}]))
     began = clock.now

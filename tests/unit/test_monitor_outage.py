@@ -17,10 +17,10 @@ def test_outage_declares_no_worker_dead_and_replaces_no_pod() -> None:
     nimbus.register("ns", "wc", "uid-1", 1, SPEC)
     nimbus.round()
     api.ready_all()
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     clock.now += 1
     nimbus.round()
-    slots = dict(state.assignments["wc"].executor_slots)
+    slots = dict(state.assignments["ns~wc"].executor_slots)
     pods_before = set(api.pods)
     # ZooKeeper goes away for 60 s (> the 5 s task timeout): rounds raise a connection error,
     # which the loop turns into one warning, and change nothing
@@ -36,16 +36,16 @@ def test_outage_declares_no_worker_dead_and_replaces_no_pod() -> None:
     state.ready = True
     clock.now += 1
     nimbus.round()  # no worker wrote since: staleness it could not observe does not count
-    assert state.assignments["wc"].executor_slots == slots
+    assert state.assignments["ns~wc"].executor_slots == slots
     assert set(api.pods) == pods_before and not api.deleted
     assert "WorkerReplaced" not in api.reasons("wc")
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     for _ in range(10):
         clock.now += 1
-        _beat_all(state, clock, "wc")
+        _beat_all(state, clock, "ns~wc")
         nimbus.round()
-    assert state.assignments["wc"].executor_slots == slots
+    assert state.assignments["ns~wc"].executor_slots == slots
     # a worker that stays silent after the outage is dead after the task timeout
     clock.now += 6
     nimbus.round()
-    assert state.assignments["wc"].executor_slots != slots
+    assert state.assignments["ns~wc"].executor_slots != slots

@@ -257,10 +257,10 @@ def test_submit_pods_and_status() -> None:
     nimbus, state, api, clock = _make()
     nimbus.register("ns", "wc", "uid-1", 1, SPEC)
     nimbus.round()
-    base = state.storms["wc"]
+    base = state.storms["ns~wc"]
     assert base.status is TopologyStatus.ACTIVE
     assert {k: base.topology["metadata"][k] for k in ("name", "namespace", "uid")} == {"name": "wc", "namespace": "ns", "uid": "uid-1"}
-    slots = set(state.assignments["wc"].slots().values())
+    slots = set(state.assignments["ns~wc"].slots().values())
     assert len(slots) == 2 and len({s.node for s in slots}) == 2
     assert {p["metadata"]["annotations"][pods.ANNOTATION_SLOT] for p in api.pods.values()} == {s.key() for s in slots}
     assert _status(api)["phase"] == "Pending" and _status(api)["workers"] == "0/2"
@@ -278,33 +278,33 @@ def test_deactivate_activate_and_spec_changes() -> None:
     nimbus.round()
     nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "active": False})
     nimbus.round()
-    assert state.storms["wc"].status is TopologyStatus.INACTIVE
+    assert state.storms["ns~wc"].status is TopologyStatus.INACTIVE
     assert "Deactivated" in api.reasons("wc") and _status(api)["observedGeneration"] == 2
     nimbus.register("ns", "wc", "uid-1", 3, {**SPEC, "active": True, "messageTimeoutSecs": 99})
     nimbus.round()
-    assert state.storms["wc"].status is TopologyStatus.ACTIVE
+    assert state.storms["ns~wc"].status is TopologyStatus.ACTIVE
     assert "Activated" in api.reasons("wc") and "ConfigUpdated" in api.reasons("wc")
-    assert state.storms["wc"].topology["spec"]["messageTimeoutSecs"] == 99
+    assert state.storms["ns~wc"].topology["spec"]["messageTimeoutSecs"] == 99
     # a graph change is an upgrade: spouts deactivated (phase Upgrading), the new graph launched
     # once the spouts' heartbeats say nothing is pending, every worker pod of the old launch
     # deleted and made again
     bolts = [{**SPEC["bolts"][0], "class": "m:B2"}]  # type: ignore[index, dict-item]
     api.ready_all()
-    launch = state.storms["wc"].launch_time_secs
+    launch = state.storms["ns~wc"].launch_time_secs
     old_pods = set(api.pods)
     nimbus.register("ns", "wc", "uid-1", 4, {**SPEC, "messageTimeoutSecs": 99, "bolts": bolts})
     nimbus.round()
-    assert state.storms["wc"].status is TopologyStatus.REBALANCING and _status(api)["phase"] == "Upgrading"
+    assert state.storms["ns~wc"].status is TopologyStatus.REBALANCING and _status(api)["phase"] == "Upgrading"
     assert api.reasons("wc").count("Upgrading") == 1 and "SpecChangeRefused" not in api.reasons("wc")
-    assert state.storms["wc"].topology["spec"]["bolts"][0]["class"] == "m:B"
-    _beat_all(state, clock, "wc", pending=3)
+    assert state.storms["ns~wc"].topology["spec"]["bolts"][0]["class"] == "m:B"
+    _beat_all(state, clock, "ns~wc", pending=3)
     clock.now += 2
     nimbus.round()
-    assert state.storms["wc"].status is TopologyStatus.REBALANCING  # still pending
+    assert state.storms["ns~wc"].status is TopologyStatus.REBALANCING  # still pending
     clock.now += 1
-    _beat_all(state, clock, "wc", pending=0)
+    _beat_all(state, clock, "ns~wc", pending=0)
     nimbus.round()
-    base = state.storms["wc"]
+    base = state.storms["ns~wc"]
     assert base.status is TopologyStatus.ACTIVE and base.launch_time_secs > launch and base.upgrade_topology is None
     assert base.topology["spec"]["bolts"][0]["class"] == "m:B2"
     assert api.reasons("wc").count("Upgraded") == 1
@@ -316,7 +316,7 @@ def test_log_levels_of_the_annotation_reach_zookeeper_once_the_topology_is_store
     annotation = {resources.LOG_LEVELS_ANNOTATION: '{"ROOT": {"level": "DEBUG", "expires": 1e12}}'}
     nimbus.register("ns", "wc", "uid-1", 1, SPEC, log_levels=resources.log_levels_from_annotations(annotation))
     nimbus.round()
-    assert {k: v.model_dump() for k, v in state.log_configs["wc"].loggers.items()} == {
+    assert {k: v.model_dump() for k, v in state.log_configs["ns~wc"].loggers.items()} == {
         "ROOT": {"level": "DEBUG", "expires": 1e12}}
     state.log_configs.clear()
     nimbus.round()
@@ -324,7 +324,7 @@ def test_log_levels_of_the_annotation_reach_zookeeper_once_the_topology_is_store
     # `-r ROOT`: the annotation goes; the workers are told (an empty config)
     nimbus.register("ns", "wc", "uid-1", 1, SPEC, log_levels=resources.log_levels_from_annotations({}))
     nimbus.round()
-    assert state.log_configs["wc"].loggers == {}
+    assert state.log_configs["ns~wc"].loggers == {}
     # a hand-edited annotation that cannot be used: one Warning, and no dynamic levels
     bad = {resources.LOG_LEVELS_ANNOTATION: '{"ROOT": {"level": "LOUD"}}'}
     for _ in range(2):
@@ -338,11 +338,11 @@ def test_rebalance_phases_and_restart_in_the_middle() -> None:
     nimbus.register("ns", "wc", "uid-1", 1, SPEC)
     nimbus.round()
     api.ready_all()
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     nimbus.round()
     nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "numWorkers": 3})
     nimbus.round()
-    assert state.storms["wc"].status is TopologyStatus.REBALANCING
+    assert state.storms["ns~wc"].status is TopologyStatus.REBALANCING
     assert _status(api)["phase"] == "Rebalancing"
     assert _cond(_status(api), "Rebalancing")["reason"] == "Waiting"
     assert "RebalanceRequested" in api.reasons("wc")
@@ -351,13 +351,13 @@ def test_rebalance_phases_and_restart_in_the_middle() -> None:
     nimbus2.register("ns", "wc", "uid-1", 2, {**SPEC, "numWorkers": 3}, status=_status(api))
     clock.now += 2
     nimbus2.round()
-    assert state.storms["wc"].status is TopologyStatus.REBALANCING
+    assert state.storms["ns~wc"].status is TopologyStatus.REBALANCING
     clock.now += 4
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     nimbus2.round()
-    base = state.storms["wc"]
+    base = state.storms["ns~wc"]
     assert base.status is TopologyStatus.ACTIVE and base.num_workers == 3
-    assert len(set(state.assignments["wc"].slots().values())) == 3
+    assert len(set(state.assignments["ns~wc"].slots().values())) == 3
     assert len(api.pods) == 3
     assert _cond(_status(api), "Rebalancing")["reason"] == "Reassigned"
     api.ready_all()
@@ -378,7 +378,7 @@ def test_rebalance_beyond_tasks_is_rejected_once() -> None:
     nimbus.round()
     nimbus.round()
     assert api.reasons("wc").count("RebalanceRejected") == 1
-    assert state.storms["wc"].status is TopologyStatus.ACTIVE
+    assert state.storms["ns~wc"].status is TopologyStatus.ACTIVE
 
 
 def test_invalid_change_to_a_running_topology_keeps_it_running() -> None:
@@ -392,7 +392,7 @@ def test_invalid_change_to_a_running_topology_keeps_it_running() -> None:
     st = _status(api)
     assert st["phase"] == "Running" and "parallelism" in st["message"]
     assert _cond(st, "Valid")["status"] == "False" and "InvalidSpec" in api.reasons("wc")
-    assert state.storms["wc"].status is TopologyStatus.ACTIVE
+    assert state.storms["ns~wc"].status is TopologyStatus.ACTIVE
 
 
 def test_node_not_ready_moves_executors_and_force_deletes_pods() -> None:
@@ -400,13 +400,13 @@ def test_node_not_ready_moves_executors_and_force_deletes_pods() -> None:
     nimbus.register("ns", "wc", "uid-1", 1, SPEC)
     nimbus.round()
     api.ready_all()
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     nimbus.round()
-    lost = next(iter(state.assignments["wc"].slots().values())).node
+    lost = next(iter(state.assignments["ns~wc"].slots().values())).node
     api.nodes = [_node(n["metadata"]["name"], ready=n["metadata"]["name"] != lost) for n in api.nodes]
     clock.now += 1
     nimbus.round()
-    assert all(s.node != lost for s in state.assignments["wc"].slots().values())
+    assert all(s.node != lost for s in state.assignments["ns~wc"].slots().values())
     assert "NodeNotReady" in api.reasons("wc")
     assert any(grace == 0 for _, grace in api.deleted)
     assert all(p["spec"]["nodeName"] != lost for p in api.pods.values()) and len(api.pods) == 2
@@ -457,25 +457,94 @@ def test_invalid_spec_fails_and_others_keep_running() -> None:
     nimbus.round()
     st = _status(api, "bad")
     assert st["phase"] == "Failed" and "nope" in st["message"]
-    assert "InvalidSpec" in api.reasons("bad") and "bad" not in state.storms
-    assert "wc" in state.storms
+    assert "InvalidSpec" in api.reasons("bad") and "ns~bad" not in state.storms
+    assert "ns~wc" in state.storms
     nimbus.round()
     assert api.reasons("bad").count("InvalidSpec") == 1
 
 
-def test_name_taken_in_another_namespace() -> None:
+def _topology_arg(pod: dict[str, Any]) -> str:
+    args = pod["spec"]["containers"][0]["args"]
+    return str(args[args.index("--topology") + 1])
+
+
+def test_two_namespaces_run_a_topology_of_one_name_under_their_own_keys() -> None:
     nimbus, state, api, clock = _make()
     nimbus.register("ns", "wc", "uid-1", 1, SPEC)
-    nimbus.round()
     nimbus.register("other", "wc", "uid-2", 1, SPEC)
     nimbus.round()
-    st = api.statuses[("other", "wc")]
-    assert st["phase"] == "Failed" and "already runs in namespace 'ns'" in st["message"]
-    # deleting the refused one does not touch the running one
+    assert sorted(state.storms) == ["ns~wc", "other~wc"]
+    assert state.storms["other~wc"].topology["metadata"]["namespace"] == "other"
+    api.ready_all()
+    nimbus.round()
+    for ns in ("ns", "other"):
+        assert api.statuses[(ns, "wc")]["phase"] == "Running"
+        mine = [p for (n, _), p in api.pods.items() if n == ns]
+        assert len(mine) == 2 and {_topology_arg(p) for p in mine} == {f"{ns}~wc"}
+    # the two share the nodes' slots: no slot is assigned twice
+    slots = [set(state.assignments[k].slots().values()) for k in ("ns~wc", "other~wc")]
+    assert not slots[0] & slots[1]
+    # deleting one kills its own key only
     assert nimbus.request_kill("other", "wc", "uid-2", 1, SPEC) is False
     nimbus.round()
+    assert state.storms["other~wc"].status is TopologyStatus.KILLED
+    assert state.storms["ns~wc"].status is TopologyStatus.ACTIVE
+    clock.now += 8
+    nimbus.round()
     assert nimbus.request_kill("other", "wc", "uid-2", 1, SPEC) is True
+    assert list(state.storms) == ["ns~wc"] and len(api.pods) == 2
+
+
+def _run_by_an_older_operator() -> tuple[FakeState, FakeApi, Clock]:
+    """A topology ns/wc run by an operator older than namespaced keys: stored under its bare
+    name, its worker pods up and beating."""
+    old, state, api, clock = _make()
+    old.register("ns", "wc", "uid-1", 1, SPEC).topo = "wc"  # the key that operator used
+    old.round()
+    api.ready_all()
+    _beat_all(state, clock, "wc")
+    old.round()
+    assert list(state.storms) == ["wc"] and api.statuses[("ns", "wc")]["phase"] == "Running"
+    return state, api, clock
+
+
+def test_a_topology_an_older_operator_stored_under_its_bare_name_keeps_running_under_it() -> None:
+    state, api, clock = _run_by_an_older_operator()
+    base, assignment, workers = state.storms["wc"], state.assignments["wc"], dict(api.pods)
+    nimbus, _, _, _ = _make(state, api, clock)
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC, status=api.statuses[("ns", "wc")])
+    nimbus.register("other", "wc", "uid-2", 1, SPEC)
+    nimbus.round()
+    nimbus.kill_orphans()
+    # not submitted again, not reassigned, no worker pod replaced: the old key is kept
+    assert sorted(state.storms) == ["other~wc", "wc"]
+    assert state.storms["wc"] == base and state.assignments["wc"] == assignment
+    assert {k: p for k, p in api.pods.items() if k[0] == "ns"} == workers
+    assert {_topology_arg(p) for (n, _), p in api.pods.items() if n == "other"} == {"other~wc"}
+    assert api.reasons("wc").count("Submitted") == 2  # the old operator's, and the other namespace's
+    assert api.statuses[("ns", "wc")]["phase"] == "Running"
+    # deleted, it is killed under its old key
+    assert nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC) is False
+    nimbus.round()
+    assert state.storms["wc"].status is TopologyStatus.KILLED
+    assert state.storms["other~wc"].status is TopologyStatus.ACTIVE
+
+
+def test_a_bare_name_left_by_an_older_operator_with_no_resource_is_an_orphan() -> None:
+    state, api, clock = _run_by_an_older_operator()
+    nimbus, _, _, _ = _make(state, api, clock)
+    # the listed resource (not registered yet) it was stored for spares it
+    api.topologies = [{"metadata": {"name": "wc", "namespace": "ns", "uid": "uid-1"}}]
+    nimbus.kill_orphans()
     assert state.storms["wc"].status is TopologyStatus.ACTIVE
+    # re-created while no operator ran: the new resource runs under its namespaced key, and
+    # the bare name, stored for the old one, is an orphan
+    api.topologies = [{"metadata": {"name": "wc", "namespace": "ns", "uid": "uid-new"}}]
+    nimbus.register("ns", "wc", "uid-new", 1, SPEC)
+    nimbus.round()
+    nimbus.kill_orphans()
+    assert state.storms["wc"].status is TopologyStatus.KILLED
+    assert state.storms["ns~wc"].status is TopologyStatus.ACTIVE
 
 
 def test_kill_waits_then_removes_pods_and_state() -> None:
@@ -485,21 +554,21 @@ def test_kill_waits_then_removes_pods_and_state() -> None:
     api.ready_all()
     assert nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC) is False
     nimbus.round()
-    assert state.storms["wc"].status is TopologyStatus.KILLED
+    assert state.storms["ns~wc"].status is TopologyStatus.KILLED
     assert _status(api)["phase"] == "Killing" and len(api.pods) == 2
     clock.now += 5
     nimbus.round()
-    assert "wc" in state.storms and len(api.pods) == 2  # killWaitSecs 7 not over
+    assert "ns~wc" in state.storms and len(api.pods) == 2  # killWaitSecs 7 not over
     clock.now += 3
     nimbus.round()
-    assert "wc" not in state.storms and not api.pods
+    assert "ns~wc" not in state.storms and not api.pods
     assert nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC) is True
     assert {"Killing", "Killed"} <= set(api.reasons("wc"))
 
 
 def test_no_scheduling_before_nodes_are_known() -> None:
     state = FakeState()
-    state.assignments["wc"] = Assignment(executor_slots={"1-1": "n1-6700"})
+    state.assignments["ns~wc"] = Assignment(executor_slots={"1-1": "n1-6700"})
     with pytest.raises(StateError):
         state.supervisors()
 
@@ -511,7 +580,7 @@ def test_orphans_are_killed_and_leftovers_removed() -> None:
     nimbus.forget("uid-1")
     state.beats["gone"] = {WorkerSlot("n1", 6700): WorkerHeartbeat(time_secs=1, uptime_secs=1)}
     nimbus.kill_orphans()
-    assert state.storms["wc"].status is TopologyStatus.KILLED
+    assert state.storms["ns~wc"].status is TopologyStatus.KILLED
     assert "gone" not in state.beats
 
 
@@ -526,13 +595,13 @@ def test_kill_removes_a_last_heartbeat_written_after_teardown() -> None:
     nimbus.round()
     clock.now += 8
     nimbus.round()
-    assert "wc" not in state.storms and len(api.pods) == 2
+    assert "ns~wc" not in state.storms and len(api.pods) == 2
     # a stopping worker writes its last heartbeat after the teardown, then its pod goes
-    state.beats["wc"] = {WorkerSlot("n1", 6700): WorkerHeartbeat(time_secs=1, uptime_secs=1)}
+    state.beats["ns~wc"] = {WorkerSlot("n1", 6700): WorkerHeartbeat(time_secs=1, uptime_secs=1)}
     assert nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC) is False
     api.pods.clear()
     nimbus.round()
-    assert "wc" not in state.topologies_with_state()
+    assert "ns~wc" not in state.topologies_with_state()
     assert nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC) is True
 
 
@@ -593,14 +662,14 @@ def test_image_change_rolls_the_workers_like_a_rebalance() -> None:
     nimbus.register("ns", "wc", "uid-1", 1, {**SPEC, **DRAIN, "worker": {"image": "team/wc:1"}})
     nimbus.round()
     api.ready_all()
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     nimbus.round()
     assert _images(api) == {"team/wc:1"} and set(_status(api)["images"].values()) == {"team/wc:1"}
-    before = set(state.assignments["wc"].slots().values())
+    before = set(state.assignments["ns~wc"].slots().values())
     nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, **DRAIN, "worker": {"image": "team/wc:2"}})
     nimbus.round()
     # Draining: spouts deactivated, old pods still running, for rebalanceWaitSecs (5)
-    assert state.storms["wc"].status is TopologyStatus.INACTIVE
+    assert state.storms["ns~wc"].status is TopologyStatus.INACTIVE
     assert _images(api) == {"team/wc:1"} and not api.deleted
     st = _status(api)
     assert st["phase"] == "Rolling" and _cond(st, "Rolling")["reason"] == "Draining"
@@ -609,11 +678,11 @@ def test_image_change_rolls_the_workers_like_a_rebalance() -> None:
     nimbus, _, _, _ = _make(state, api, clock)
     nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, **DRAIN, "worker": {"image": "team/wc:2"}}, status=_status(api))
     clock.now += 3
-    _beat_all(state, clock, "wc", pending=7)
+    _beat_all(state, clock, "ns~wc", pending=7)
     nimbus.round()
-    assert not api.deleted and state.storms["wc"].status is TopologyStatus.INACTIVE
+    assert not api.deleted and state.storms["ns~wc"].status is TopologyStatus.INACTIVE
     clock.now += 3
-    _beat_all(state, clock, "wc", pending=7)
+    _beat_all(state, clock, "ns~wc", pending=7)
     nimbus.round()
     # Replacing, a slot at a time: one outdated pod goes (gracefully) and comes back with the new
     # image on its slot; the other waits until that one is ready
@@ -624,19 +693,19 @@ def test_image_change_rolls_the_workers_like_a_rebalance() -> None:
     nimbus.round()
     assert len(api.deleted) == 1, "a second pod went before the first slot's new pod was ready"
     api.ready_all()
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     nimbus.round()
     assert len(api.deleted) == 2
     nimbus.round()
     assert _images(api) == {"team/wc:2"}
-    assert set(state.assignments["wc"].slots().values()) == before
-    assert state.storms["wc"].status is TopologyStatus.INACTIVE
+    assert set(state.assignments["ns~wc"].slots().values()) == before
+    assert state.storms["ns~wc"].status is TopologyStatus.INACTIVE
     assert _status(api)["phase"] == "Rolling" and _cond(_status(api), "Rolling")["reason"] == "Replacing"
     api.ready_all()
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     clock.now += 1
     nimbus.round()
-    assert state.storms["wc"].status is TopologyStatus.ACTIVE
+    assert state.storms["ns~wc"].status is TopologyStatus.ACTIVE
     st = _status(api)
     assert st["phase"] == "Running" and _cond(st, "Rolling")["reason"] == "Completed"
     assert set(st["images"].values()) == {"team/wc:2"} and "roll" not in st
@@ -658,7 +727,7 @@ def test_chart_default_image_change_rolls_too() -> None:
     nimbus2.register("ns", "wc", "uid-1", 1, SPEC, status=_status(api))
     nimbus2.round()
     # the hand-over roll (the default): spouts active, the first slot's pod replaced at once
-    assert state.storms["wc"].status is TopologyStatus.ACTIVE and "RollStarted" in api.reasons("wc")
+    assert state.storms["ns~wc"].status is TopologyStatus.ACTIVE and "RollStarted" in api.reasons("wc")
     assert "squall-worker:t -> squall-worker:new" in [m for n, r, m in api.events if r == "RollStarted"][0]
     assert len(api.deleted) == 1
 
@@ -670,12 +739,12 @@ def test_image_change_rolls_through_the_hand_over_with_spouts_active() -> None:
     nimbus.register("ns", "wc", "uid-1", 1, {**SPEC, "worker": {"image": "team/wc:1"}})
     nimbus.round()
     api.ready_all()
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     nimbus.round()
-    before = set(state.assignments["wc"].slots().values())
+    before = set(state.assignments["ns~wc"].slots().values())
     nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "worker": {"image": "team/wc:2"}})
     nimbus.round()
-    assert state.storms["wc"].status is TopologyStatus.ACTIVE
+    assert state.storms["ns~wc"].status is TopologyStatus.ACTIVE
     assert len(api.deleted) == 1 and all(grace is None for _, grace in api.deleted)
     st = _status(api)
     assert st["phase"] == "Rolling" and _cond(st, "Rolling")["reason"] == "Replacing"
@@ -688,20 +757,20 @@ def test_image_change_rolls_through_the_hand_over_with_spouts_active() -> None:
     for _ in range(2):
         nimbus.round()
         assert len(api.deleted) == 1, "a second pod went before the first slot's new pod was ready"
-        assert state.storms["wc"].status is TopologyStatus.ACTIVE
+        assert state.storms["ns~wc"].status is TopologyStatus.ACTIVE
     api.ready_all()
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     nimbus.round()
-    assert len(api.deleted) == 2 and state.storms["wc"].status is TopologyStatus.ACTIVE
+    assert len(api.deleted) == 2 and state.storms["ns~wc"].status is TopologyStatus.ACTIVE
     nimbus.round()
     api.ready_all()
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     clock.now += 1
     nimbus.round()
     st = _status(api)
     assert st["phase"] == "Running" and _cond(st, "Rolling")["reason"] == "Completed" and "roll" not in st
-    assert _images(api) == {"team/wc:2"} and set(state.assignments["wc"].slots().values()) == before
-    assert state.storms["wc"].status is TopologyStatus.ACTIVE
+    assert _images(api) == {"team/wc:2"} and set(state.assignments["ns~wc"].slots().values()) == before
+    assert state.storms["ns~wc"].status is TopologyStatus.ACTIVE
     assert "Deactivated" not in api.reasons("wc") and "RollCompleted" in api.reasons("wc")
 
 
@@ -723,22 +792,22 @@ def test_drain_roll_ends_as_soon_as_nothing_is_pending() -> None:
     nimbus.register("ns", "wc", "uid-1", 1, {**SPEC, **DRAIN, "worker": {"image": "team/wc:1"}})
     nimbus.round()
     api.ready_all()
-    _beat_all(state, clock, "wc", pending=40)
+    _beat_all(state, clock, "ns~wc", pending=40)
     nimbus.round()
     nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, **DRAIN, "worker": {"image": "team/wc:2"}})
     nimbus.round()
-    assert state.storms["wc"].status is TopologyStatus.INACTIVE and not api.deleted
+    assert state.storms["ns~wc"].status is TopologyStatus.INACTIVE and not api.deleted
     # a heartbeat from before the deactivation (or just after it) says nothing yet
-    _beat_all(state, clock, "wc", pending=0)
+    _beat_all(state, clock, "ns~wc", pending=0)
     clock.now += 0.5
     nimbus.round()
     assert not api.deleted
     clock.now += 0.5
-    _beat_all(state, clock, "wc", pending=3)
+    _beat_all(state, clock, "ns~wc", pending=3)
     nimbus.round()
     assert not api.deleted
     clock.now += 1
-    _beat_all(state, clock, "wc", pending=0)
+    _beat_all(state, clock, "ns~wc", pending=0)
     nimbus.round()
     assert len(api.deleted) == 1
     assert "nothing pending 2.0s after the deactivation" in [m for n, r, m in api.events if r == "RollReplacing"][0]
@@ -759,7 +828,7 @@ def test_inactive_topology_rolls_without_waiting_and_stays_inactive() -> None:
         nimbus.round()
     assert len(api.deleted) == 2
     nimbus.round()
-    assert state.storms["wc"].status is TopologyStatus.INACTIVE and "RollCompleted" in api.reasons("wc")
+    assert state.storms["ns~wc"].status is TopologyStatus.INACTIVE and "RollCompleted" in api.reasons("wc")
 
 
 def test_curve_secret_and_network_policy_come_before_the_first_pod() -> None:
@@ -794,7 +863,7 @@ def test_curve_secret_and_network_policy_come_before_the_first_pod() -> None:
     for _ in range(3):
         nimbus.round()
         clock.now += 5
-    assert "wc" not in state.storms and not api.pods
+    assert "ns~wc" not in state.storms and not api.pods
     assert nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC) is True
     nimbus.register("ns", "wc", "uid-2", 1, SPEC)
     for _ in range(3):
@@ -881,7 +950,7 @@ def test_worker_load_error_shows_until_a_worker_heartbeats() -> None:
     assert st["state"] == "ComponentLoadFailed" and "No module named 'm'" in st["message"]
     assert "CrashLoopBackOff" in st["message"]
     assert "ComponentLoadFailed" in api.reasons("wc")
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     clock.now += 1
     nimbus.round()
     assert _status(api)["state"] != "ComponentLoadFailed"
@@ -982,8 +1051,8 @@ def test_workers_avoid_tainted_and_unselected_nodes() -> None:
     nimbus.register("ns", "wc", "uid-1", 1, SPEC)
     nimbus.register("ns", "sel", "uid-2", 1, {**SPEC, "worker": {"nodeSelector": {"pool": "stream"}}})
     nimbus.round()
-    assert {s.node for s in state.assignments["wc"].slots().values()} == {"n2", "n3"}
-    assert {s.node for s in state.assignments["sel"].slots().values()} == {"n3"}
+    assert {s.node for s in state.assignments["ns~wc"].slots().values()} == {"n2", "n3"}
+    assert {s.node for s in state.assignments["ns~sel"].slots().values()} == {"n3"}
     # sel wants 2 workers, n3 offers 2 slots, but wc holds one of them: 1 slot for 2 workers
     st = _status(api, "sel")
     assert st["state"] == "Unschedulable" and "n1: taint" in st["message"] and "n2: nodeSelector" in st["message"]
@@ -1001,7 +1070,7 @@ def test_requests_no_node_can_satisfy_show_unschedulable() -> None:
     st = _status(api, "big")
     assert st["state"] == "Unschedulable" and "requests cpu 16" in st["message"]
     assert "Unschedulable" in api.reasons("big") and not [p for k, p in api.pods.items() if k[1].startswith("big")]
-    assert len(state.assignments["wc"].slots()) > 0  # the other topology is untouched
+    assert len(state.assignments["ns~wc"].slots()) > 0  # the other topology is untouched
 
 
 def test_slot_refused_by_the_kubelet_is_moved() -> None:
@@ -1009,7 +1078,7 @@ def test_slot_refused_by_the_kubelet_is_moved() -> None:
     nimbus.register("ns", "wc", "uid-1", 1, SPEC)
     nimbus.round()
     api.ready_all()
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     key = sorted(api.pods)[0]
     refused = WorkerSlot.from_key(api.pods[key]["metadata"]["annotations"][pods.ANNOTATION_SLOT])
     api.pods[key]["status"] = {"phase": "Failed", "reason": "OutOfcpu", "message": "Node didn't have enough resource: cpu"}
@@ -1017,10 +1086,10 @@ def test_slot_refused_by_the_kubelet_is_moved() -> None:
     nimbus.round()
     assert "PodRejected" in api.reasons("wc")
     clock.now += 1
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     nimbus.round()
     nimbus.round()
-    slots = set(state.assignments["wc"].slots().values())
+    slots = set(state.assignments["ns~wc"].slots().values())
     assert refused not in slots and len(slots) == 2
     assert key not in api.pods and len(api.pods) == 2
 
@@ -1038,10 +1107,10 @@ def test_kill_honours_the_wait_asked_by_kubectl_squall_kill_w() -> None:
     api.ready_all()
     assert nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC, kill_wait=1.0) is False
     nimbus.round()
-    assert state.storms["wc"].status is TopologyStatus.KILLED
+    assert state.storms["ns~wc"].status is TopologyStatus.KILLED
     clock.now += 1.5
     nimbus.round()
-    assert "wc" not in state.storms and not api.pods
+    assert "ns~wc" not in state.storms and not api.pods
     assert nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC, kill_wait=1.0) is True
 
 
@@ -1060,18 +1129,18 @@ def test_rebalance_honours_the_wait_asked_by_kubectl_squall_rebalance_w() -> Non
     nimbus.register("ns", "wc", "uid-1", 1, SPEC)
     nimbus.round()
     api.ready_all()
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     nimbus.round()
     asked = resources.rebalance_wait_from_annotations({**ann, "squall.io/rebalance-wait-secs": "1"})
     nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "numWorkers": 3}, rebalance_wait=asked)
     nimbus.round()
-    assert state.storms["wc"].status is TopologyStatus.REBALANCING
+    assert state.storms["ns~wc"].status is TopologyStatus.REBALANCING
     assert _cond(_status(api), "Active")["status"] == "False"
     assert any(r == "RebalanceRequested" and "in 1s" in m for _, r, m in api.events), api.events
     clock.now += 1.2
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     nimbus.round()
-    base = state.storms["wc"]
+    base = state.storms["ns~wc"]
     assert base.status is TopologyStatus.ACTIVE and base.num_workers == 3
     api.ready_all()
     clock.now += 1
@@ -1079,15 +1148,15 @@ def test_rebalance_honours_the_wait_asked_by_kubectl_squall_rebalance_w() -> Non
     # generation 3 changes numWorkers without -w: the annotation of generation 2 does not apply
     nimbus.register("ns", "wc", "uid-1", 3, {**SPEC, "numWorkers": 2}, rebalance_wait=asked)
     nimbus.round()
-    assert state.storms["wc"].status is TopologyStatus.REBALANCING
+    assert state.storms["ns~wc"].status is TopologyStatus.REBALANCING
     clock.now += 1.2
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     nimbus.round()
-    assert state.storms["wc"].status is TopologyStatus.REBALANCING  # waits rebalanceWaitSecs (5)
+    assert state.storms["ns~wc"].status is TopologyStatus.REBALANCING  # waits rebalanceWaitSecs (5)
     clock.now += 4
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     nimbus.round()
-    assert state.storms["wc"].status is TopologyStatus.ACTIVE and state.storms["wc"].num_workers == 2
+    assert state.storms["ns~wc"].status is TopologyStatus.ACTIVE and state.storms["ns~wc"].num_workers == 2
 
 
 def test_the_pod_watch_hands_over_only_pods_going_away() -> None:
@@ -1123,20 +1192,20 @@ def test_degraded_when_acks_stall_one_event_on_and_one_off() -> None:
     nimbus.register("ns", "wc", "uid-1", 1, {**SPEC, "health": {"stalledSecs": 20}})
     nimbus.round()
     api.ready_all()
-    _beat_spouts(state, clock, "wc", acked=100, failed=0, pending=50)
+    _beat_spouts(state, clock, "ns~wc", acked=100, failed=0, pending=50)
     nimbus.round()
     st = _status(api)
     assert st["state"] == "Running" and _cond(st, "Degraded")["status"] == "False"
     # acks stop at 120 with 50 pending: not yet 15 s after, Degraded 20 s after
     for _ in range(4):
         clock.now += 5
-        _beat_spouts(state, clock, "wc", acked=120, failed=0, pending=50)
+        _beat_spouts(state, clock, "ns~wc", acked=120, failed=0, pending=50)
         nimbus.round()
     assert _cond(_status(api), "Degraded")["status"] == "False"
     nimbus.round()
     assert _cond(_status(api), "Degraded")["status"] == "False"
     clock.now += 5
-    _beat_spouts(state, clock, "wc", acked=120, failed=0, pending=50)
+    _beat_spouts(state, clock, "ns~wc", acked=120, failed=0, pending=50)
     nimbus.round()
     st = _status(api)
     assert st["phase"] == "Running" and st["state"] == "Degraded", st
@@ -1144,12 +1213,12 @@ def test_degraded_when_acks_stall_one_event_on_and_one_off() -> None:
     assert "50 tuples pending" in _cond(st, "Degraded")["message"]
     for _ in range(3):
         clock.now += 5
-        _beat_spouts(state, clock, "wc", acked=120, failed=0, pending=50)
+        _beat_spouts(state, clock, "ns~wc", acked=120, failed=0, pending=50)
         nimbus.round()
     assert api.reasons("wc").count("Degraded") == 1
     # acks again: cleared, one Recovered
     clock.now += 5
-    _beat_spouts(state, clock, "wc", acked=180, failed=0, pending=50)
+    _beat_spouts(state, clock, "ns~wc", acked=180, failed=0, pending=50)
     nimbus.round()
     st = _status(api)
     assert st["state"] == "Running" and _cond(st, "Degraded")["reason"] == "Healthy"
@@ -1166,12 +1235,12 @@ def test_health_thresholds_change_live_without_spec_change_ignored() -> None:
     nimbus.round()
     api.ready_all()
     for _ in range(7):
-        _beat_spouts(state, clock, "wc", acked=10, failed=0, pending=5)
+        _beat_spouts(state, clock, "ns~wc", acked=10, failed=0, pending=5)
         nimbus.round()
         clock.now += 5
     assert _cond(_status(api), "Degraded")["status"] == "False"  # the default: 60 s
     nimbus.register("ns", "wc", "uid-1", 2, {**SPEC, "health": {"stalledSecs": 10}})
-    _beat_spouts(state, clock, "wc", acked=10, failed=0, pending=5)
+    _beat_spouts(state, clock, "ns~wc", acked=10, failed=0, pending=5)
     nimbus.round()
     assert _cond(_status(api), "Degraded")["reason"] == "AcksStalled"
     assert "SpecChangeIgnored" not in api.reasons("wc")

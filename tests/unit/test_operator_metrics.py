@@ -31,29 +31,29 @@ def test_rounds_assignments_dead_executors_and_phases() -> None:
     nimbus.register("ns", "wc", "uid-1", 1, SPEC)
     nimbus.run_once()
     api.ready_all()
-    _beat_all(state, clock, "wc")
+    _beat_all(state, clock, "ns~wc")
     clock.now += 1
     nimbus.run_once()
     m = scrape(nimbus.metrics)
     assert m["squall_operator_reconcile_rounds_total"] == {(("outcome", "ok"),): 2}
     assert m["squall_operator_reconcile_round_seconds_count"] == {(): 2}
-    assert m["squall_nimbus_assignment_changes_total"] == {(("topology", "wc"),): 1}
+    assert m["squall_nimbus_assignment_changes_total"] == {(("topology", "ns~wc"),): 1}
     assert m.get("squall_nimbus_dead_executors_total", {}) == {}
     phases = {dict(k)["phase"]: v for k, v in m["squall_operator_topologies"].items()}
     assert phases["Running"] == 1 and sum(phases.values()) == 1
 
     # one worker stops heartbeating past the task timeout: its executors are dead and move
-    lost = next(iter(state.assignments["wc"].slots().values()))
-    moved = [e for e, s in state.assignments["wc"].slots().items() if s == lost]
-    stale = state.beats["wc"][lost]
+    lost = next(iter(state.assignments["ns~wc"].slots().values()))
+    moved = [e for e, s in state.assignments["ns~wc"].slots().items() if s == lost]
+    stale = state.beats["ns~wc"][lost]
     for _ in range(4):
         clock.now += 2
-        _beat_all(state, clock, "wc")
-        state.beats["wc"][lost] = stale  # unchanged since: nimbus sees it age
+        _beat_all(state, clock, "ns~wc")
+        state.beats["ns~wc"][lost] = stale  # unchanged since: nimbus sees it age
         nimbus.run_once()
     m = scrape(nimbus.metrics)
-    assert m["squall_nimbus_assignment_changes_total"] == {(("topology", "wc"),): 2}
-    assert m["squall_nimbus_dead_executors_total"] == {(("topology", "wc"),): len(moved)}
+    assert m["squall_nimbus_assignment_changes_total"] == {(("topology", "ns~wc"),): 2}
+    assert m["squall_nimbus_dead_executors_total"] == {(("topology", "ns~wc"),): len(moved)}
 
     # ZooKeeper away: the round is counted as such, nothing else changes
     state.ready = False

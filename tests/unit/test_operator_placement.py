@@ -45,10 +45,10 @@ def test_required_anti_affinity_keeps_workers_off_another_topologys_node() -> No
     nimbus.register("ns", "db", "uid-1", 1, {**SPEC, "numWorkers": 1, "worker": {"nodeSelector": {"pool": "db"}}})
     nimbus.register("ns", "wc", "uid-2", 1, {**SPEC, "numWorkers": 3, "worker": {"affinity": _anti("db")}})
     nimbus.round()
-    assert _nodes(state, "db") == ["n1"]
+    assert _nodes(state, "ns~db") == ["n1"]
     # three workers on n2 and n3 (two slots each); the even spreading alone would take n1's
     # free slot too
-    assert _nodes(state, "wc") == ["n2", "n2", "n3"]
+    assert _nodes(state, "ns~wc") == ["n2", "n2", "n3"]
     assert not [p for p in api.pods.values()
                 if p["spec"]["nodeName"] == "n1" and p["metadata"]["labels"][pods.LABEL_TOPOLOGY] == "wc"]
 
@@ -58,7 +58,7 @@ def test_required_anti_affinity_on_its_own_workers_puts_one_per_node() -> None:
     nimbus.register("ns", "wc", "uid-1", 1, {**SPEC, "numWorkers": 4, "worker": {"affinity": _anti("wc")}})
     nimbus.round()
     nimbus.round()
-    assert _nodes(state, "wc") == ["n1", "n2", "n3"]
+    assert _nodes(state, "ns~wc") == ["n1", "n2", "n3"]
     # three nodes for four workers: the status says why the fourth has no slot
     st = api.statuses[("ns", "wc")]
     assert st["state"] == "Unschedulable"
@@ -73,7 +73,7 @@ def test_preferred_node_affinity_fills_the_preferred_node_first() -> None:
         {"weight": 80, "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}}]}}
     nimbus.register("ns", "wc", "uid-1", 1, {**SPEC, "worker": {"affinity": prefer}})
     nimbus.round()
-    assert _nodes(state, "wc") == ["n3", "n3"]
+    assert _nodes(state, "ns~wc") == ["n3", "n3"]
 
 
 def test_placement_from_the_spec() -> None:

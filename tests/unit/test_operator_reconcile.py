@@ -23,6 +23,7 @@ from squall_operator.reconcile import (
     decide,
     decide_kill,
     needs_pods,
+    storm_key,
 )
 from squall_operator.resources import Resource, topology_resource
 
@@ -79,15 +80,33 @@ def test_an_invalid_spec_is_observed_and_nothing_is_done() -> None:
                                            Record({"observed_generation": 2})]
 
 
-def test_a_name_stored_for_another_resource_is_a_conflict_and_nothing_else() -> None:
+def test_a_key_stored_for_another_resource_is_a_conflict_and_nothing_else() -> None:
     res = resource()
-    other = stored(res, uid="uid-other", namespace="team-b")
+    other = stored(res, uid="uid-other")
     assert decide(res, Snapshot(other)) == [Record({
-        "conflict": "a topology named 'wc' already runs in namespace 'team-b'; topology names are unique per operator",
+        "conflict": "a topology named 'wc' of another resource (uid uid-other) still runs in namespace 'ns': "
+                    "it is killed once the operator sees it has no resource",
         "owned": False})]
     killed = stored(res, TopologyStatus.KILLED, uid="uid-other")
     (record,) = decide(res, Snapshot(killed))
     assert isinstance(record, Record) and "waiting for the previous topology" in record.fields["conflict"]
+
+
+def test_the_key_is_namespaced_unless_an_older_operator_stored_the_topology_for_this_resource() -> None:
+    res = resource()
+    assert storm_key(res, None) == "ns~wc"
+    # stored under the bare name by an operator older than namespaced keys: kept
+    assert storm_key(res, stored(res)) == "wc"
+    assert storm_key(res, stored(res, TopologyStatus.KILLED)) == "wc"  # its kill goes on under it
+    # stored for another resource: another namespace's, or this name's before it was re-created
+    assert storm_key(res, stored(res, uid="uid-other", namespace="team-b")) == "ns~wc"
+    assert storm_key(res, stored(res, uid="uid-other")) == "ns~wc"
+    # a stored topology that recorded no uid (older still) goes by its namespace
+    legacy = stored(res)
+    del legacy.topology["metadata"]["uid"]
+    assert storm_key(res, legacy) == "wc"
+    legacy.topology["metadata"]["namespace"] = "team-b"
+    assert storm_key(res, legacy) == "ns~wc"
 
 
 def test_an_unchanged_running_spec_only_records_it_observed() -> None:
@@ -166,7 +185,9 @@ def test_a_graph_change_is_an_upgrade_and_the_rest_of_the_spec_waits_for_it() ->
         Record({"conflict": None, "owned": True})]
 
 
-def test_a_stateful_graph_change_is_refused_once_per_generation_and_says_why() -> None:
+def test_a_graph_change_of_state_in_memory_is_refused_once_per_generation_and_says_why() -> None:
+    """A stateful topology's graph upgrade carries its state in Redis (tests/unit/test_upgrade.py);
+    the memory provider's state dies with the workers the upgrade replaces: refused."""
     stateful = {**SPEC, "bolts": [{**SPEC["bolts"][0], "stateful": True}]}
     bolts = [{**stateful["bolts"][0], "class": "m:B2"}]
     res = resource({**stateful, "bolts": bolts}, generation=5)
@@ -175,8 +196,8 @@ def test_a_stateful_graph_change_is_refused_once_per_generation_and_says_why() -
     assert Record({"ignored_generation": 5}) in intents and not any(isinstance(i, Update) for i in intents)
     events = [i for i in intents if isinstance(i, Event)]
     assert [e.reason for e in events] == ["SpecChangeRefused"]
-    assert events[0].message.startswith("needs an upgrade (drain and resubmit): b: class changed; refused: b is "
-                                        "stateful: a graph upgrade would need a final checkpoint"), events[0].message
+    assert events[0].message.startswith("needs an upgrade (drain and resubmit): b: class changed; refused: b keeps "
+                                        "its state in the memory state provider"), events[0].message
     res.ignored_generation = 5
     assert not any(isinstance(i, Event) for i in decide(res, Snapshot(base)))
 

@@ -513,7 +513,7 @@ def test_the_operator_refuses_the_same_specs() -> None:
         st_ = _status(api, name)
         assert st_["phase"] == "Failed" and line in st_["message"], (name, st_["message"][:300])
         assert "InvalidSpec" in api.reasons(name) and name not in state.storms
-    assert "wc" in state.storms
+    assert "ns~wc" in state.storms
 
 
 # --------------------------------------------------- the commands, end to end (subprocesses)
