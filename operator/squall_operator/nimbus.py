@@ -309,10 +309,14 @@ class Nimbus:
         and its executor counts (squall_operator.upgrade.launch)."""
         if base.upgrade_topology is None:
             return base
-        new, executors = upgrade.launch(stored.topology(base), base.component_executors,
+        running = stored.topology(base)
+        new, executors = upgrade.launch(running, base.component_executors,
                                         Topology.model_validate(base.upgrade_topology))
+        # where the old launch's tasks kept their state under Storm's names (an older Squall's)
+        state_tasks = upgrade.state_tasks(running, stored.plan(base).component_tasks)
         return base.model_copy(update={"topology": new, "component_executors": executors, "launch_time_secs": now,
-                                       "upgrade_topology": None, "upgrade_since_secs": None})
+                                       "upgrade_topology": None, "upgrade_since_secs": None,
+                                       "state_tasks": state_tasks})
 
     def relaunched(self, topo: str) -> None:
         """An upgrade stored `topo`'s new launch: replace the workers of the old one (the local

@@ -18,8 +18,24 @@ with another end:
    still pending at the wait's end is replayed by the spouts from their source, as after Storm's
    rebalance.
 
-A stateful topology's graph is not upgraded: its state would need a final checkpoint carried by
-component name (`refusal` says so). Nothing here does I/O or reads a clock.
+A stateful topology (squall.checkpoint) is upgraded the same way, its state carried over by
+component name and task index, as a Flink savepoint carries state by operator:
+
+- the final checkpoint: the checkpoint spout stays active while the other spouts are deactivated,
+  so the stateful bolts' acks, held until the commit that holds their effects, complete with the
+  next commit; "nothing pending" (the drain's end) then means every tuple the spouts emitted is
+  in a committed checkpoint, and a stateful spout's committed position is the last it emitted.
+  The checkpoint spout's own pending round is not waited for (`spout_beats` leaves it out).
+- the new launch: each task's state lives under `<component>#<index>` (squall.statebackend
+  .namespace), which a graph change does not move although it renumbers task ids; the new
+  launch's checkpoint spout recovers from the last commit as after any restart (ROLLBACK,
+  INITSTATE) and nothing is replayed. `state_tasks` keeps the old launch's task ids in the
+  StormBase, where a state an older Squall kept under `<component>-<task>` is found.
+- `squall.specchange` refuses what cannot be carried: a stateful component's task count, a
+  stateful component removed or no longer stateful (its state would be dropped); `refusal` adds
+  the memory provider (its state lives in the workers the upgrade replaces).
+
+Nothing here does I/O or reads a clock.
 """
 
 from __future__ import annotations
@@ -31,21 +47,38 @@ from typing import Any
 from squall import specchange
 from squall.models.cluster import Assignment, WorkerHeartbeat, executor_key
 from squall.models.v1alpha1 import Topology
-from squall.plan import ACKER, TopologyPlan
+from squall.plan import ACKER, CHECKPOINT_COMPONENT, TopologyPlan
+from squall.statebackend import provider_name
 
 from squall_operator import roll
 
-__all__ = ["Decision", "decide", "launch", "refusal", "spout_beats"]
+__all__ = ["Decision", "decide", "launch", "refusal", "spout_beats", "state_tasks"]
 
 
 def refusal(running: Topology, new: Topology, change: specchange.SpecChange) -> str | None:
-    """Why `change` (an `upgrade`) cannot run as a graph upgrade; None: it can."""
-    stateful = sorted({c.name for c in running.spec.components if c.stateful}
-                      | {c.name for c in new.spec.components if c.stateful})
-    if stateful:
-        return (f"{', '.join(stateful)} {'is' if len(stateful) == 1 else 'are'} stateful: a graph upgrade "
-                "would need a final checkpoint carried over by component name, which Squall does not do yet")
+    """Why `change` (an `upgrade`) cannot run as a graph upgrade; None: it can. What
+    `squall.specchange` refuses on the specs alone is refused there; here: a stateful topology
+    whose state provider is `memory` (its state lives in the worker processes, which the upgrade
+    replaces)."""
+    stateful = sorted(c.name for c in running.spec.components if c.stateful)
+    if stateful and provider_name(running.spec.config) == "memory":
+        return (f"{', '.join(stateful)} {'keeps its' if len(stateful) == 1 else 'keep their'} state in the memory "
+                "state provider, inside the worker processes that the upgrade replaces: it would be lost "
+                "(set topology.state.provider to redis to carry it over)")
     return None
+
+
+def state_tasks(running: Topology, component_tasks: Mapping[str, tuple[int, ...]]) -> dict[str, list[int]] | None:
+    """The StormBase's `state_tasks` for the launch after an upgrade of `running`, whose plan
+    gave its components `component_tasks`: the task ids of its stateful and windowed components
+    (a windowed bolt of a stateful topology checkpoints its windows) and of the checkpoint spout
+    (a state kept under `<component>-<task>` by an older Squall is found under them); None for a
+    topology without state."""
+    if not any(c.stateful for c in running.spec.components):
+        return None
+    names = {c.name for c in running.spec.components if c.stateful or getattr(c, "window", None) is not None}
+    names.add(CHECKPOINT_COMPONENT)
+    return {c: list(ts) for c, ts in sorted(component_tasks.items()) if c in names}
 
 
 def launch(running: Topology, executors: Mapping[str, int], new: Topology) -> tuple[dict[str, Any], dict[str, int]]:
@@ -77,10 +110,13 @@ def launch(running: Topology, executors: Mapping[str, int], new: Topology) -> tu
 def spout_beats(plan: TopologyPlan, assignment: Assignment, beats: Mapping[Any, WorkerHeartbeat],
                 ) -> dict[str, tuple[float, int] | None]:
     """Every assigned spout executor -> (the time of its slot's heartbeat, its pending count
-    there); None where no heartbeat of its slot reports it (roll.drained's input)."""
+    there); None where no heartbeat of its slot reports it (roll.drained's input). The
+    checkpoint spout is left out: it stays active through the drain, its rounds carry no data,
+    and the data spouts' trees complete only with the commit that holds their effects."""
     out: dict[str, tuple[float, int] | None] = {}
     for executor, slot in assignment.slots().items():
-        if plan.executor_component(executor) not in plan.spouts:
+        component = plan.executor_component(executor)
+        if component not in plan.spouts or component == CHECKPOINT_COMPONENT:
             continue
         key = executor_key(executor)
         beat = beats.get(slot)

@@ -3,14 +3,18 @@ FILE --zookeeper ...` with a bolt added to a running id pipeline, against real w
 on the session's ZooKeeper. The spouts are deactivated, drained until their heartbeats say
 nothing is pending, the new graph is launched with a new launch time, the workers of the old
 launch are replaced, and the spouts go on: every message id is acked in the end and the new bolt
-receives tuples. A stateful topology's graph change is refused with its reason and changes
-nothing."""
+receives tuples. A stateful word count (Redis) gets a bolt added the same way: the checkpoint
+spout's final commit ends the drain, the new graph restores each counter's state by component
+name and task index although its task ids moved, and the totals equal a recount of the input.
+What cannot be carried (a stateful task count, state in the memory provider) is refused with its
+reason and changes nothing."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import (  # the integration tests' helpers (same directory)
@@ -28,11 +32,17 @@ from helpers import (  # the integration tests' helpers (same directory)
     wait_spout_done,
     write_yaml,
 )
-
 from squall.models.cluster import TopologyStatus
 from squall.models.v1alpha1 import Topology
 from squall_operator.local import LocalCluster
 from squall_operator.nimbus import NimbusError
+from test_stateful import (
+    EXAMPLE,
+    Committed,
+    example_module,
+    stateful_wordcount,
+    wait_exact_end,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -135,7 +145,68 @@ def test_what_is_pending_at_the_drain_s_end_is_replayed_on_the_new_graph(
     assert not cluster.crashes, cluster.crashes
 
 
-def test_a_stateful_topology_s_graph_change_is_refused_with_its_reason(
+def test_a_stateful_word_count_gets_a_bolt_while_running_and_its_totals_stay_exact(
+    make_cluster: Callable[..., LocalCluster], tmp_path: Path, redis_server: Any
+) -> None:
+    """`squall update` adds `audit` (sorted before `count`, so every counter task's id moves by
+    one) to the stateful word count mid-run. The drain ends once the spouts' trees completed,
+    which for a stateful bolt means the checkpoint that holds their effects committed (the
+    checkpoint spout stays active through the drain); the new launch finds each counter's state
+    under `count#<index>` and the spout's position where it stopped, and the committed totals
+    equal a recount of every sentence the spout read, across the upgrade."""
+    limit = 4000
+    topo = stateful_wordcount("swc-grow", redis_server, limit, rate=150)
+    committed = Committed(topo)
+    cluster = make_cluster(nodes=2, slots=2, search_paths=[str(EXAMPLE)])
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: committed.position() >= 600, 90, "a few committed checkpoints", cluster, 0.5)
+    before = committed.totals()
+    position_before = committed.position()
+    assert before and position_before < limit - 1500, "the run ended before the upgrade; slow the spout down"
+
+    data = topo.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data["spec"]["bolts"].append({"name": "audit", "class": "stateful_wordcount:SplitSentence", "parallelism": 1,
+                                  "inputs": [{"component": "sentences", "grouping": "shuffle"}]})
+    new = Topology.model_validate(data)
+    moved = Committed(new)
+    assert moved.tasks["count"] != committed.tasks["count"], "the new bolt must move count's task ids"
+    t0 = time.monotonic()
+    done = squall("update", str(write_yaml(data, tmp_path / "grow.yaml")), "--zookeeper", cluster.connect_string,
+                  timeout=120)
+    drained = time.monotonic() - t0
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].startswith("topology swc-grow: upgrading (added audit)"), lines
+    assert lines[1].startswith("topology swc-grow: upgraded "), lines
+    events = [e for e in cluster.nimbus.events if "Upgrad" in e]
+    assert any("nothing pending" in e for e in events), f"the drain waited for its end: {events}" + logs_tail(cluster)
+    after = cluster.state.get_storm(topo.name)
+    assert after is not None and after.state_tasks is not None  # where an older Squall's state would be
+    assert after.state_tasks["count"] == list(committed.tasks["count"]), after.state_tasks
+    at_launch = moved.position()
+    launch_txid = max(moved.txids("sentences"))
+    wait_for(lambda: totals(cluster, topo.name).get("audit", {}).get("executed", 0) >= 1, 60,
+             "the new bolt's first tuple", cluster)
+    first_tuple = time.monotonic() - t0
+    # the new launch read on from the committed state by index: started afresh, its first commit
+    # would hold position ~0 and empty counters (and the totals would come out the same in the end)
+    wait_for(lambda: min(moved.txids("sentences") + moved.txids("count")) > launch_txid, 60,
+             "a commit of the new launch", cluster, 0.2)
+    assert moved.position() >= position_before
+    assert sum(moved.totals().values()) >= sum(before.values())
+    final = wait_exact_end(cluster, moved, limit, 180)
+    expected = example_module().expected_counts(limit)
+    print(f"STATEFUL UPGRADE drain ended (squall update returned) {drained:.1f}s after it began; the new graph's "
+          f"first tuple {first_tuple:.1f}s after; committed position {at_launch} at the launch of {limit}; "
+          f"totals exact: {final == expected}; events {events}")
+    assert final == expected, f"differences: { {w: (final.get(w), expected.get(w)) for w in set(final) | set(expected) if final.get(w) != expected.get(w)} }" + logs_tail(cluster)
+    assert totals(cluster, topo.name)["audit"]["executed"] >= (limit - at_launch) // 2
+    assert not cluster.crashes, cluster.crashes
+    stop_topology(cluster, topo.name)
+
+
+def test_a_stateful_task_count_change_or_state_in_memory_is_refused_with_its_reason(
     make_cluster: Callable[..., LocalCluster], tmp_path: Path
 ) -> None:
     spec = {
@@ -150,12 +221,20 @@ def test_a_stateful_topology_s_graph_change_is_refused_with_its_reason(
     wait_running(cluster, topo)
     before = cluster.state.get_storm(topo.name)
     data = topo.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data["spec"]["bolts"][0]["numTasks"] = 3
+    refused = squall("update", str(write_yaml(data, tmp_path / "tasks.yaml")), "--zookeeper", cluster.connect_string)
+    one_line_error(refused, 1, "refused: win is stateful and its task count changed (1 -> 3)",
+                   "cannot be carried to another count")
+    with pytest.raises(NimbusError, match=r"win is stateful and its task count changed \(1 -> 3\)"):
+        cluster.nimbus.update(topo.name, Topology.model_validate(data))
+    # the state of this topology lives in its workers (the memory provider): an upgrade would lose it
+    data["spec"]["bolts"][0].pop("numTasks")
     data["spec"]["bolts"].append({"name": "tap", "class": f"{COMPONENTS}:PassBolt",
                                   "inputs": [{"component": "ids", "grouping": "shuffle"}]})
     refused = squall("update", str(write_yaml(data, tmp_path / "frozen.yaml")), "--zookeeper", cluster.connect_string)
-    one_line_error(refused, 1, "added tap", "refused: ids, win are stateful", "final checkpoint")
+    one_line_error(refused, 1, "added tap", "refused: ids, win keep their state in the memory state provider")
     # nimbus refuses it too (the operator's path and a request that skipped the CLI's check)
-    with pytest.raises(NimbusError, match="ids, win are stateful"):
+    with pytest.raises(NimbusError, match="ids, win keep their state in the memory state provider"):
         cluster.nimbus.update(topo.name, Topology.model_validate(data))
     assert cluster.state.get_storm(topo.name) == before
     stop_topology(cluster, topo.name)

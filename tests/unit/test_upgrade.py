@@ -95,14 +95,61 @@ def test_launch_takes_the_new_parallelism_where_the_task_count_changed() -> None
     assert counts == {"ids": 2, "pass": 3, ACKER: 1}
 
 
-def test_refusal_names_the_stateful_components() -> None:
-    stateful = topo([{"name": "count", "class": "m:B", "stateful": True,
-                      "inputs": [{"component": "ids", "grouping": "shuffle"}]}])
-    change = specchange.classify(topo().spec, stateful.spec)
-    assert change.kind is specchange.Kind.UPGRADE
-    why = upgrade.refusal(topo(), stateful, change)
-    assert why is not None and why.startswith("count is stateful: ") and "final checkpoint" in why
+REDIS = {"topology.state.provider": "redis", "topology.state.provider.config": {"host": "localhost"}}
+STATEFUL = [{"name": "count", "class": "m:B", "stateful": True, "parallelism": 2, "numTasks": 4,
+             "inputs": [{"component": "ids", "grouping": "shuffle"}]}]
+
+
+def test_a_stateful_graph_upgrade_carries_its_state_in_redis_and_is_refused_in_memory() -> None:
+    """The memory provider keeps state in the workers that the upgrade replaces: refused with
+    the components named; in Redis it is carried over; a stateless topology gaining its first
+    stateful bolt has no state to carry."""
+    added = STATEFUL + [{"name": "tap", "class": "m:B", "inputs": [{"component": "count", "grouping": "shuffle"}]}]
+    running, new = topo(STATEFUL), topo(added)
+    change = specchange.classify(running.spec, new.spec)
+    assert change.kind is specchange.Kind.UPGRADE and change.upgrade == ("added tap",)
+    why = upgrade.refusal(running, new, change)
+    assert why is not None and why.startswith("count keeps its state in the memory state provider") \
+        and "set topology.state.provider to redis" in why, why
+    in_redis, new_in_redis = topo(STATEFUL, config=REDIS), topo(added, config=REDIS)
+    assert upgrade.refusal(in_redis, new_in_redis, specchange.classify(in_redis.spec, new_in_redis.spec)) is None
+    assert upgrade.refusal(topo(), running, specchange.classify(topo().spec, running.spec)) is None
     assert upgrade.refusal(topo(), topo(WITH_TAP), specchange.classify(topo().spec, topo(WITH_TAP).spec)) is None
+
+
+def test_state_tasks_keeps_the_old_launch_s_task_ids_of_the_stateful_components() -> None:
+    running = topo(STATEFUL, config=REDIS)
+    plan = build_plan(running, {})
+    tasks = upgrade.state_tasks(running, plan.component_tasks)
+    assert tasks == {"$checkpointspout": list(plan.component_tasks["$checkpointspout"]),
+                     "count": list(plan.component_tasks["count"])}
+    assert len(tasks["count"]) == 4
+    # the new graph's first bolt sorts before count: count's tasks move, its indexes do not
+    moved = build_plan(topo([{"name": "aaa", "class": "m:B", "inputs": [{"component": "ids", "grouping": "shuffle"}]},
+                             *STATEFUL], config=REDIS), {})
+    assert moved.component_tasks["count"] != plan.component_tasks["count"]
+    assert upgrade.state_tasks(topo(), build_plan(topo(), {}).component_tasks) is None
+    # a windowed bolt of a stateful topology checkpoints its windows: its tasks are kept too
+    windowed = topo([*STATEFUL, {"name": "win", "class": "m:W", "window": {"windowLength": 3},
+                                 "inputs": [{"component": "count", "grouping": "shuffle"}]}], config=REDIS)
+    kept = upgrade.state_tasks(windowed, build_plan(windowed, {}).component_tasks)
+    assert kept is not None and sorted(kept) == ["$checkpointspout", "count", "win"]
+
+
+def test_the_drain_does_not_wait_for_the_checkpoint_spout_s_own_round() -> None:
+    running = topo(STATEFUL, config=REDIS)
+    plan = build_plan(running, {}, {"ids": 1, "count": 1, ACKER: 1})
+    slot = WorkerSlot("n", 1)
+    assignment = Assignment(executor_slots={f"{a}-{b}": slot.key() for ex in plan.component_executors.values()
+                                            for a, b in ex})
+    cp = plan.component_executors["$checkpointspout"][0]
+    ids = plan.component_executors["ids"][0]
+    beat = WorkerHeartbeat(time_secs=NOW + 1, uptime_secs=5, executors={
+        f"{cp[0]}-{cp[1]}": ExecutorStats(component="$checkpointspout", pending=1),
+        f"{ids[0]}-{ids[1]}": ExecutorStats(component="ids", pending=0)})
+    spouts = upgrade.spout_beats(plan, assignment, {slot: beat})
+    assert spouts == {f"{ids[0]}-{ids[1]}": (NOW + 1, 0)}
+    assert upgrade.decide(NOW, NOW + 30, spouts, NOW + 1).go
 
 
 # -- the lifecycle's upgrade transitions ---------------------------------------------------------
