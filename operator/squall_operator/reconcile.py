@@ -12,9 +12,11 @@ only carrying it out can tell.
     update     the spec changed in a way the running topology takes in place (squall.specchange:
                maxSpoutPending, messageTimeoutSecs, ticks live; a component's config by
                restarting its executors), or its graph changed: an upgrade (squall_operator.upgrade:
-               drained, the new graph launched; nimbus's Upgrading and Upgraded Events); a change
-               that cannot be carried (a stateful topology's graph) is refused with a Warning,
-               once per generation, and the topology keeps its stored spec
+               drained, with a stateful topology's final checkpoint, the new graph launched;
+               nimbus's Upgrading and Upgraded Events); a change that cannot be carried (a
+               stateful component's task count, a stateful component dropped, state in the memory
+               provider) is refused with a Warning, once per generation, and the topology keeps
+               its stored spec
     rebalance  numWorkers or a parallelism changed (waiting the asked or the topology's wait)
     activate / deactivate   spec.active changed (activation waits for a roll to finish)
     kill       the resource is being deleted: Storm's kill, then, once nimbus removed it and no
