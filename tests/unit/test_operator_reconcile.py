@@ -185,7 +185,9 @@ def test_a_graph_change_is_an_upgrade_and_the_rest_of_the_spec_waits_for_it() ->
         Record({"conflict": None, "owned": True})]
 
 
-def test_a_stateful_graph_change_is_refused_once_per_generation_and_says_why() -> None:
+def test_a_graph_change_of_state_in_memory_is_refused_once_per_generation_and_says_why() -> None:
+    """A stateful topology's graph upgrade carries its state in Redis (tests/unit/test_upgrade.py);
+    the memory provider's state dies with the workers the upgrade replaces: refused."""
     stateful = {**SPEC, "bolts": [{**SPEC["bolts"][0], "stateful": True}]}
     bolts = [{**stateful["bolts"][0], "class": "m:B2"}]
     res = resource({**stateful, "bolts": bolts}, generation=5)
@@ -194,8 +196,8 @@ def test_a_stateful_graph_change_is_refused_once_per_generation_and_says_why() -
     assert Record({"ignored_generation": 5}) in intents and not any(isinstance(i, Update) for i in intents)
     events = [i for i in intents if isinstance(i, Event)]
     assert [e.reason for e in events] == ["SpecChangeRefused"]
-    assert events[0].message.startswith("needs an upgrade (drain and resubmit): b: class changed; refused: b is "
-                                        "stateful: a graph upgrade would need a final checkpoint"), events[0].message
+    assert events[0].message.startswith("needs an upgrade (drain and resubmit): b: class changed; refused: b keeps "
+                                        "its state in the memory state provider"), events[0].message
     res.ignored_generation = 5
     assert not any(isinstance(i, Event) for i in decide(res, Snapshot(base)))
 
