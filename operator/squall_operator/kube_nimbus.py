@@ -530,6 +530,7 @@ class KubeNimbus(Nimbus):
                 try:
                     self.update(topo, intent.topology)
                 except NimbusError as exc:  # nimbus's own guard: decide saw it applicable
+                    res.refused_change = str(exc)
                     self.post(res, "Warning", "SpecChangeRefused", str(exc))
                     return
             elif isinstance(intent, reconcile.Rebalance):
@@ -957,6 +958,7 @@ class KubeNimbus(Nimbus):
         if autoscaled is not None:
             status["autoscale"] = autoscaled
         self._upgrade_status(res, status, now)
+        self._refused_status(res, status, now)
         if any(c.get("type") == "ZooKeeperReachable" for c in status["conditions"]):
             status["conditions"] = pods.merge_conditions(status["conditions"], [pods.condition(
                 "ZooKeeperReachable", True, "Connected", "connected to ZooKeeper", now,
@@ -973,6 +975,21 @@ class KubeNimbus(Nimbus):
         res.rolled = None
         res.status = status
         res.last_status_write = now
+
+    def _refused_status(self, res: Resource, status: dict[str, Any], now: float) -> None:
+        """Condition `SpecChangeRefused`: True while the spec asks for a change the running
+        topology cannot take (the Event's message), False once a later spec is applied."""
+        previous = list(status.get("conditions") or [])
+        if res.refused_change is not None:
+            cond = pods.condition("SpecChangeRefused", True, "CannotBeCarried", res.refused_change, now, previous,
+                                  res.generation)
+        elif any(c.get("type") == "SpecChangeRefused" and c.get("status") == "True" for c in previous):
+            cond = pods.condition("SpecChangeRefused", False, "SpecApplied",
+                                  "the spec's change is applied to the running topology", now, previous,
+                                  res.generation)
+        else:
+            return
+        status["conditions"] = pods.merge_conditions(previous, [cond])
 
     def _upgrade_status(self, res: Resource, status: dict[str, Any], now: float) -> None:
         """`status.upgrade` (squall_operator.canary.Upgrade) and condition `RolledBack`: True

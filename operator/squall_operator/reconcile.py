@@ -155,16 +155,20 @@ def decide(res: Resource, snap: Snapshot) -> list[Intent]:
     running = stored.topology(base)
     change = specchange.classify(running.spec, spec)
     refused = upgrade.refusal(running, topology, change) if change.kind is specchange.Kind.UPGRADE else None
+    why = None if change.kind is specchange.Kind.NONE or change.applies_in_place else (
+        f"{change.describe()}; refused: {refused or 'it cannot be carried'}: the topology keeps running its "
+        "stored spec (delete the resource and apply it again to run the new one)")
+    if change.kind is specchange.Kind.UPGRADE and refused is None:
+        why = None
+    if why != res.refused_change:  # condition SpecChangeRefused (KubeNimbus.write_status)
+        out.append(Record({"refused_change": why}))
     if change.applies_in_place:
         out += [Update(topology), Event("Normal", "ConfigUpdated", change.describe())]
     elif change.kind is specchange.Kind.UPGRADE and refused is None:
         # the rest of the spec (a rebalance, the activation) is decided once the upgrade is done
         return [*out, Update(topology), observed]
-    elif change.kind is not specchange.Kind.NONE and res.ignored_generation != res.generation:
-        out += [Record({"ignored_generation": res.generation}),
-                Event("Warning", "SpecChangeRefused",
-                      f"{change.describe()}; refused: {refused or 'it cannot be carried'}: the topology keeps "
-                      "running its stored spec (delete the resource and apply it again to run the new one)")]
+    elif why is not None and res.ignored_generation != res.generation:
+        out += [Record({"ignored_generation": res.generation}), Event("Warning", "SpecChangeRefused", why)]
     executors = {c.name: c.parallelism for c in spec.components}
     changed = {c: n for c, n in executors.items() if base.component_executors.get(c) != n}
     # spec.autoscale owns numWorkers within its bounds: one outside them (a `kubectl scale`) is

@@ -38,6 +38,9 @@ class Resource:
     # generation whose rebalance was rejected / whose ignored changes were reported
     rejected_generation: int | None = None
     ignored_generation: int | None = None
+    # why the spec's change cannot be applied to the running topology (the SpecChangeRefused
+    # Event's message, condition SpecChangeRefused True); None once the spec is applied
+    refused_change: str | None = None
     removed: bool = False
     last_status_write: float = 0.0
     # the topology's key in ZooKeeper once decided (KubeNimbus.key: NAMESPACE~NAME, or the bare
