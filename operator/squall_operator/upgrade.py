@@ -1,4 +1,4 @@
-"""A graph upgrade of a running topology, as pure decisions (issue 30 item 3; JStorm's
+"""A graph upgrade of a running topology, as pure decisions (JStorm's
 update_topology, seed 003; Storm's rebalance transitions in `squall_operator.lifecycle`).
 
 A new spec whose graph differs from the running one (`squall.specchange` says `upgrade`: a

@@ -1,4 +1,4 @@
-"""A graph upgrade of a running topology on the local cluster (issue 30, item 3): `squall update
+"""A graph upgrade of a running topology on the local cluster: `squall update
 FILE --zookeeper ...` with a bolt added to a running id pipeline, against real worker processes
 on the session's ZooKeeper. The spouts are deactivated, drained until their heartbeats say
 nothing is pending, the new graph is launched with a new launch time, the workers of the old

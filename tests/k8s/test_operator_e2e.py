@@ -1,4 +1,4 @@
-"""The operator as nimbus, end to end on the real control plane and the process kubelet (issue #6).
+"""The operator as nimbus, end to end on the real control plane and the process kubelet.
 
 `helm install` the chart (CRD, operator, RBAC, ZooKeeper) into one namespace, then, in order:
 run the word count from the same file `squall run` takes (its pods, probes, metrics, Secrets and

@@ -1,4 +1,4 @@
-"""The operator's nimbus through a ZooKeeper outage (issue 9 defect 8), on the in-memory state of
+"""The operator's nimbus through a ZooKeeper outage, on the in-memory state of
 test_operator_kube_nimbus and fake time: while ZooKeeper is away a round reads nothing and judges
 nothing; once it is back, every worker gets a fresh heartbeat window."""
 

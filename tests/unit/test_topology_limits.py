@@ -1,7 +1,7 @@
-"""One set of limits for `squall validate`, `squall run` and the operator (squall.limits; issue 31,
-items 7-9): each file `squall validate` accepted and `squall run` then died on is refused, with its
-field path and the limit, before anything is planned or allocated, in bounded time and memory;
-problem messages stay linear in the fields named; names print escaped."""
+"""One set of limits for `squall validate`, `squall run` and the operator (squall.limits): each file
+`squall validate` accepted and `squall run` then died on is refused, with its field path and the
+limit, before anything is planned or allocated, in bounded time and memory; problem messages stay
+linear in the fields named; names print escaped."""
 
 from __future__ import annotations
 
@@ -79,14 +79,14 @@ def _bolt(i: int, **fields: Any) -> Callable[[dict[str, Any]], None]:
     return edit
 
 
-# ------------------------------------------------------------------ the issue's reproductions
+# ----------------------------------------------------------------- the reported reproductions
 
 BIG_STRING = "x" * 500_000
 
 
 def aliased_config_text(copies: int = 100) -> str:
     """A 500 KB string, anchored once and aliased `copies` times: a 0.5 MB file that stands for
-    `copies` x 500 KB of config (the issue's 50 MB value, which ZooKeeper refused)."""
+    `copies` x 500 KB of config (the reported 50 MB value, which ZooKeeper refused)."""
     items = ", ".join(["*big"] * copies)
     return (HEAD + f"  config:\n    big: &big '{BIG_STRING}'\n    copies: [{items}]\n"
             f"  spouts: [{{name: s, class: '{FX}:SentenceSpout'}}]\n")
@@ -234,7 +234,7 @@ def test_check_topology_applies_the_limits_to_a_topology_built_in_python() -> No
     assert "over the limit of 1000 per topology" in only(info.value).message
 
 
-# ------------------------------------------------------ item 8: messages linear in the fields
+# -------------------------------------------------------------- messages linear in the fields
 
 def fields_topology(declared: int, named: int) -> str:
     """A spout declaring `declared` fields, a bolt grouping by `named` other fields."""
@@ -294,7 +294,7 @@ def test_unknown_component_lists_a_bounded_few() -> None:
     assert info.value.problems[0].message.endswith(", ... (391 more))")
 
 
-# ---------------------------------------------------------- item 9: names printed escaped
+# ------------------------------------------------------------------ names printed escaped
 
 ESCAPES = "\x1b[2J\x1b]0;TITLE\x07"
 
