@@ -783,10 +783,10 @@ class KubernetesTarget:
 
     def exec_in_worker(self, name: str, pods: Mapping[str, Mapping[str, Any]], module: str,
                        module_args: Sequence[str], seconds: float = 0.0) -> dict[str, Any]:
-        """``python -m MODULE --zookeeper Z --root R --topology NAME ARGS`` run in one of the
-        topology's running worker pods (it has the topology's ZooKeeper and credentials, from the
-        worker's own arguments): the JSON object it prints last. `{"error": ...}` is a VerbError
-        (exit 2 when it says `"usage": true`)."""
+        """``python -m MODULE --zookeeper Z --root R --topology KEY ARGS`` run in one of the
+        topology's running worker pods (it has the topology's ZooKeeper and credentials; Z, R and
+        KEY, its key in ZooKeeper, come from the worker's own arguments): the JSON object it prints
+        last. `{"error": ...}` is a VerbError (exit 2 when it says `"usage": true`)."""
         import json
 
         from kubernetes.client.exceptions import ApiException
@@ -804,8 +804,9 @@ class KubernetesTarget:
         def arg(flag: str, default: str) -> str:
             return args[args.index(flag) + 1] if flag in args[:-1] else default
 
+        # the worker's own key: NAMESPACE~NAME, or the bare name an older operator stored
         command = ["python", "-m", module, "--zookeeper", arg("--zookeeper", ""),
-                   "--root", arg("--root", DEFAULT_ROOT), "--topology", name, *module_args]
+                   "--root", arg("--root", DEFAULT_ROOT), "--topology", arg("--topology", name), *module_args]
         try:
             ws = stream(self._core().connect_get_namespaced_pod_exec, pod_name, self.namespace,
                         container=container.get("name"), command=command, stdin=False, stdout=True,
