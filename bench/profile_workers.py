@@ -6,7 +6,7 @@ Runs bench/peers.py's Squall word count (examples/wordcount, 2 workers, 2 ackers
 load-aware shuffle) in a local cluster and, after the warm-up, reads over one window:
 - each worker's threads' CPU (utime + stime from /proc/PID/task/TID/stat), in cores; a thread
   by the kernel's name the worker gives it (`engine`: the loop that steps every executor;
-  an isolated executor's `split-3`: squall.worker.threads)
+  `transfer-data`, an isolated executor's `split-3`: squall.worker.threads)
   and its id;
 - each thread's voluntary and involuntary context switches per second (/proc/.../status);
 - with `perf` on PATH (and the right to use it): a `perf record -F 999` of both workers over

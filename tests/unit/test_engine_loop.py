@@ -244,7 +244,6 @@ def test_a_failure_of_the_loop_itself_stops_the_worker_and_closes_its_executors(
         control_peers=SimpleNamespace(over_hard_limit=lambda: False),
         data_turn=data_turn, loop_failed=failed.append,
         shared_sender=lambda: DirectSender(ctx, lambda s: None, lambda s: True, lambda i: None, lambda n: None),
-        transfers=lambda: [],
     )
     engine = Engine(host, data, control, peer_addresses=False)
     for kind in ("bolt", "spout"):

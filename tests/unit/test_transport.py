@@ -1,5 +1,4 @@
-"""squall.worker.transport.PeerQueues (one bounded queue per peer, never blocking the caller) and
-the Transfer that the engine loop steps to drain them."""
+"""squall.worker.transport.PeerQueues: one bounded queue per peer, never blocking the caller."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import pytest
 import zmq
 
 from squall.models.cluster import WorkerSlot
-from squall.worker.transport import FRAME_BATCHES, FRAMES_PER_TURN, PeerQueues, Transfer
+from squall.worker.transport import PeerQueues, run_transfer
 
 pytestmark = pytest.mark.unit
 
@@ -36,40 +35,65 @@ def test_force_goes_past_the_bound_up_to_the_hard_limit_signal() -> None:
     assert peers.queued() == 3
 
 
-def test_an_offer_wakes_the_loop_only_while_it_sleeps() -> None:
+def test_offer_wakes_the_transfer_thread_only_while_it_sleeps() -> None:
     peers = PeerQueues(bound=4, hard_limit=8)
-    rings: list[int] = []
-    peers.wake = lambda: rings.append(1)
-    peers.offer(A, [[1]])  # the loop is awake (busy): no wake
-    assert rings == []
-    assert peers.may_sleep(peers.offers) and peers.sleeping
+    peers.offer(A, [[1]])  # the transfer thread is busy (not sleeping): no ring
+    assert peers.bell.empty()
+    peers.sleeping = True
     peers.offer(A, [[2]])
-    assert rings == [1] and not peers.sleeping  # woken once, and marked awake
+    assert not peers.bell.empty() and not peers.sleeping  # rung once, and marked awake
     peers.offer(A, [[3]])
-    assert rings == [1]
+    assert peers.bell.qsize() == 1
 
 
-def test_the_loop_may_not_sleep_past_an_offer_made_while_it_looked() -> None:
+def test_sleep_returns_at_once_for_an_offer_made_while_looking() -> None:
     peers = PeerQueues(bound=4, hard_limit=8)
     seen = peers.offers
-    peers.offer(A, [[1]])  # after the loop read the count, before it sleeps
-    assert not peers.may_sleep(seen) and not peers.sleeping
-    assert peers.may_sleep(peers.offers)
-    peers.awake()
-    assert not peers.sleeping
+    peers.offer(A, [[1]])  # after the transfer thread read the count, before it sleeps
+    t0 = time.monotonic()
+    peers.sleep(seen, 5.0)
+    assert time.monotonic() - t0 < 1.0 and not peers.sleeping
 
 
-def test_many_producers_never_leave_the_loop_asleep_on_an_offer() -> None:
+def test_sleep_times_out_without_offers_and_an_offer_from_another_thread_ends_it() -> None:
+    peers = PeerQueues(bound=4, hard_limit=8)
+    t0 = time.monotonic()
+    peers.sleep(peers.offers, 0.05)
+    assert 0.04 <= time.monotonic() - t0 < 1.0 and not peers.sleeping
+
+    def offer_soon() -> None:
+        while not peers.sleeping:
+            time.sleep(0.001)
+        peers.offer(B, [[1]])
+
+    t = threading.Thread(target=offer_soon)
+    t.start()
+    t0 = time.monotonic()
+    peers.sleep(peers.offers, 10.0)
+    assert time.monotonic() - t0 < 5.0
+    t.join()
+    assert peers.bell.empty() and list(peers.queues[B]) == [[[1]]]
+
+
+def test_ring_wakes_a_sleeping_transfer_thread() -> None:
+    peers = PeerQueues(bound=4, hard_limit=8)
+    t = threading.Timer(0.05, peers.ring)
+    t.start()
+    t0 = time.monotonic()
+    peers.sleep(peers.offers, 10.0)
+    assert time.monotonic() - t0 < 5.0
+    t.join()
+
+
+def test_many_producers_never_leave_the_transfer_thread_asleep_on_an_offer() -> None:
     """The sleep/offer handshake under contention: every offer is taken within its sleep's timeout
-    budget, never stuck behind a missed wake (the sleep here would take 10 s)."""
+    budget, never stuck behind a missed ring (the sleep here would take 10 s)."""
     peers = PeerQueues(bound=1 << 20, hard_limit=1 << 21)
-    woken = threading.Event()
-    peers.wake = woken.set
     n, producers = 2000, 3
     stop = threading.Event()
     taken = 0
 
-    def loop() -> None:
+    def transfer() -> None:
         nonlocal taken
         while not stop.is_set():
             seen = peers.offers
@@ -79,10 +103,7 @@ def test_many_producers_never_leave_the_loop_asleep_on_an_offer() -> None:
                 taken += 1
             if taken == n * producers:
                 return
-            if peers.may_sleep(seen):
-                woken.wait(10.0)
-            woken.clear()
-            peers.awake()
+            peers.sleep(seen, 10.0)
 
     def produce() -> None:
         for i in range(n):
@@ -90,7 +111,7 @@ def test_many_producers_never_leave_the_loop_asleep_on_an_offer() -> None:
             if i % 50 == 0:
                 time.sleep(0.0005)
 
-    t = threading.Thread(target=loop)
+    t = threading.Thread(target=transfer)
     t.start()
     ps = [threading.Thread(target=produce) for _ in range(producers)]
     t0 = time.monotonic()
@@ -100,7 +121,7 @@ def test_many_producers_never_leave_the_loop_asleep_on_an_offer() -> None:
         p.join()
     t.join(8.0)
     stop.set()
-    woken.set()
+    peers.ring()
     assert taken == n * producers and time.monotonic() - t0 < 8.0
 
 
@@ -113,62 +134,30 @@ def test_drop_forgets_a_peer_and_counts_its_items() -> None:
     assert peers.drop(A) == 0
 
 
-def test_a_transfer_drops_and_counts_what_it_held_for_a_peer_that_left(caplog: pytest.LogCaptureFixture) -> None:
+def test_the_transfer_loop_drops_and_counts_what_it_held_for_a_peer_that_left(caplog: pytest.LogCaptureFixture) -> None:
     peers = PeerQueues(bound=4, hard_limit=8)
     peers.offer(A, [[1], [2]])  # A never registered an address and is no longer assigned
     peers.offer(B, [[3]])  # B is assigned but not registered yet: held
     lost: list[int] = []
+    stop = threading.Event()
     ctx: zmq.Context[Any] = zmq.Context()
-    transfer = Transfer(ctx, peers, lambda s: None, lambda s: s == B, lambda items: b"x", lost.append)
+    t = threading.Thread(
+        target=run_transfer,
+        args=(ctx, peers, lambda s: None, lambda s: s == B, lambda items: b"x", stop, lost.append),
+        daemon=True,
+    )
     with caplog.at_level(logging.WARNING, logger="squall.transport"):
         try:
-            assert not transfer.turn()  # nothing could go out
+            t.start()
+            deadline = time.monotonic() + 5.0
+            while not lost and time.monotonic() < deadline:
+                time.sleep(0.01)
         finally:
-            transfer.close()
+            stop.set()
+            peers.ring()
+            t.join(5.0)
             ctx.term()
+    assert not t.is_alive()
     assert lost == [2] and A not in peers.queues
     assert list(peers.queues[B]) == [[[3]]]  # still held for a peer that may yet register
     assert "dropped 2 tuples" in caplog.text and "left the assignment" in caplog.text
-
-
-def test_a_transfer_coalesces_a_peers_batches_and_keeps_what_a_slow_peer_did_not_take() -> None:
-    """Batches for one peer go out as frames of up to FRAME_BATCHES batches, at most
-    FRAMES_PER_TURN frames a turn; a frame the peer's socket does not take (its high-water mark
-    reached) waits as the peer's pending frame and goes first, and its socket is `waiting`."""
-    ctx: zmq.Context[Any] = zmq.Context()
-    pull = ctx.socket(zmq.PULL)
-    pull.setsockopt(zmq.RCVHWM, 1)
-    port = pull.bind_to_random_port("tcp://127.0.0.1")
-    peers = PeerQueues(bound=1 << 10, hard_limit=1 << 11)
-    frames: list[int] = []
-    transfer = Transfer(ctx, peers, lambda s: f"tcp://127.0.0.1:{port}", lambda s: True,
-                        lambda items: (frames.append(len(items)), b"x" * 100_000)[1], lambda n: None)
-    try:
-        for i in range(FRAME_BATCHES * FRAMES_PER_TURN + 3):
-            peers.offer(A, [[i]])
-        assert transfer.turn()
-        assert frames == [FRAME_BATCHES] * FRAMES_PER_TURN and len(peers.queues[A]) == 3
-        assert transfer.turn() and frames[-1] == 3 and not peers.queues[A]
-        assert not transfer.turn()  # nothing left
-        # the peer stops taking (it reads nothing): a frame waits, and its socket is listed
-        deadline = time.monotonic() + 10.0
-        while not transfer.pending and time.monotonic() < deadline:
-            peers.offer(A, [[0]])
-            transfer.turn()
-        assert A in transfer.pending and transfer.waiting() == [transfer.socks[A][1]]
-        sent = len(frames)
-        # the peer reads again: the waiting frame goes out first, then what was queued behind it
-        for i in range(5):
-            peers.offer(A, [[i]])
-        got = 0
-        while got < sent + 1 and time.monotonic() < deadline + 10.0:
-            if pull.poll(100):
-                pull.recv()
-                got += 1
-            transfer.turn()
-        assert not transfer.pending and not peers.queues[A] and transfer.waiting() == []
-        assert got == sent + 1 and len(frames) == sent + 1
-    finally:
-        transfer.close()
-        pull.close(0)
-        ctx.term()

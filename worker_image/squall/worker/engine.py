@@ -15,14 +15,11 @@ each turn,
    room; an executor whose output is held back (a full inbox, a slow or backpressured peer)
    takes nothing new until it left, which is backpressure as scheduling;
 3. sends what the executors staged for each peer as one frame per peer (`DirectSender` shared
-   by all of them, `push_staged`), then what the data and control send queues hold (acker
-   traffic, backpressure and load announcements, tuples for a task that moved; each queue's
-   `transport.Transfer`, a few frames per peer per turn);
-4. when no executor has more to do now and nothing was sent, sleeps in one `zmq.Poller` on both
-   ports, the sockets of slow peers, and a wake pipe (`ring`) that other threads use (a new
-   assignment, activation, a stop, an isolated executor's output, an offer to a send queue),
-   for as long as the soonest executor asked (a tick, a window's timer, an idle spout's next
-   call).
+   by all of them, `push_staged`);
+4. when no executor has more to do now, sleeps in one `zmq.Poller` on both ports, the sockets
+   of slow peers, and a wake pipe (`ring`) that other threads use (a new assignment, activation,
+   a stop, an isolated executor's output), for as long as the soonest executor asked (a tick,
+   a window's timer, an idle spout's next call).
 
 The main thread keeps ZooKeeper (refresh, heartbeats) and hands the loop new executors
 (`add`) and immutable routing snapshots (`worker.routing`, which every executor re-reads at its
@@ -51,7 +48,7 @@ from squall.plan import TopologyPlan
 from squall.worker.executor import CLOSE_LINGER_MS, Executor
 from squall.worker.routing import Routing
 from squall.worker.threads import NamedThread, executor_thread_name
-from squall.worker.transport import DirectSender, PeerQueues, Transfer
+from squall.worker.transport import DirectSender, PeerQueues
 
 log = logging.getLogger("squall.engine")
 
@@ -123,7 +120,6 @@ class EngineHost(Protocol):
     def executor_died(self, ex: Any, exc: BaseException) -> None: ...
     def loop_failed(self, exc: BaseException) -> None: ...
     def shared_sender(self) -> DirectSender: ...
-    def transfers(self) -> list[Transfer]: ...
 
 
 class Engine:
@@ -139,8 +135,6 @@ class Engine:
         self.peer_addresses = peer_addresses
         self.clock = clock
         self.sender: DirectSender | None = None
-        # the send queues' transfers (the host's, made when the loop starts)
-        self.transfers: list[Transfer] = []
         self.executors: list[Executor] = []
         # executors handed over by the main thread, opened by the loop at its next turn
         self.new: deque[Executor] = deque()
@@ -207,10 +201,6 @@ class Engine:
         stop = host.stop_event
         turns = host.loop_turns
         self.sender = host.shared_sender()
-        self.transfers = host.transfers()
-        for t in self.transfers:
-            t.peers.wake = self.ring
-        seen = [0] * len(self.transfers)
         try:
             while not stop.is_set():
                 now = self.clock()
@@ -227,16 +217,11 @@ class Engine:
                                       self.peer_addresses)
                 wait = self._step_all(now)
                 self.sender.push_staged()
-                sent = False
-                for i, t in enumerate(self.transfers):
-                    seen[i] = t.peers.offers  # before it looks: an offer from now on changes it
-                    if t.turn():
-                        sent = True
                 if self.slow:
                     self._isolate_slow(now)
-                if got or sent or wait <= 0.0:
+                if got or wait <= 0.0:
                     continue
-                self._sleep(min(wait, wait_ms / 1000.0), read_data, read_control, seen)
+                self._sleep(min(wait, wait_ms / 1000.0), read_data, read_control)
         except Exception as exc:  # a bug of ours outside any executor: the worker exits to be restarted
             self.host.loop_failed(exc)
         finally:
@@ -366,22 +351,7 @@ class Engine:
             handle(items, peer)
         return n
 
-    def _sleep(self, secs: float, read_data: bool, read_control: bool, seen: list[int]) -> None:
-        """Sleep in one poll, unless a send queue took an offer since its transfer looked (`seen`:
-        the queues' offer counts then): an offer from now on wakes the poll (`PeerQueues.wake`)."""
-        transfers = self.transfers
-        for i, t in enumerate(transfers):
-            if not t.peers.may_sleep(seen[i]):
-                for u in transfers:
-                    u.peers.awake()
-                return
-        try:
-            self._poll(secs, read_data, read_control)
-        finally:
-            for t in transfers:
-                t.peers.awake()
-
-    def _poll(self, secs: float, read_data: bool, read_control: bool) -> None:
+    def _sleep(self, secs: float, read_data: bool, read_control: bool) -> None:
         poller = zmq.Poller()
         if read_data:
             poller.register(self.data_sock, zmq.POLLIN)
@@ -394,9 +364,6 @@ class Engine:
                 have = sender.socks.get(slot)
                 if have is not None:
                     poller.register(have[1], zmq.POLLOUT)
-        for t in self.transfers:
-            for sock in t.waiting():
-                poller.register(sock, zmq.POLLOUT)
         for sock, _ev in poller.poll(max(0, int(secs * 1000.0 + 0.999))):
             if sock == self._wake_r:
                 try:
@@ -407,8 +374,8 @@ class Engine:
 
     def _close_all(self) -> None:
         """The worker stops: every executor closed, spouts first (they fail what is pending, so
-        nothing is forgotten), their last output handed on once, the send queues' last turn, the
-        shared sockets closed with CLOSE_LINGER_MS for what they still hold."""
+        nothing is forgotten), their last output handed on once, the shared sockets closed with
+        CLOSE_LINGER_MS for what they still hold."""
         now = self.clock()
         for ex in sorted(self.executors, key=lambda e: e.kind != "spout"):
             self._close(ex, now)
@@ -420,11 +387,4 @@ class Engine:
         sender = self.sender
         if sender is not None:
             sender.close(CLOSE_LINGER_MS)
-        for t in self.transfers:
-            t.peers.wake = None
-            try:
-                t.turn()
-            except Exception:
-                log.exception("the send queues' last turn failed")
-            t.close(CLOSE_LINGER_MS)
 

@@ -2,7 +2,7 @@
 
 Readiness is the truth peers depend on: the worker is ready only while its ZooKeeper session is
 connected, its endpoint node exists and is owned by that session (peers find it there), its
-assignment is loaded with this slot in it, and its engine loop and main loop are alive and
+assignment is loaded with this slot in it, and its receive and transfer loops are alive and
 turning. Liveness asks less: the process's loops are alive and turning (a worker cut off from
 ZooKeeper is not ready, but restarting it would not help). Both answer `ok` or one line per
 failed check, so `kubectl describe pod` says why.

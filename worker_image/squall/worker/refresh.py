@@ -64,7 +64,7 @@ def refresh(w: WorkerState, host: WorkerHost) -> None:
     assignment = w.state.get_assignment(w.topology_id, watch=w.watch)
     endpoints = w.state.get_endpoints(w.topology_id, watch=w.watch)
     if endpoints != w.endpoints:
-        # a peer at a new address: the loop's senders connect to it again
+        # a peer at a new address: the transfer threads connect to it again
         w.peer_reconnects += sum(
             1 for s, ep in endpoints.items()
             if s != w.slot and (old := w.endpoints.get(s)) is not None

@@ -1,8 +1,8 @@
 """One worker process: the executors of one slot, and the loops of seeds 000 and 003.
 
 Threads: the engine loop (squall.worker.engine: both ports read, every executor stepped, one
-frame per peer per turn, the data and control send queues drained to one PUSH socket per peer),
-isolated executors' own, and the main thread running refresh-connections,
+frame per peer per turn), the data and control transfer threads (send queues -> one PUSH socket
+per peer), isolated executors' own, and the main thread running refresh-connections,
 refresh-active, heartbeats and error reports. The worker's state is squall.worker.workerstate's
 holder; its jobs are the functions of acking, receive, send, hotupdate, refresh, levels and status.
 """
@@ -38,6 +38,7 @@ from squall.worker.workerstate import WorkerState
 from squall.worker.executor import Executor
 from squall.gcpolicy import POLICY as GC_POLICY
 from squall.worker.routing import Routing
+from squall.worker.threads import NamedThread
 from squall.worker.transport import (
     SOCKET_HWM,
     max_frame_bytes,
@@ -74,7 +75,7 @@ def _while_in_use(bind: Callable[[], T], what: str, stop: threading.Event, limit
 
 class Worker(WorkerState):
     """One worker process: its state (squall.worker.workerstate) with the process's life around
-    it: load the topology, bind the ports, start the engine loop, run
+    it: load the topology, bind the ports, start the engine loop and the transfer threads, run
     the main loop (refresh, heartbeats, errors, hand-over), stop. Its jobs are the functions of
     the worker's modules; the names below are what the executors (squall.worker.host) and the
     engine loop (squall.worker.engine) call them by."""
@@ -87,7 +88,6 @@ class Worker(WorkerState):
     dispatch_data = receive.dispatch_data
     direct_sender = send.direct_sender
     shared_sender = send.shared_sender
-    transfers = send.transfers
     report_error = status.report_error
     probe = status.probe
     not_ready = status.not_ready
@@ -205,6 +205,13 @@ class Worker(WorkerState):
         self.refresh()  # the first executors, handed to the loop
         self.engine.start()
         self.threads.append(self.engine.thread)
+        for name, target in (
+            ("transfer-data", lambda: send.transfer(self, self.data_peers, "port", "transfer-data")),
+            ("transfer-control", lambda: send.transfer(self, self.control_peers, "control_port", "transfer-control")),
+        ):
+            t = NamedThread(target=target, name=name, daemon=True)
+            t.start()
+            self.threads.append(t)
         # registered last: peers (and the slot's previous worker, which leaves when it sees this,
         # squall.worker.handover) find a worker whose executors already run; the endpoints
         # watch then wakes the main loop, whose refresh activates the spouts

@@ -1,5 +1,5 @@
-"""Sending to peers: the engine loop's and isolated executors' direct senders, the send
-queues' transfers (stepped by the loop), frames packed under the receivers' maximum, and tuples the wire cannot
+"""Sending to peers: the engine loop's and isolated executors' direct senders, the transfer
+threads' send queues, frames packed under the receivers' maximum, and tuples the wire cannot
 encode reported and failed. Functions of the worker's state.
 """
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,8 @@ from squall.worker import acking, status
 from squall.worker.transport import (
     FRAME_OVERHEAD,
     DirectSender,
-    Transfer,
+    PeerQueues,
+    run_transfer,
 )
 from squall.worker.workerstate import WorkerState
 
@@ -68,13 +70,15 @@ def combine(w: WorkerState, items: list[Any]) -> bytes | None:
     return None if bad else frame
 
 
-def transfers(w: WorkerState) -> list[Transfer]:
-    """The send queues' transfers, stepped by the engine loop: the data queues to the peers'
-    data ports (tuples for a task that moved), the control queues to their control ports."""
-    secure = w.sealer.client if w.sealer is not None else None
-    return [Transfer(w.zmq, peers, address_of(w, port_attr), functools.partial(assigned, w),
-                     functools.partial(pack, w), functools.partial(count_dropped, w), secure)
-            for peers, port_attr in ((w.data_peers, "port"), (w.control_peers, "control_port"))]
+def transfer(w: WorkerState, peers: PeerQueues, port_attr: str, name: str) -> None:
+    turns = w.loop_turns
+
+    def turned() -> None:
+        turns[name] = time.monotonic()
+
+    run_transfer(w.zmq, peers, address_of(w, port_attr), functools.partial(assigned, w), functools.partial(pack, w),
+                 w.stop_event, functools.partial(count_dropped, w), turned,
+                 w.sealer.client if w.sealer is not None else None)
 
 
 def unsendable(w: WorkerState, bad: list[tuple[Any, Exception]]) -> None:

@@ -1,11 +1,11 @@
 """Transport between workers: an executor's own sockets to its peers (`DirectSender`: every
-tuple an executor sends to another worker), and per-peer send queues with the `Transfer` that
-the engine loop steps to drain them (acker traffic, backpressure and load announcements; tuples
-the loop forwards to a task that moved).
+tuple an executor sends to another worker), and per-peer send queues with the transfer loop that
+drains them (acker traffic, backpressure and load announcements; tuples the receive thread
+forwards to a task that moved).
 
 Each peer (a remote slot) has its own bounded queue of batches, so a slow or unreachable peer
 fills only its own queue: whoever sends to it waits (bolts) or holds its output (spouts), while
-sends to every other peer go on. A `Transfer` keeps at most one packed frame per peer that
+sends to every other peer go on. The transfer thread keeps at most one packed frame per peer that
 the peer's socket did not take yet and moves on to the next peer instead of waiting on it.
 Batches for a peer whose endpoint is not known yet stay queued until it is registered, or until
 the peer's slot leaves the assignment (then they are dropped and counted: nobody will take them).
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -69,27 +70,25 @@ def max_frame_bytes(conf: Mapping[str, Any], environ: Mapping[str, str]) -> tupl
 
 
 class PeerQueues:
-    """Bounded per-peer queues of batches (lists of items), drained by a `Transfer` that the
-    engine loop steps.
+    """Bounded per-peer queues of batches (lists of items), drained by one transfer thread.
 
     `offer` never blocks: it returns False when the peer's queue is full, and the caller decides
     whether to wait (a bolt: backpressure) or to keep its output and try again later (a spout,
-    which must never block). `force=True` queues beyond the bound; only the loop's receiving and
-    the ackers use it, for traffic they must not block on (acker messages, backpressure signals,
-    tuples that arrived for a task that moved away), and the loop stops reading its ports past
-    `hard_limit`. An offer from another thread (the main thread, an isolated executor) while the
-    loop sleeps calls `wake` (the loop's `ring`).
+    which must never block). `force=True` queues beyond the bound; only the receive threads use
+    it, for traffic they must not block on (acker messages, backpressure signals, tuples that
+    arrived for a task that moved away), and they stop reading their socket past `hard_limit`.
     """
 
     def __init__(self, bound: int, hard_limit: int) -> None:
         self.bound = bound
         self.hard_limit = hard_limit
         self.queues: dict[WorkerSlot, collections.deque[list[Any]]] = {}
-        # called by an offer while the loop sleeps (`sleeping`, `may_sleep`): an offer made while
-        # it is awake wakes nothing
-        self.wake: Callable[[], None] | None = None
+        # the transfer thread's doorbell, rung only while it sleeps (`sleeping`): an offer to a
+        # transfer thread that is busy sending wakes nothing, and a ring is one C call (a
+        # SimpleQueue put), not threading.Event's Python-level Condition
+        self.bell: queue.SimpleQueue[None] = queue.SimpleQueue()
         self.sleeping = False
-        # counts offers, so that the loop sees one made while it was looking
+        # counts offers, so that the transfer thread sees one made while it was looking
         self.offers = 0
         self._lock = threading.Lock()
 
@@ -110,28 +109,37 @@ class PeerQueues:
             return False
         q.append(batch)
         self.offers += 1
-        if self.sleeping:  # read after the append and the count: see `may_sleep`
+        if self.sleeping:  # read after the append and the count: see `sleep`
             self.sleeping = False
-            wake = self.wake
-            if wake is not None:
-                wake()
+            self.bell.put(None)
         return True
 
-    def may_sleep(self, seen: int) -> bool:
-        """The loop, about to sleep: whether it may, i.e. no offer came after `seen` (the count
-        of offers it read before its `Transfer` last looked at the queues). It marks itself
-        sleeping before it reads the count again, and an offer counts before it reads the mark,
-        so an offer is either seen here (False: look again) or calls `wake`: none is missed.
-        Two offers that both see the mark wake twice (a second wake only ends a later sleep
-        early, harmlessly). `awake` ends the mark."""
+    def ring(self) -> None:
+        """Wake the transfer thread now (e.g. to see its stop event)."""
+        self.sleeping = False
+        self.bell.put(None)
+
+    def sleep(self, seen: int, timeout: float) -> None:
+        """The transfer thread: wait up to `timeout` for an offer made after `seen` (the count
+        of offers it read before it last looked at the queues). It marks itself sleeping before
+        it reads the count again, and an offer counts before it reads the mark, so an offer is
+        either seen here or rings the bell: none is missed. Two offers that both see the mark
+        ring twice; the extra ring is taken here (or wakes the next sleep early, harmlessly)."""
         self.sleeping = True
         if self.offers != seen:
             self.sleeping = False
-            return False
-        return True
-
-    def awake(self) -> None:
+            return
+        bell = self.bell
+        try:
+            bell.get(True, timeout)
+        except queue.Empty:
+            pass
         self.sleeping = False
+        while not bell.empty():
+            try:
+                bell.get_nowait()
+            except queue.Empty:
+                break
 
     def over_hard_limit(self) -> bool:
         return any(len(q) >= self.hard_limit for q in list(self.queues.values()))
@@ -175,18 +183,18 @@ def peer_socket(
 class DirectSender:
     """One executor thread's own PUSH sockets to its peers' data ports (one per peer, made on
     first use, used by that thread only): an executor packs and sends its batches for remote
-    tasks itself, with no hand-over to a send queue. Every batch the
+    tasks itself, with no hand-over to a transfer thread and so no wake of one. Every batch the
     executor sends to a peer goes through that one socket, so a task's tuples to another task
     arrive in the order it emitted them (Storm keeps per-connection order too).
 
-    Same sockets as a `Transfer`'s: high-water mark SOCKET_HWM (frames), `secure` before
+    Same sockets as the transfer thread's: high-water mark SOCKET_HWM (frames), `secure` before
     connect, linger 0 when a peer's address changes (re-connected) or vanishes (closed by
     `prune`). A frame the socket did not take (the peer is slow) is kept as the peer's
     `pending` frame and goes first: `send` takes nothing more for that peer until it left.
 
     The load-aware shuffle's signal of a slow peer (`fill`): the share of this executor's sends
     to the peer since the last reading that met the high-water mark (Storm reads the pending
-    messages of its Netty client; the send queue's fill before this).
+    messages of its Netty client; the transfer thread's queue fill before this).
 
     Shared by the executors of an engine loop (`combine` given), it coalesces: `send` stages a
     batch, and `push_staged` (once per turn of the loop, or when a peer's stage holds
@@ -225,7 +233,7 @@ class DirectSender:
 
     def _gone(self, slot: WorkerSlot, items: int) -> bool:
         """A peer with no address: True (and its pending frame and `items` more dropped and
-        counted) when it also left the assignment, as a `Transfer` does; else it is held
+        counted) when it also left the assignment, as the transfer thread does; else it is held
         until it registers."""
         if self.assigned(slot):
             return False
@@ -381,98 +389,83 @@ class DirectSender:
 
 def drop_departed(dropped: Callable[[int], None], slot: WorkerSlot, lost: int) -> None:
     """Count and log `lost` tuples held for a peer that left the assignment (nobody will take
-    them): the one place both senders (the executors' DirectSender, a Transfer) do it."""
+    them): the one place both senders (the executors' DirectSender, the transfer loop) do it."""
     if lost:
         dropped(lost)
         log.warning("dropped %d tuples for %s: it left the assignment", lost, slot.key())
 
 
-class Transfer:
-    """The sending of one `PeerQueues`, stepped by the engine loop once a turn (`turn`): each
-    peer's queued batches coalesced into frames (FRAME_BATCHES batches a frame, at most
-    FRAMES_PER_TURN frames a peer a turn) on one PUSH socket per peer (connected on first use,
-    re-connected when the peer's address changes, closed when it vanishes). Never waits: a frame
-    a peer's socket did not take is kept as that peer's pending frame and goes first at a later
-    turn (`waiting`: those sockets, for the loop's poll), and the other peers go on. Batches for
-    a peer with no address are held until it registers, or dropped and counted once it left the
-    assignment. `pack` returns None when nothing of a frame could be encoded (it reports what
-    could not); `secure` (if given) sets up each new socket before it connects (CURVE,
-    squall.worker.security)."""
-
-    def __init__(
-        self,
-        ctx: zmq.Context[Any],
-        peers: PeerQueues,
-        address_of: Callable[[WorkerSlot], str | None],
-        assigned: Callable[[WorkerSlot], bool],
-        pack: Callable[[list[Any]], bytes | None],
-        dropped: Callable[[int], None],
-        secure: Callable[[zmq.Socket[bytes]], None] | None = None,
-    ) -> None:
-        self.ctx = ctx
-        self.peers = peers
-        self.address_of = address_of
-        self.assigned = assigned
-        self.pack = pack
-        self.dropped = dropped
-        self.secure = secure
-        self.socks: dict[WorkerSlot, tuple[str, zmq.Socket[bytes]]] = {}
-        # a frame a peer's socket did not take yet (its high-water mark is reached): sent first
-        self.pending: dict[WorkerSlot, tuple[bytes, int]] = {}
-
-    def turn(self) -> bool:
-        """Send what the queues hold and the sockets take now; True when a frame went out."""
-        peers = self.peers
-        pending = self.pending
-        socks = self.socks
-        address_of = self.address_of
-        pack = self.pack
-        sent = False
-        for slot, q in list(peers.queues.items()):
-            addr = address_of(slot)
-            if addr is None:
-                if (q or slot in pending) and not self.assigned(slot):
-                    drop_departed(self.dropped, slot, peers.drop(slot) + pending.pop(slot, (b"", 0))[1])
-                continue  # not registered yet: held until it is
-            sock = peer_socket(self.ctx, socks, slot, addr, self.secure)
-            for _ in range(FRAMES_PER_TURN):
-                got = pending.pop(slot, None)
-                if got is None:
-                    if not q:
-                        break
-                    items: list[Any] = []
-                    for _ in range(FRAME_BATCHES):
-                        try:
-                            items.extend(q.popleft())
-                        except IndexError:
+def run_transfer(
+    ctx: zmq.Context[Any],
+    peers: PeerQueues,
+    address_of: Callable[[WorkerSlot], str | None],
+    assigned: Callable[[WorkerSlot], bool],
+    pack: Callable[[list[Any]], bytes | None],
+    stop: threading.Event,
+    dropped: Callable[[int], None],
+    turned: Callable[[], None] | None = None,
+    secure: Callable[[zmq.Socket[bytes]], None] | None = None,
+) -> None:
+    """The transfer loop: coalesce each peer's queued batches into frames and send them, one
+    PUSH socket per peer (connected on first use, re-connected when the peer's address changes,
+    closed when it vanishes). Never waits on one peer while another has something to send.
+    `pack` returns None when nothing of a frame could be encoded (it reports what could not).
+    `turned` (if given) is called at every turn of the loop: the worker's health checks see it
+    turning.
+    `secure` (if given) sets up each new socket before it connects (CURVE, squall.worker.security)."""
+    socks: dict[WorkerSlot, tuple[str, zmq.Socket[bytes]]] = {}
+    # a frame a peer's socket did not take yet (its high-water mark is reached): sent first
+    pending: dict[WorkerSlot, tuple[bytes, int]] = {}
+    poller = zmq.Poller()
+    try:
+        while not stop.is_set():
+            if turned is not None:
+                turned()
+            seen = peers.offers  # before looking: a batch offered from now on changes it
+            sent = False
+            for slot, q in list(peers.queues.items()):
+                addr = address_of(slot)
+                if addr is None:
+                    if (q or slot in pending) and not assigned(slot):
+                        drop_departed(dropped, slot, peers.drop(slot) + pending.pop(slot, (b"", 0))[1])
+                    continue  # not registered yet: held until it is
+                sock = peer_socket(ctx, socks, slot, addr, secure)
+                for _ in range(FRAMES_PER_TURN):
+                    got = pending.pop(slot, None)
+                    if got is None:
+                        if not q:
                             break
-                    frame = pack(items)
-                    if frame is None:
-                        continue
-                    got = (frame, len(items))
-                try:
-                    sock.send(got[0], zmq.NOBLOCK, copy=False)
-                    sent = True
-                except zmq.Again:
-                    pending[slot] = got  # the peer is slow: try again at a later turn
-                    break
-        if socks:
+                        items: list[Any] = []
+                        for _ in range(FRAME_BATCHES):
+                            try:
+                                items.extend(q.popleft())
+                            except IndexError:
+                                break
+                        frame = pack(items)
+                        if frame is None:
+                            continue
+                        got = (frame, len(items))
+                    try:
+                        sock.send(got[0], zmq.NOBLOCK, copy=False)
+                        sent = True
+                    except zmq.Again:
+                        pending[slot] = got  # the peer is slow: try again next round
+                        break
             for slot in [s for s, (addr, _) in socks.items() if address_of(s) != addr]:
                 socks.pop(slot)[1].close(0)
-        return sent
-
-    def waiting(self) -> list[zmq.Socket[bytes]]:
-        """The sockets of peers whose pending frame waits for room."""
-        out: list[zmq.Socket[bytes]] = []
-        for slot in self.pending:
-            have = self.socks.get(slot)
-            if have is not None:
-                out.append(have[1])
-        return out
-
-    def close(self, linger_ms: int = 0) -> None:
-        """Close every socket: what they still hold is sent for up to `linger_ms` more."""
-        for _addr, s in self.socks.values():
-            s.close(linger_ms)
-        self.socks.clear()
-        self.pending.clear()
+            if sent:
+                continue
+            if pending:
+                # wait for one of the slow peers to take a frame, or for new batches
+                for slot in pending:
+                    have = socks.get(slot)
+                    if have is not None:
+                        poller.register(have[1], zmq.POLLOUT)
+                poller.poll(5)
+                for sock, _flags in list(poller.sockets):
+                    poller.unregister(sock)
+            else:
+                peers.sleep(seen, 0.1)
+    finally:
+        for _addr, s in socks.values():
+            s.close(0)

@@ -39,7 +39,7 @@ from squall.worker.routing import Inbox, Routing
 from squall.worker.security import CurveKeys, Sealer
 from squall.worker.transport import PeerQueues
 
-# per peer: batches queued for the loop's send queues (a full queue is backpressure on the sender)
+# per peer: batches queued for its transfer thread (a full queue is backpressure on the sender)
 SEND_QUEUE_BATCHES = 64
 # past this many queued batches for one peer, the receive threads stop reading their socket
 SEND_QUEUE_HARD_LIMIT = 4096
