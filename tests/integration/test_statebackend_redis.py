@@ -58,6 +58,30 @@ def test_keys_live_under_the_topology_prefix(redis_server) -> None:  # type: ign
     assert keys == ["squall:t1:count-1", "squall:t1:count-1$txid"]
 
 
+def test_two_namespaces_topologies_of_one_name_keep_their_states_apart(redis_server) -> None:  # type: ignore[no-untyped-def]
+    """Both named `t1` (topology.name), keyed apart (squall.topology.key, the worker's key:
+    NAMESPACE~NAME on Kubernetes): one Redis, two states; a bare key is the name's prefix."""
+    a = open_provider({**conf(redis_server), "squall.topology.key": "team-a~t1"}).state("count#0")
+    b = open_provider({**conf(redis_server), "squall.topology.key": "team-b~t1"}).state("count#0")
+    a.put("w", 1)
+    b.put("w", 2)
+    for s, txid in ((a, 0), (b, 0)):
+        s.prepare_commit(txid)
+        s.commit(txid)
+    assert dict(open_provider({**conf(redis_server), "squall.topology.key": "team-a~t1"}).state("count#0")) == {"w": 1}
+    assert dict(open_provider({**conf(redis_server), "squall.topology.key": "team-b~t1"}).state("count#0")) == {"w": 2}
+    keys = sorted(k.decode() for k in redis_server.client().keys("*"))
+    assert keys == ["squall:team-a~t1:count#0", "squall:team-a~t1:count#0$txid",
+                    "squall:team-b~t1:count#0", "squall:team-b~t1:count#0$txid"]
+    # the local cluster's key is the name: the prefix it always had
+    bare = open_provider({**conf(redis_server), "squall.topology.key": "t1"}).state("count#0")
+    assert dict(bare) == {}
+    bare.put("w", 3)
+    bare.prepare_commit(0)
+    bare.commit(0)
+    assert {"squall:t1:count#0", "squall:t1:count#0$txid"} <= {k.decode() for k in redis_server.client().keys("*")}
+
+
 def test_a_state_under_storm_s_task_name_is_copied_to_its_index_name_once(redis_server) -> None:  # type: ignore[no-untyped-def]
     """squall.statebackend.namespace migration in Redis (one script): committed hash, txid and a
     prepared transaction are copied when the new name has nothing; never over a new state."""

@@ -37,6 +37,7 @@ import yaml
 
 from squall.plan import build_plan
 from squall.statebackend import namespace, open_provider
+from squall.topology_keys import KEY_CONF, topology_key
 from squall.validation import parse_topology
 
 from .conftest import chart_release, kget, wait_for
@@ -170,7 +171,8 @@ class Committed:
 
     def __init__(self, doc: dict[str, Any], host: str) -> None:
         topo = parse_topology(doc, source="stateful-wordcount")
-        self.conf = {"topology.name": topo.name, **topo.spec.config,
+        # the workers name their state by the topology's key, NAMESPACE~NAME
+        self.conf = {"topology.name": topo.name, **topo.spec.config, KEY_CONF: topology_key(topo.name, NS),
                      "topology.state.provider.config": {"host": host, "port": 6379}}
         self.tasks = build_plan(topo, {}).component_tasks
 

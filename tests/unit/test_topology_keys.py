@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 
 from squall.models.v1alpha1 import DNS_LABEL
-from squall.topology_keys import KEY_SEPARATOR, not_found, split_topology_key, topology_key
+from squall.topology_keys import (
+    KEY_CONF,
+    KEY_SEPARATOR,
+    conf_scope,
+    not_found,
+    split_topology_key,
+    topic_safe,
+    topology_key,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -43,3 +51,25 @@ def test_a_bare_name_where_keys_are_namespaced_is_refused_naming_the_namespaces(
     assert not_found("other", keys).startswith("no topology is keyed 'other'; one named so runs in namespace team-a:")
     # nothing of that name anywhere, or a bare key (the local cluster): the plain answer
     assert not_found("nosuch", keys) == "no topology named 'nosuch'"
+
+
+def test_state_and_kafka_clients_are_named_by_the_key_not_the_name() -> None:
+    # what the worker's config carries (squall.worker.hotupdate.topology_conf) decides it
+    assert conf_scope({KEY_CONF: "team-a~wc", "topology.name": "wc"}, "id") == "team-a~wc"
+    assert conf_scope({"topology.name": "wc"}, "id") == "wc"  # a component opened outside a worker
+    assert conf_scope({}, "id") == "id"
+    # a Kafka topic name takes [A-Za-z0-9._-]: '_' is in no DNS label, so keys stay apart
+    assert topic_safe("team-a~wc") == "team-a_wc" and topic_safe("wc") == "wc"
+    assert topic_safe(topology_key("b-c", "a")) != topic_safe(topology_key("c", "a-b"))
+
+
+def test_the_worker_config_carries_the_key_and_a_user_cannot_override_it() -> None:
+    from squall.models.v1alpha1 import Topology
+    from squall.worker.hotupdate import topology_conf
+
+    topo = Topology.model_validate({
+        "apiVersion": "squall.io/v1alpha1", "kind": "Topology", "metadata": {"name": "wc"},
+        "spec": {"config": {KEY_CONF: "elsewhere"},
+                 "spouts": [{"name": "s", "class": "m:S"}], "bolts": []}})
+    assert topology_conf(topo, 0.0, key="team-a~wc")[KEY_CONF] == "team-a~wc"
+    assert topology_conf(topo, 0.0)[KEY_CONF] == "wc"  # the local cluster: the name

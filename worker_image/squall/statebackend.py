@@ -35,6 +35,7 @@ from typing import Any, Final, Protocol
 import msgpack
 
 from squall.serialization import default, ext_hook
+from squall.topology_keys import conf_scope
 
 __all__ = [
     "KeyValueState",
@@ -458,7 +459,7 @@ def open_provider(conf: Mapping[str, Any], env: Mapping[str, str] | None = None)
         if password is None:
             raise StateBackendError(
                 f"{PROVIDER_CONFIG_KEY}.passwordEnv: environment variable {cfg['passwordEnv']!r} is not set")
-    topology = str(conf.get("topology.name", "topology"))
+    topology = conf_scope(conf, "topology")  # its key: two namespaces' topologies of one name never share
     key = json.dumps([cfg, topology], sort_keys=True, default=str)
     with _OPEN_LOCK:
         cached = _OPEN.get(key)

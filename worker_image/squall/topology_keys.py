@@ -13,9 +13,12 @@ Pure: the operator's reconcile decisions use it without a ZooKeeper client.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 KEY_SEPARATOR = "~"
+# the topology's key in the config every component gets (squall.worker.hotupdate.topology_conf)
+KEY_CONF = "squall.topology.key"
 
 
 def topology_key(name: str, namespace: str | None = None) -> str:
@@ -33,6 +36,22 @@ def split_topology_key(key: str) -> tuple[str | None, str]:
     return (namespace, name) if sep else (None, key)
 
 
+def conf_scope(conf: Mapping[str, Any], fallback: str) -> str:
+    """What a topology's own resources outside ZooKeeper are named by (its Redis state's key
+    prefix, its Kafka consumer group, producer and transactional ids): its key (`KEY_CONF`), so
+    that two namespaces' topologies of one name never share a state or a consumer group and never
+    fence each other's transactions; else `topology.name`, else `fallback`. A bare key is the name,
+    so the local cluster's, and topologies an older operator stored, keep the names they had."""
+    return str(conf.get(KEY_CONF) or conf.get("topology.name") or fallback)
+
+
+def topic_safe(scope: str) -> str:
+    """`scope` in a Kafka topic name, which allows only ASCII letters, digits, '.', '_' and '-':
+    the separator becomes '_', which no DNS label (a namespace or a Topology's name) has, so no
+    two keys give one topic name."""
+    return scope.replace(KEY_SEPARATOR, "_")
+
+
 def not_found(name: str, keys: Iterable[str]) -> str:
     """Why `name` names no stored topology, for one asking by a bare name where topologies are
     keyed by namespace (the operator's ZooKeeper): the namespaces that run one of that name."""
@@ -44,4 +63,4 @@ def not_found(name: str, keys: Iterable[str]) -> str:
             f"{', '.join(topology_key(name, ns) for ns in namespaces)})")
 
 
-__all__ = ["KEY_SEPARATOR", "not_found", "split_topology_key", "topology_key"]
+__all__ = ["KEY_CONF", "KEY_SEPARATOR", "conf_scope", "not_found", "split_topology_key", "topic_safe", "topology_key"]

@@ -30,6 +30,7 @@ from squall.components import TICK_STREAM, Bolt, OutputCollector, TopologyContex
 from squall.kafka.admin import ClientErrors, KafkaUnavailable, client_config, describe_error
 from squall.kafka.config import BOLT_KEY, KafkaBoltConfig, KafkaConfigError, client_props, parse_bolt_config
 from squall.kafka.records import Encoder, import_function, make_encoder
+from squall.topology_keys import conf_scope
 
 __all__ = ["KafkaBolt", "UnwritableTuple", "sink_record"]
 
@@ -63,7 +64,7 @@ class KafkaBolt(Bolt):
         except ValueError as exc:
             raise KafkaConfigError(f"{context.component_id}: {exc}") from None
         props = client_props(cfg, BOLT_KEY)
-        topology = str(conf.get("topology.name", context.topology_id))
+        topology = conf_scope(conf, context.topology_id)  # its key: no group shared across namespaces
         props.setdefault("client.id", f"squall-{topology}-{context.component_id}-{context.task_id}")
         props.setdefault("linger.ms", 5)
         # at-least-once end to end: every in-sync replica has it, and retries add no duplicates

@@ -80,6 +80,7 @@ from squall.kafka.records import (
     make_decoder,
 )
 from squall.kafka.retry import RetrySchedule
+from squall.topology_keys import conf_scope
 
 __all__ = ["KafkaSpout", "MessageId"]
 
@@ -348,7 +349,7 @@ class KafkaSpout(Spout):
         self.at_least_once = self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE
         self.tracked = self.at_least_once or cfg.tupleTrackingEnforced
         self.keep_raw = cfg.deadLetterTopic is not None  # the record as it came, for the dead-letter topic
-        topology = str(conf.get("topology.name", context.topology_id))
+        topology = conf_scope(conf, context.topology_id)  # its key: no group shared across namespaces
         self.group_id = cfg.groupId or f"squall-{topology}-{context.component_id}"
         # Storm's commit metadata: {"topologyId": this deployment's id, ...}; the first poll of
         # a partition resumes from a commit of this deployment whatever the strategy

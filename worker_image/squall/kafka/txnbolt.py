@@ -46,6 +46,7 @@ from squall.kafka.txn import (
     recovery,
     transactional_id,
 )
+from squall.topology_keys import conf_scope, topic_safe
 
 __all__ = ["IntervalTooLarge", "TransactionalKafkaBolt", "last_marker"]
 
@@ -148,10 +149,10 @@ class TransactionalKafkaBolt(StatefulBolt):
                 import_function(cfg.mapper, f"{BOLT_KEY}.mapper") if cfg.mapper else None)
         except ValueError as exc:
             raise KafkaConfigError(f"{context.component_id}: {exc}") from None
-        topology = str(conf.get("topology.name", context.topology_id))
+        topology = conf_scope(conf, context.topology_id)  # its key: no group shared across namespaces
         self.task = context.task_id
         self.txn_id = transactional_id(topology, context.component_id, context.task_id)
-        self.marker_topic = cfg.markerTopic or f"squall-txn-markers-{topology}"
+        self.marker_topic = cfg.markerTopic or f"squall-txn-markers-{topic_safe(topology)}"
         props = client_props(cfg, BOLT_KEY)
         self.client_props = dict(props)
         props.setdefault("client.id", f"squall-{topology}-{context.component_id}-{context.task_id}")

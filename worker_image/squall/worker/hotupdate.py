@@ -22,6 +22,7 @@ from squall.models.cluster import (
 )
 from squall.models.v1alpha1 import ComponentSpec, Topology
 from squall.plan import ACKER, CHECKPOINT_COMPONENT, build_plan
+from squall.topology_keys import KEY_CONF
 from squall.worker import acking
 from squall.worker.bolt import BoltExecutor
 from squall.worker.executor import Executor, is_isolated
@@ -132,8 +133,10 @@ def bolt_tick(w: WorkerState, spec: ComponentSpec, conf: Mapping[str, Any]) -> f
 
 
 def topology_conf(topology: Topology, launch_time_secs: float,
-                  state_tasks: Mapping[str, list[int]] | None = None) -> dict[str, Any]:
-    """The topology's config as every component gets it (before its own config)."""
+                  state_tasks: Mapping[str, list[int]] | None = None, key: str | None = None) -> dict[str, Any]:
+    """The topology's config as every component gets it (before its own config); `key` is its
+    key in ZooKeeper (squall.topology_keys; None: its name), what its state and its Kafka
+    clients are named by (`squall.topology.key`)."""
     spec = topology.spec
     legacy = {} if state_tasks is None else {"squall.state.legacy.tasks": dict(state_tasks)}
     return {
@@ -147,6 +150,7 @@ def topology_conf(topology: Topology, launch_time_secs: float,
         "topology.launch.time.secs": launch_time_secs,
         **legacy,
         **spec.config,
+        KEY_CONF: key or topology.name,
     }
 
 
@@ -173,7 +177,7 @@ def apply_spec(w: WorkerState, host: WorkerHost, base: StormBase) -> specchange.
                         "it keeps the one it runs", w.slot.key(), change.describe())
         return change
     w.topology, w.spec = new, new.spec
-    w.conf = topology_conf(new, w.base.launch_time_secs, w.base.state_tasks)
+    w.conf = topology_conf(new, w.base.launch_time_secs, w.base.state_tasks, w.topology_id)
     now = time.monotonic()
     timeout = float(w.spec.message_timeout_secs)
     with w.acker_lock:

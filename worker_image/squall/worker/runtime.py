@@ -113,7 +113,8 @@ class Worker(WorkerState):
         self.classes = resolved.classes
         serialization.register_all(resolved.serializers)
         self.streams = resolved.streams
-        self.conf: dict[str, Any] = hotupdate.topology_conf(self.topology, base.launch_time_secs, base.state_tasks)
+        self.conf: dict[str, Any] = hotupdate.topology_conf(self.topology, base.launch_time_secs, base.state_tasks,
+                                                            self.topology_id)
         # A thread woken by a socket or a queue waits for the GIL until the busy thread's switch
         # interval ends; every hop of a tuple pays it. 1 ms instead of CPython's 5 ms: +20-25%
         # throughput and lower latency in bench/run.py at the same window.
