@@ -265,3 +265,13 @@ def write_yaml(doc: dict[str, Any], path: Path) -> Path:
 
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")
     return path
+
+
+class FakeClock:
+    """An injected clock for nimbus and its monitor: `now` moves only when a test moves it."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now

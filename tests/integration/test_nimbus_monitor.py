@@ -19,17 +19,11 @@ from squall.zkserver import EmbeddedZooKeeper, java_available
 from squall_operator.monitor import LOCAL_TIMEOUTS
 from squall_operator.nimbus import Nimbus
 
+from helpers import FakeClock
+
 pytestmark = pytest.mark.integration
 
 WORDCOUNT = Path(__file__).resolve().parents[2] / "examples" / "wordcount" / "topology.yaml"
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def one_worker_topology(name: str) -> Topology:

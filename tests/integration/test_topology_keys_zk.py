@@ -29,17 +29,11 @@ from squall_operator.monitor import LOCAL_TIMEOUTS
 from squall_operator.nimbus import Nimbus, initial_storm_base
 from squall_operator.resources import Resource, topology_resource
 
+from helpers import FakeClock
+
 pytestmark = pytest.mark.integration
 
 WORDCOUNT = Path(__file__).resolve().parents[2] / "examples" / "wordcount" / "topology.yaml"
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def resource(namespace: str, uid: str) -> Resource:
