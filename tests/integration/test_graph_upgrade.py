@@ -37,9 +37,9 @@ from squall.models.v1alpha1 import Topology
 from squall_operator.local import LocalCluster
 from squall_operator.nimbus import NimbusError
 from test_stateful import (
-    EXAMPLE,
     Committed,
     example_module,
+    started,
     stateful_wordcount,
     wait_exact_end,
 )
@@ -156,11 +156,7 @@ def test_a_stateful_word_count_gets_a_bolt_while_running_and_its_totals_stay_exa
     equal a recount of every sentence the spout read, across the upgrade."""
     limit = 4000
     topo = stateful_wordcount("swc-grow", redis_server, limit, rate=150)
-    committed = Committed(topo)
-    cluster = make_cluster(nodes=2, slots=2, search_paths=[str(EXAMPLE)])
-    cluster.submit(topo)
-    wait_running(cluster, topo)
-    wait_for(lambda: committed.position() >= 600, 90, "a few committed checkpoints", cluster, 0.5)
+    committed, cluster = started(topo, make_cluster, 2, 600)
     before = committed.totals()
     position_before = committed.position()
     assert before and position_before < limit - 1500, "the run ended before the upgrade; slow the spout down"

@@ -96,15 +96,23 @@ def wait_exact_end(cluster: LocalCluster, committed: Committed, limit: int, time
     return committed.totals()
 
 
+def started(topo: Topology, make_cluster: Callable[..., LocalCluster], slots: int,
+            position: int) -> tuple[Committed, LocalCluster]:
+    """`topo` (a stateful word count) submitted to a new 2-node cluster with `slots` slots each,
+    returned once its spout's committed position reached `position`: a few checkpoints in."""
+    committed = Committed(topo)
+    cluster = make_cluster(nodes=2, slots=slots, search_paths=[str(EXAMPLE)])
+    cluster.submit(topo)
+    wait_running(cluster, topo)
+    wait_for(lambda: committed.position() >= position, 90, "a few committed checkpoints", cluster, 0.5)
+    return committed, cluster
+
+
 def test_totals_are_exact_after_kill_9_of_a_worker(make_cluster: Callable[..., LocalCluster], tmp_path: Path,
                                                    redis_server: Any) -> None:
     limit = 4000
     topo = stateful_wordcount("swc-kill", redis_server, limit, rate=150)
-    committed = Committed(topo)
-    cluster = make_cluster(nodes=2, slots=1, search_paths=[str(EXAMPLE)])
-    cluster.submit(topo)
-    wait_running(cluster, topo)
-    wait_for(lambda: committed.position() >= 800, 90, "a few committed checkpoints", cluster, 0.5)
+    committed, cluster = started(topo, make_cluster, 1, 800)
     assert committed.position() < limit - 1500, "the run ended before the kill; slow the spout down"
     slots = component_slots(cluster, topo)
     victims = assigned_slots(cluster, topo.name) - slots["sentences"]
@@ -126,11 +134,7 @@ def test_totals_are_exact_after_a_rebalance(make_cluster: Callable[..., LocalClu
                                             redis_server: Any) -> None:
     limit = 3000
     topo = stateful_wordcount("swc-rebalance", redis_server, limit, rate=150)
-    committed = Committed(topo)
-    cluster = make_cluster(nodes=2, slots=2, search_paths=[str(EXAMPLE)])
-    cluster.submit(topo)
-    wait_running(cluster, topo)
-    wait_for(lambda: committed.position() >= 600, 90, "a few committed checkpoints", cluster, 0.5)
+    committed, cluster = started(topo, make_cluster, 2, 600)
     cluster.nimbus.rebalance(topo.name, num_workers=3, wait_secs=1)
     wait_for(lambda: len(assigned_slots(cluster, topo.name)) == 3, 30, "an assignment on 3 slots", cluster)
     assert committed.position() < limit, "the run ended before the rebalance; slow the spout down"
@@ -147,11 +151,7 @@ def test_a_state_kept_under_storm_s_task_names_is_read_by_this_version(
     `<component>#<index>` (squall.checkpoint.task_state) and the totals stay exact."""
     limit = 3000
     topo = stateful_wordcount("swc-legacy", redis_server, limit, rate=150)
-    committed = Committed(topo)
-    cluster = make_cluster(nodes=2, slots=1, search_paths=[str(EXAMPLE)])
-    cluster.submit(topo)
-    wait_running(cluster, topo)
-    wait_for(lambda: committed.position() >= 600, 90, "a few committed checkpoints", cluster, 0.5)
+    committed, cluster = started(topo, make_cluster, 1, 600)
     stop_topology(cluster, topo.name)
     stopped = committed.position()
     assert stopped < limit - 1000, "the run ended before the stop; slow the spout down"
@@ -258,11 +258,7 @@ def test_totals_are_exact_after_redis_stalls_mid_run(make_cluster: Callable[...,
     data = topo.model_dump(by_alias=True, exclude_none=True)
     data["spec"]["config"]["topology.state.provider.config"]["timeoutSecs"] = 2
     topo = parse_topology(data, source="swc-stall")
-    committed = Committed(topo)
-    cluster = make_cluster(nodes=2, slots=1, search_paths=[str(EXAMPLE)])
-    cluster.submit(topo)
-    wait_running(cluster, topo)
-    wait_for(lambda: committed.position() >= 600, 90, "a few committed checkpoints", cluster, 0.5)
+    committed, cluster = started(topo, make_cluster, 1, 600)
     os.kill(redis_server.proc.pid, signal.SIGSTOP)
     try:
         time.sleep(8)
