@@ -47,6 +47,16 @@ from test_stateful import (
 pytestmark = pytest.mark.integration
 
 
+def squall_update(cluster: LocalCluster, data: dict[str, Any], path: Path) -> tuple[list[str], float]:
+    """`squall update` of `data` (written to `path`) on `cluster`, which must succeed: its output
+    lines and the seconds it took (the drain's end is when it returns)."""
+    t0 = time.monotonic()
+    done = squall("update", str(write_yaml(data, path)), "--zookeeper", cluster.connect_string, timeout=120)
+    took = time.monotonic() - t0
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines(), took
+
+
 def test_squall_update_adds_a_bolt_to_a_running_pipeline_with_no_id_lost(
     make_cluster: Callable[..., LocalCluster], tmp_path: Path
 ) -> None:
@@ -64,13 +74,9 @@ def test_squall_update_adds_a_bolt_to_a_running_pipeline_with_no_id_lost(
     data["spec"]["bolts"].append({"name": "tap", "class": f"{COMPONENTS}:PassBolt", "parallelism": 2,
                                   "inputs": [{"component": "pass", "grouping": "shuffle"}]})
     t0 = time.monotonic()
-    done = squall("update", str(write_yaml(data, tmp_path / "grow.yaml")), "--zookeeper", cluster.connect_string,
-                  timeout=120)
-    took = time.monotonic() - t0
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.strip().splitlines()
+    lines, took = squall_update(cluster, data, tmp_path / "grow.yaml")
     assert lines[0] == ("topology grow: upgrading (added tap): spouts deactivated; the new graph is launched "
-                        "once nothing is pending, after rebalanceWaitSecs at the most"), done.stdout
+                        "once nothing is pending, after rebalanceWaitSecs at the most"), lines
     assert lines[1].startswith("topology grow: upgraded ") and "new graph is launched (ACTIVE)" in lines[1], lines
     assert len(lines) == 2, lines
 
@@ -168,11 +174,7 @@ def test_a_stateful_word_count_gets_a_bolt_while_running_and_its_totals_stay_exa
     moved = Committed(new)
     assert moved.tasks["count"] != committed.tasks["count"], "the new bolt must move count's task ids"
     t0 = time.monotonic()
-    done = squall("update", str(write_yaml(data, tmp_path / "grow.yaml")), "--zookeeper", cluster.connect_string,
-                  timeout=120)
-    drained = time.monotonic() - t0
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.strip().splitlines()
+    lines, drained = squall_update(cluster, data, tmp_path / "grow.yaml")
     assert lines[0].startswith("topology swc-grow: upgrading (added audit)"), lines
     assert lines[1].startswith("topology swc-grow: upgraded "), lines
     events = [e for e in cluster.nimbus.events if "Upgrad" in e]
