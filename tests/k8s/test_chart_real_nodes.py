@@ -239,9 +239,10 @@ def test_zookeeper_acl_is_on_by_default_and_kept_across_upgrade(release: Release
     from kazoo.client import KazooClient
     from kazoo.exceptions import NoAuthError
 
-    from squall.state import ClusterState, ZkCredentials
+    from squall.state import ClusterState, ZkCredentials, topology_key
 
     r = release
+    key = topology_key("wordcount", r.ns)  # the word count in ZooKeeper: NAMESPACE~NAME
     secret = r.get("secret", "squall-zk-auth")
     creds = ZkCredentials.parse(base64.b64decode(secret["data"]["credentials"]).decode(), "the chart's Secret")
     (op,) = r.get("pods", "-l", "app.kubernetes.io/component=operator")["items"]
@@ -258,29 +259,29 @@ def test_zookeeper_acl_is_on_by_default_and_kept_across_upgrade(release: Release
     (zk_pod,) = r.get("pods", "-l", "app.kubernetes.io/component=zookeeper")["items"]
     hosts = f"{zk_pod['status']['podIP']}:2181"  # the machine reaches pod addresses (realnode.py)
     with ClusterState.connect(hosts, root="/squall", credentials=creds) as owner:
-        beats = owner.get_worker_heartbeats("wordcount")
+        beats = owner.get_worker_heartbeats(key)
         assert len(beats) == 2, beats
-        beat = f"/squall/workerbeats/wordcount/{next(iter(beats)).key()}"
+        beat = f"/squall/workerbeats/{key}/{next(iter(beats)).key()}"
         acl, _ = owner.client.get_acls(beat)
         assert [(a.id.scheme, a.id.id.split(":")[0], a.perms) for a in acl] == [("digest", creds.user, 31)], acl
-        before = owner.client.get("/squall/assignments/wordcount")[0]
+        before = owner.client.get(f"/squall/assignments/{key}")[0]
     strangers = {"anonymous": KazooClient(hosts=hosts),
                  "wrong password": KazooClient(hosts=hosts, auth_data=[("digest", f"{creds.user}:not-the-password")])}
     try:
         for who, zk in strangers.items():
             zk.start(timeout=30)
-            for path in ("/squall", "/squall/assignments/wordcount", "/squall/storms/wordcount", beat):
+            for path in ("/squall", f"/squall/assignments/{key}", f"/squall/storms/{key}", beat):
                 with pytest.raises(NoAuthError):
                     zk.get(path)
                     print(f"{who} read {path}")
-            for path in ("/squall/workerbeats/wordcount", "/squall/assignments"):
+            for path in (f"/squall/workerbeats/{key}", "/squall/assignments"):
                 with pytest.raises(NoAuthError):
                     zk.get_children(path)
                     print(f"{who} listed {path}")
             with pytest.raises(NoAuthError):
                 zk.set(beat, b"{}")
             with pytest.raises(NoAuthError):
-                zk.set("/squall/assignments/wordcount", b"{}")
+                zk.set(f"/squall/assignments/{key}", b"{}")
             with pytest.raises(NoAuthError):
                 zk.create("/squall/assignments/intruder", b"{}")
             with pytest.raises(NoAuthError):
@@ -296,8 +297,8 @@ def test_zookeeper_acl_is_on_by_default_and_kept_across_upgrade(release: Release
     assert r.get("secret", "squall-zk-auth")["data"]["credentials"] == secret["data"]["credentials"]
     assert {p["metadata"]["uid"] for p in r.get("pods")["items"]} == pods
     with ClusterState.connect(hosts, root="/squall", credentials=creds) as owner:
-        assert owner.client.get("/squall/assignments/wordcount")[0] == before
-        assert len(owner.get_worker_heartbeats("wordcount")) == 2
+        assert owner.client.get(f"/squall/assignments/{key}")[0] == before
+        assert len(owner.get_worker_heartbeats(key)) == 2
     assert r.running("wordcount", 2)
 
 def test_deactivate_and_activate(release: Release) -> None:

@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
+from squall.topology_keys import topology_key
+
 from .cluster import Cluster
 from .conftest import wait_for
 from .test_operator_e2e import (
@@ -38,6 +40,7 @@ from .test_operator_e2e import (
 pytestmark = pytest.mark.k8s
 
 NAME = "liveconf"
+KEY = topology_key(NAME, NS)  # in ZooKeeper: NAMESPACE~NAME
 
 
 def _patch(c: Cluster, ops: list[dict[str, Any]]) -> None:
@@ -46,7 +49,7 @@ def _patch(c: Cluster, ops: list[dict[str, Any]]) -> None:
 
 def _pending(c: Cluster) -> int:
     with zk_state(c) as zk:
-        beats = zk.get_worker_heartbeats(NAME)
+        beats = zk.get_worker_heartbeats(KEY)
     return sum(ex.pending for b in beats.values() for ex in b.executors.values() if ex.component == "ids")
 
 
@@ -110,7 +113,7 @@ def test_kubectl_patch_of_config_applies_live_with_no_pod_replaced_and_no_id_los
 
         # a graph change: a bolt added runs as an upgrade, every pod replaced by one of the new launch
         with zk_state(c) as zk:
-            before = zk.get_storm(NAME)
+            before = zk.get_storm(KEY)
         assert before is not None
         t1 = time.monotonic()
         _patch(c, [{"op": "add", "path": "/spec/bolts/-", "value": {
@@ -124,14 +127,14 @@ def test_kubectl_patch_of_config_applies_live_with_no_pod_replaced_and_no_id_los
         wait_for(lambda: running(c, NAME, 2) and not pods & {p["metadata"]["uid"] for p in worker_pods(c, NAME)},
                  120, what=f"{NAME} Running 2/2 on pods of the new launch")
         with zk_state(c) as zk:
-            base = zk.get_storm(NAME)
+            base = zk.get_storm(KEY)
         assert base is not None and base.launch_time_secs > before.launch_time_secs
         assert [b["name"] for b in base.topology["spec"]["bolts"]] == ["pass", "sink", "tap"]
         assert base.topology["spec"]["maxSpoutPending"] == 20
 
         def tap_executed() -> int:
             with zk_state(c) as zk:
-                beats = zk.get_worker_heartbeats(NAME)
+                beats = zk.get_worker_heartbeats(KEY)
             return sum(ex.executed for b in beats.values() for ex in b.executors.values() if ex.component == "tap")
         wait_for(lambda: tap_executed() > 0, 60, what="the new bolt receiving tuples")
         resumed = time.monotonic() - t1

@@ -33,6 +33,8 @@ from typing import Any
 import pytest
 import yaml
 
+from squall.topology_keys import topology_key
+
 from .cluster import Cluster
 from .conftest import chart_release, kget, wait_for
 
@@ -347,7 +349,7 @@ def test_kubectl_squall_rebalance_w_waits_as_asked(squall: Cluster) -> None:
                     what="phase Rebalancing")
     assert cond(seen, "Active")["status"] == "False"
     with zk_state(c) as zk:
-        base = zk.get_storm("wordcount")
+        base = zk.get_storm(topology_key("wordcount", NS))
     # stored in ZooKeeper when the operator asked nimbus: due 6 s after, not 30
     assert base is not None and base.status.value == "REBALANCING" and base.delayed_due_secs is not None
     assert 5 <= base.delayed_due_secs - asked < 20, base.delayed_due_secs - asked
@@ -357,7 +359,7 @@ def test_kubectl_squall_rebalance_w_waits_as_asked(squall: Cluster) -> None:
     requested = [e["message"] for e in events(c, "wordcount") if e["reason"] == "RebalanceRequested"]
     assert any("in 6s (squall.io/rebalance-wait-secs)" in m for m in requested), requested
     with zk_state(c) as zk:
-        base = zk.get_storm("wordcount")
+        base = zk.get_storm(topology_key("wordcount", NS))
         assert base is not None and base.component_executors.get("count") == 4
     # back to the executors the later tests expect, without waiting the spec's 30 s
     done = kubectl_squall(c, "rebalance", "wordcount", "-e", "count=2", "-w", "0")
@@ -365,7 +367,7 @@ def test_kubectl_squall_rebalance_w_waits_as_asked(squall: Cluster) -> None:
 
     def count_executors() -> int | None:
         with zk_state(c) as zk:
-            base = zk.get_storm("wordcount")
+            base = zk.get_storm(topology_key("wordcount", NS))
         return None if base is None else base.component_executors.get("count")
 
     wait_for(lambda: count_executors() == 2, 60, what="count back to 2 executors")
@@ -389,7 +391,7 @@ def test_kubectl_squall_kill_w_waits_as_asked(squall: Cluster, tmp_path: Path) -
 
     def killed() -> Any:
         with zk_state(c) as zk:
-            base = zk.get_storm("quick")
+            base = zk.get_storm(topology_key("quick", NS))
         return base if base is not None and base.status.value == "KILLED" else None
 
     base = wait_for(killed, 30, what="the kill in ZooKeeper")
@@ -416,7 +418,7 @@ def test_kubectl_delete_is_storms_kill(squall: Cluster) -> None:
     # workers stay up during killWaitSecs (the message timeout: 30 s) so in-flight tuples finish
     assert len(worker_pods(c, "wordcount")) == 2
     with zk_state(c) as zk:
-        base = zk.get_storm("wordcount")
+        base = zk.get_storm(topology_key("wordcount", NS))
         assert base is not None and base.status.value == "KILLED"
     wait_for(lambda: c.kubectl("get", "topology", "wordcount", "-n", NS, check=False).returncode != 0, 120,
              what="the finalizer to be released")

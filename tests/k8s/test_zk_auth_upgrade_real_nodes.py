@@ -47,9 +47,10 @@ def test_upgrade_turns_zookeeper_acls_on_for_a_running_topology(old_release: Rel
     from kazoo.client import KazooClient
     from kazoo.exceptions import NoAuthError
 
-    from squall.state import ClusterState, ZkCredentials
+    from squall.state import ClusterState, ZkCredentials, topology_key
 
     r = old_release
+    key = topology_key("ids", r.ns)  # the topology in ZooKeeper: NAMESPACE~NAME
     assert r.kubectl("get", "secret", "squall-zk-auth", check=False).returncode != 0
     n = 6000
     out = r.out_dir("ids")
@@ -62,7 +63,7 @@ def test_upgrade_turns_zookeeper_acls_on_for_a_running_topology(old_release: Rel
     stranger = KazooClient(hosts=hosts)
     stranger.start(timeout=30)
     try:
-        assert stranger.get("/squall/assignments/ids")[0], "open before the upgrade"
+        assert stranger.get(f"/squall/assignments/{key}")[0], "open before the upgrade"
         (op,) = r.get("pods", "-l", "app.kubernetes.io/component=operator")["items"]
         t0 = time.monotonic()
         r.c.helm("upgrade", "squall", str(CHART), "-n", r.ns, "--reuse-values",
@@ -86,26 +87,26 @@ def test_upgrade_turns_zookeeper_acls_on_for_a_running_topology(old_release: Rel
         assert st["stormStatus"] == "ACTIVE"
         wait_for(lambda: list(out.glob("spout-*.done")), 300, interval=1, what="every message id acked")
         with ClusterState.connect(hosts, root="/squall", credentials=creds) as owner:
-            beats = owner.get_worker_heartbeats("ids")
+            beats = owner.get_worker_heartbeats(key)
             assert len(beats) == 2, beats
-            beat = f"/squall/workerbeats/ids/{next(iter(beats)).key()}"
+            beat = f"/squall/workerbeats/{key}/{next(iter(beats)).key()}"
         # not submitted again: the topology's nodes made before the upgrade are closed
-        for path in ("/squall", "/squall/storms/ids", "/squall/assignments/ids", beat):
+        for path in ("/squall", f"/squall/storms/{key}", f"/squall/assignments/{key}", beat):
             with pytest.raises(NoAuthError):
                 stranger.get(path)
-        for path in ("/squall/storms", "/squall/workerbeats/ids"):
+        for path in ("/squall/storms", f"/squall/workerbeats/{key}"):
             with pytest.raises(NoAuthError):
                 stranger.get_children(path)
         with pytest.raises(NoAuthError):
             stranger.set(beat, b"{}")
         with pytest.raises(NoAuthError):
-            stranger.set("/squall/assignments/ids", b"{}")
+            stranger.set(f"/squall/assignments/{key}", b"{}")
         with pytest.raises(NoAuthError):
-            stranger.create("/squall/workerbeats/ids/node-9-1", b"{}")
+            stranger.create(f"/squall/workerbeats/{key}/node-9-1", b"{}")
         with pytest.raises(NoAuthError):
             stranger.delete(beat)
         with ClusterState.connect(hosts, root="/squall", credentials=creds) as owner:
-            for path in ("/squall/storms/ids", "/squall/assignments/ids", beat):
+            for path in (f"/squall/storms/{key}", f"/squall/assignments/{key}", beat):
                 assert owner.client.get_acls(path)[0] == creds.acl(), path
 
         summary = r.all_ids_acked("ids", out, n, timeout=10)
