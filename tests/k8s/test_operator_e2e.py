@@ -303,7 +303,7 @@ def test_wordcount_runs_from_the_same_file(squall: Cluster) -> None:
         assert obj["metadata"]["ownerReferences"][0]["uid"] == topo(c, "wordcount")["metadata"]["uid"]
     assert policy["spec"]["podSelector"]["matchLabels"]["squall.io/topology"] == "wordcount"
     with zk_state(c) as zk:
-        eps = zk.get_endpoints("wordcount")
+        eps = zk.get_endpoints(topology_key("wordcount", NS))
         assert {ep.host for ep in eps.values()} <= {"127.0.0.2", "127.0.0.3", "127.0.0.4"}
         assert len(eps) == 2
     # the operator's /metrics (its health port): rounds, the assignment it wrote, phases
@@ -425,7 +425,7 @@ def test_kubectl_delete_is_storms_kill(squall: Cluster) -> None:
     assert time.monotonic() - t0 >= 25
     assert not worker_pods(c, "wordcount")
     with zk_state(c) as zk:
-        assert "wordcount" not in zk.topologies_with_state()
+        assert topology_key("wordcount", NS) not in zk.topologies_with_state()
     reasons_ = [e["reason"] for e in kget(c, "events", "-n", NS)["items"]
                 if e["involvedObject"].get("uid") == uid]
     assert {"Killing", "Killed"} <= set(reasons_), reasons_
