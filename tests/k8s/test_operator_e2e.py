@@ -316,7 +316,7 @@ def test_wordcount_runs_from_the_same_file(squall: Cluster) -> None:
                for fam in text_string_to_metric_families(conn.getresponse().read().decode()) for s in fam.samples}
     conn.close()
     assert samples[("squall_operator_reconcile_rounds_total", (("outcome", "ok"),))] > 0
-    assert samples[("squall_nimbus_assignment_changes_total", (("topology", "wordcount"),))] >= 1
+    assert samples[("squall_nimbus_assignment_changes_total", (("topology", topology_key("wordcount", NS)),))] >= 1
     assert samples[("squall_operator_topologies", (("phase", "Running"),))] >= 1
 
 
