@@ -200,7 +200,18 @@ def main() -> None:
                     action="append")
     ap.add_argument("--calls", type=int, default=100, help="calls per round (default 100)")
     ap.add_argument("--rounds", type=int, default=ROUNDS, help=f"rounds, the best counts (default {ROUNDS})")
+    ap.add_argument("--sample", type=float, default=None, metavar="PCT",
+                    help="the event inspector on the spout and split at PCT%% (squall debug --sample; "
+                         "default: off, as in a worker)")
     args = ap.parse_args()
+    if args.sample is not None:
+        from collections import deque
+
+        from squall.sampling import Sampler
+
+        sink: deque[tuple[Any, ...]] = deque(maxlen=1000)  # a worker's ring (squall.worker.eventlog)
+        split.sampler = Sampler(args.sample, "split", sink, time.time)
+        spout.sampler = Sampler(args.sample, "spout", sink, time.time)
     cases: dict[str, tuple[str, Callable[[], None], int]] = {
         "spout": ("spout, per acked emit", emit, 256),
         "split": ("split, per sentence (~7 emits)", run(split, sentences), 256),

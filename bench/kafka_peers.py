@@ -2,7 +2,8 @@
 
     bench/kafka-peers [--records 8000000] [--partitions 4] [--seconds 15] [--warmup 10]
                       [--pending 1000] [--spouts 1] [--commit-ms 1000] [--only CASE ...] [--json PATH]
-                      [--emit-batch N] [--eo-pending 20000] [--eo-interval-ms 1000]
+                      [--emit-batch N] [--consumer-props K=V,K=V] [--eo-pending 20000]
+                      [--eo-interval-ms 1000]
 
 (`bench/kafka-peers` runs bench/setup, which builds bench/storm with storm-kafka-client, then
 this file with the project's venv. The broker's jars come from scripts/setup.)
@@ -123,19 +124,26 @@ def fill_topic(bootstrap: str, topic: str, records: int, partitions: int, *, com
 
 # -- Squall -------------------------------------------------------------------------------------
 def squall_topology(shape: str, bootstrap: str, topic: str, group: str, pending: int, spouts: int = 1,
-                    commit_ms: int | None = None, emit_batch: int | None = None) -> Topology:
+                    commit_ms: int | None = None, emit_batch: int | None = None, *, workers: int = 2,
+                    bolts: int = 1, props: dict[str, Any] | None = None,
+                    spout_extra: dict[str, Any] | None = None, spout_class: str = "squall.kafka:KafkaSpout") -> Topology:
     """The shape with Squall's KafkaSpout reading `topic` from its first offset on `group`;
-    `commit_ms`: offsetCommitPeriodMs, `emit_batch`: emitBatch (None: the spout's default)."""
+    `commit_ms`: offsetCommitPeriodMs, `emit_batch`: emitBatch (None: the spout's default),
+    `bolts`: the no-op bolt's executors, `props`: librdkafka properties, `spout_extra`: other
+    kafka.spout settings."""
     spout_cfg: dict[str, Any] = {"bootstrapServers": bootstrap, "topics": [topic], "groupId": group,
                                  "firstPollOffsetStrategy": "EARLIEST", "processingGuarantee": "AT_LEAST_ONCE"}
     if commit_ms is not None:
         spout_cfg["offsetCommitPeriodMs"] = commit_ms
     if emit_batch is not None:
         spout_cfg["emitBatch"] = emit_batch
+    if props:
+        spout_cfg["props"] = dict(props)
+    spout_cfg.update(spout_extra or {})
     b = TopologyBuilder(f"bench-kafka-{shape}")
-    b.set_spout("kafka", "squall.kafka:KafkaSpout", spouts, config={"kafka.spout": spout_cfg}, outputs=["value"])
+    b.set_spout("kafka", spout_class, spouts, config={"kafka.spout": spout_cfg}, outputs=["value"])
     if shape == "noop":
-        b.set_bolt("sink", "noop:AckBolt").shuffle_grouping("kafka")
+        b.set_bolt("sink", "noop:AckBolt", bolts).shuffle_grouping("kafka")
     elif shape == "wordcount":
         b.set_bolt("split", "wordcount:SplitSentence", 2).shuffle_grouping("kafka")
         b.set_bolt("count", "wordcount:WordCount", 2, num_tasks=4,
@@ -144,7 +152,7 @@ def squall_topology(shape: str, bootstrap: str, topic: str, group: str, pending:
                    config={"topology.tick.tuple.freq.secs": 2}).global_grouping("count")
     else:
         raise ValueError(f"shape must be one of {SHAPES}, not {shape!r}")
-    return b.build(num_workers=2, num_ackers=2, max_spout_pending=pending, message_timeout_secs=TIMEOUT_S)
+    return b.build(num_workers=workers, num_ackers=2, max_spout_pending=pending, message_timeout_secs=TIMEOUT_S)
 
 
 def k2k_topology(exactly_once: bool, bootstrap: str, topic: str, out: str, group: str, args: argparse.Namespace,
@@ -226,11 +234,24 @@ def squall_kafka_case(shape: str, bootstrap: str, topic: str, group: str, args: 
                       broker_pid: int) -> Result:
     search = HERE / "topologies" if shape == "noop" else WORDCOUNT_DIR
     topo = squall_topology(shape, bootstrap, topic, group, args.pending, args.spouts, args.commit_ms,
-                           args.emit_batch)
+                           args.emit_batch, props=consumer_props(args.consumer_props))
     res = squall_case(topo, search, args.seconds, args.warmup, others={"broker": broker_pid})
     res["broker_cpu_s"] = res.pop("others_cpu_s", {}).get("broker")
     res["group"] = group
     return res
+
+
+def consumer_props(spec: str | None) -> dict[str, str]:
+    """--consumer-props "K=V,K=V" as a dict (librdkafka takes the values as strings)."""
+    out: dict[str, str] = {}
+    for item in (spec or "").split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--consumer-props: {item!r} is not K=V")
+        out[key.strip()] = value.strip()
+    return out
 
 
 # -- Storm --------------------------------------------------------------------------------------
@@ -389,6 +410,9 @@ def main() -> None:
     ap.add_argument("--emit-batch", type=int, default=None,
                     help="Squall's emitBatch, records per next_tuple call (default: the spout's, 64; 1: one per "
                          "call, as Storm's spout)")
+    ap.add_argument("--consumer-props", metavar="K=V,K=V",
+                    help="librdkafka consumer properties for Squall's no-op and word count spouts (e.g. "
+                         "fetch.queue.backoff.ms=1000, librdkafka's default, for the run before the spout set 100)")
     ap.add_argument("--eo-pending", type=int, default=20000,
                     help="maxSpoutPending of squall-k2k-eo (default 20000: an ack waits for the checkpoint's "
                          "commit, so it must cover an interval's records)")
@@ -400,6 +424,10 @@ def main() -> None:
     args = ap.parse_args()
     if min(args.records, args.partitions, args.spouts, args.pending, args.commit_ms) < 1:
         ap.error("--records, --partitions, --spouts, --pending and --commit-ms must be at least 1")
+    try:
+        consumer_props(args.consumer_props)
+    except ValueError as exc:
+        ap.error(str(exc))
     logging.basicConfig(level=logging.WARNING)
     from squall.kafka.admin import create_topics
     from squall.kafka.broker import EmbeddedKafka
@@ -410,6 +438,7 @@ def main() -> None:
         "records": args.records, "partitions": args.partitions, "compression": args.compression,
         "seconds": args.seconds, "warmup": args.warmup, "pending": args.pending, "spouts": args.spouts,
         "commit_ms": args.commit_ms, "emit_batch": args.emit_batch, "eo_pending": args.eo_pending,
+        "consumer_props": consumer_props(args.consumer_props),
         "eo_interval_ms": args.eo_interval_ms,
         "argv": sys.argv[1:], "hot_path": _native.reason,
     }
@@ -449,6 +478,13 @@ def main() -> None:
             path.write_text(json.dumps({"meta": meta, "cases": results}, indent=2, default=str))
     pairs = summarize(results, args.records)
     print_table(results, labels, pairs)
+    for cid, r in results.items():
+        if "rate" in r and r.get("cpu_s"):
+            # the cores each engine used: Storm's JVM as a whole; Squall's workers one by one
+            # (with ZooKeeper in the total), where each is one engine loop
+            per = "".join(f", {w.split('port=')[-1].rstrip(')')}: {c:.2f}" for w, c in r.get("worker_cores", {}).items())
+            print(f"{cid}: {r['cpu_s'] / r['window_s']:.2f} cores{' (workers' + per[1:] + ')' if per else ''}",
+                  flush=True)
     for cid, r in results.items():
         if r.get("ran_dry"):
             print(f"{cid} acked every record of the topic before its window ended: raise --records", flush=True)

@@ -124,7 +124,8 @@ def squall_case(topology: Topology, search: Path, seconds: float, warmup: float,
             time.sleep(0.2)
         startup = time.monotonic() - t0
         time.sleep(warmup)
-        worker_pids = [*cluster.worker_pids(name).values()]
+        slots = cluster.worker_pids(name)
+        worker_pids = [*slots.values()]
         pids = list(worker_pids)
         if cluster.zk is not None and cluster.zk.pid is not None:
             pids.append(cluster.zk.pid)
@@ -141,6 +142,7 @@ def squall_case(topology: Topology, search: Path, seconds: float, warmup: float,
         b = snapshot(cluster, name)
         per_b = per_worker(cluster, name)
         cpu = sum(cpu_secs(p) - c for p, c in cpu0.items())
+        worker_cpu = {str(slot): (cpu_secs(p) - cpu0[p]) / seconds for slot, p in slots.items()}
         others_cpu = {k: cpu_secs((others or {})[k]) - c for k, c in others0.items()}
         scope_changes = [ln.split(" INFO ", 1)[-1] for text in cluster.worker_logs().values()
                          for ln in text.splitlines() if "load-aware shuffle of" in ln]
@@ -166,6 +168,9 @@ def squall_case(topology: Topology, search: Path, seconds: float, warmup: float,
     # where the work ran: per worker, what each component executed (spouts: acked) in the window
     work = {w: {c: n - per_a.get(w, {}).get(c, 0) for c, n in comps.items()} for w, comps in per_b.items()}
     out["per_worker"] = work
+    # each worker's CPU seconds per second of the window (a worker is one engine loop: at most
+    # about 1.0 for the loop, plus its client libraries' threads)
+    out["worker_cores"] = worker_cpu
     if "split" in b:
         out["split_kept_local"] = kept_local(work, spout, "split")
         out["scope_changes"] = scope_changes

@@ -10,8 +10,15 @@ executors with what they say of the executors on the old pods, component by comp
   component reports enough tuples (all its executors are on the canary's slots), the canary's
   own fraction is held against `maxFailedFraction`;
 - the p99 latency (complete latency for spouts, execute latency for bolts, from the merged
-  latency histograms), judged after the failed fractions: at most `maxP99Ratio` times the old pods', and a regression of less than
-  `P99_FLOOR_MS` never counts (a sub-millisecond execute latency doubles on noise alone);
+  latency histograms), judged after the failed fractions, over consecutive check intervals
+  (`latency_checks`) rather than once over the whole window: an interval closes once it is
+  `CHECK_SECS` long and each side has `MIN_LATENCY_SAMPLES` latencies in it (so its p99 is set by
+  three tuples or more, not by one or two that met a stalled moment), and it regressed when the
+  canary's p99 is above `maxP99Ratio` times the old pods' and `P99_SLACK_MS` above it. A
+  component fails on its latency after `LATENCY_CHECKS` regressed intervals in a row, or, at the
+  window's end, when more than half of its intervals, and two or more, regressed: one slow
+  interval (a new worker's first seconds, a neighbour's burst on a shared machine) is noise, as
+  a single failed measurement is to Argo Rollouts' `failureLimit` or Flagger's `threshold`;
 - the canary pods' container restarts: at most `maxRestarts`;
 - readiness: every canary slot has a ready pod of the new settings whose worker heartbeats, within
   the operator's `launchTimeoutSecs` of the canary's start, and still at the end of the window;
@@ -23,7 +30,7 @@ less a baseline the caller takes when the window begins), so they cover the same
 canary worker's own start is left out. A component is compared only once the canary's executors
 of it have ended `MIN_TUPLES` tuples (a fraction of 3 tuples says nothing), and then at every
 round, so a clear regression fails the canary as soon as the figures show it, without waiting
-for the window's end; passing needs the whole window. An idle topology passes on readiness and restarts alone (the message says so).
+for the window's end (latencies: once the intervals say so); passing needs the whole window. An idle topology passes on readiness and restarts alone (the message says so).
 
 `Upgrade` is what the operator keeps in `status.upgrade`: the last good settings (the template
 hash, the image and the `spec.worker` the pods were made from, so that an operator restarted in
@@ -37,7 +44,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from squall import stats as latency
@@ -45,12 +52,16 @@ from squall.models.cluster import ExecutorStats
 from squall.models.v1alpha1 import CanarySpec
 
 __all__ = [
+    "CHECK_SECS",
     "FAIL",
+    "LATENCY_CHECKS",
+    "MIN_LATENCY_SAMPLES",
     "MIN_TUPLES",
-    "P99_FLOOR_MS",
+    "P99_SLACK_MS",
     "PASS",
     "WAIT",
     "Figures",
+    "LatencyCheck",
     "Observed",
     "Rejected",
     "Settings",
@@ -59,7 +70,9 @@ __all__ = [
     "Verdict",
     "component_figures",
     "judge",
+    "latency_checks",
     "since",
+    "slower",
 ]
 
 PASS: Final = "Passed"
@@ -67,8 +80,16 @@ FAIL: Final = "Failed"
 WAIT: Final = "Analysing"
 # the canary's executors of a component must have ended this many tuples before it is compared
 MIN_TUPLES: Final = 100
-# a p99 regression smaller than this (milliseconds) never fails a canary
-P99_FLOOR_MS: Final = 10.0
+# a p99 regression smaller than this (milliseconds) never counts, whatever the ratio (a
+# sub-millisecond execute latency doubles on noise alone)
+P99_SLACK_MS: Final = 10.0
+# the p99 latencies are compared over intervals at least this long (seconds) ...
+CHECK_SECS: Final = 5.0
+# ... holding at least this many latencies on each side (the canary's, the old pods'), so that
+# an interval's p99 is set by three tuples or more (of 200, the third slowest)
+MIN_LATENCY_SAMPLES: Final = 200
+# this many regressed intervals in a row fail a canary before its window ends
+LATENCY_CHECKS: Final = 3
 
 
 @dataclass(frozen=True)
@@ -111,6 +132,15 @@ class Figures:
     @property
     def p99(self) -> float:
         return latency.percentile(self.hist, 0.99)
+
+    def less(self, base: Figures) -> Figures | None:
+        """What was counted since `base` (the same figures earlier); None when a count went
+        down (an executor's worker restarted, or the window's baseline was taken again)."""
+        if self.acked < base.acked or self.failed < base.failed or any(
+                self.hist.get(b, 0) < n for b, n in base.hist.items()):
+            return None
+        return Figures(self.acked - base.acked, self.failed - base.failed,
+                       {b: n - base.hist.get(b, 0) for b, n in self.hist.items() if n > base.hist.get(b, 0)})
 
 
 def since(now: Mapping[str, ExecutorStats], base: Mapping[str, ExecutorStats]) -> list[ExecutorStats]:
@@ -174,33 +204,89 @@ class Verdict:
     message: str = ""
 
 
-def _regression(comp: str, new: Figures, old: Figures | None, settings: Settings,
-                latencies: bool) -> tuple[str, str] | None:
+def _failed(comp: str, new: Figures, old: Figures | None, settings: Settings) -> tuple[str, str] | None:
     if new.ended < MIN_TUPLES:
         return None
     base = old.fraction if old is not None and old.ended >= MIN_TUPLES else None
-    if not latencies and new.fraction - (base or 0.0) > settings.max_failed_fraction:
+    if new.fraction - (base or 0.0) > settings.max_failed_fraction:
         against = (f"against {base:.1%} on the old pods ({old.failed} of {old.ended})"
                    if base is not None and old is not None
                    else "with no old executor of it to compare against")
         return "FailedFraction", (
             f"{comp}: {new.fraction:.1%} of its tuples failed on the canary ({new.failed} of {new.ended}) "
             f"{against}; maxFailedFraction {settings.max_failed_fraction:g}")
-    if not latencies or old is None or new.samples < MIN_TUPLES or old.samples < MIN_TUPLES:
-        return None
-    new_p99, old_p99 = new.p99, old.p99
-    if old_p99 > 0 and new_p99 > settings.max_p99_ratio * old_p99 and new_p99 - old_p99 >= P99_FLOOR_MS:
-        return "LatencyP99", (
-            f"{comp}: p99 latency {new_p99:.1f} ms on the canary against {old_p99:.1f} ms on the old pods "
-            f"({new_p99 / old_p99:.1f}x; maxP99Ratio {settings.max_p99_ratio:g})")
     return None
 
 
+def slower(new: Figures, old: Figures, settings: Settings) -> bool:
+    """Whether `new`'s p99 latency is a regression against `old`'s: above `maxP99Ratio` times
+    it and `P99_SLACK_MS` above it."""
+    new_p99, old_p99 = new.p99, old.p99
+    return old_p99 > 0 and new_p99 > settings.max_p99_ratio * old_p99 and new_p99 - old_p99 >= P99_SLACK_MS
+
+
+@dataclass(frozen=True)
+class LatencyCheck:
+    """One component's p99 checks in the analysis window so far: the interval being gathered
+    began at `at` with the figures then (the window's counts: the canary's and the old pods'),
+    the closed intervals (`judged`), how many of them regressed, the last ones in a row that
+    did (`streak`), and what the last regressed one showed (for the message)."""
+
+    at: float
+    new: Figures = field(default_factory=Figures)
+    old: Figures = field(default_factory=Figures)
+    judged: int = 0
+    regressed: int = 0
+    streak: int = 0
+    last: str = ""
+
+
+def latency_checks(checks: Mapping[str, LatencyCheck], seen: Observed, settings: Settings,
+                   analysing: float | None, now: float) -> dict[str, LatencyCheck]:
+    """The p99 checks after a round (`checks` those before it; none before the window began):
+    each component with executors on both sides closes its interval once it is `CHECK_SECS`
+    long and holds `MIN_LATENCY_SAMPLES` latencies on each side, and counts whether it
+    regressed (`slower`); a component's first interval begins with the window (at `analysing`,
+    from nothing), and one whose counts went down begins again from the figures now."""
+    if analysing is None:
+        return {}
+    out: dict[str, LatencyCheck] = {}
+    for comp in sorted(seen.new):
+        new, old = seen.new[comp], seen.old.get(comp)
+        if old is None:
+            continue
+        check = checks.get(comp) or LatencyCheck(analysing)
+        dn, do = new.less(check.new), old.less(check.old)
+        if dn is None or do is None:
+            out[comp] = replace(check, at=now, new=new, old=old)
+            continue
+        if now - check.at < CHECK_SECS or dn.samples < MIN_LATENCY_SAMPLES or do.samples < MIN_LATENCY_SAMPLES:
+            out[comp] = check
+            continue
+        hit = slower(dn, do, settings)
+        out[comp] = LatencyCheck(
+            now, new, old, check.judged + 1, check.regressed + hit, check.streak + 1 if hit else 0,
+            (f"{dn.p99:.1f} ms on the canary against {do.p99:.1f} ms on the old pods over "
+             f"{now - check.at:.0f}s ({dn.samples} and {do.samples} latencies)") if hit else check.last)
+    return out
+
+
+def _latency(comp: str, check: LatencyCheck, settings: Settings, ended: bool) -> tuple[str, str] | None:
+    if check.streak < LATENCY_CHECKS and not (ended and check.regressed >= 2 and 2 * check.regressed > check.judged):
+        return None
+    return "LatencyP99", (
+        f"{comp}: p99 latency above {settings.max_p99_ratio:g}x the old pods' (maxP99Ratio) and "
+        f"{P99_SLACK_MS:g} ms more in {check.regressed} of {check.judged} intervals"
+        + (f", the last {check.streak} in a row" if check.streak >= LATENCY_CHECKS else "")
+        + f"; the last: {check.last}")
+
+
 def judge(settings: Settings, seen: Observed, since: float, analysing: float | None, now: float,
-          ready_timeout: float) -> Verdict:
+          ready_timeout: float, checks: Mapping[str, LatencyCheck] | None = None) -> Verdict:
     """The canary's verdict at `now`: it began at `since` (its first old pod deleted), and its
     analysis window at `analysing` (every canary slot ready; None: not yet). `ready_timeout`:
-    how long the canary's pods may take to get ready (the operator's launchTimeoutSecs)."""
+    how long the canary's pods may take to get ready (the operator's launchTimeoutSecs);
+    `checks`: the p99 checks after this round (`latency_checks`; None: latencies not judged)."""
     if seen.restarts > settings.max_restarts:
         return Verdict(FAIL, "Restarts", f"the canary's worker containers restarted {seen.restarts} times "
                                          f"(maxRestarts {settings.max_restarts})")
@@ -213,12 +299,16 @@ def judge(settings: Settings, seen: Observed, since: float, analysing: float | N
                 f"canary began (launchTimeoutSecs {ready_timeout:g})"))
         return Verdict(WAIT)
     # failures first: a version that fails tuples also slows the trees it fails
-    for latencies in (False, True):
-        for comp in sorted(seen.new):
-            found = _regression(comp, seen.new[comp], seen.old.get(comp), settings, latencies)
-            if found is not None:
-                return Verdict(FAIL, *found)
-    if now - analysing < settings.analysis_secs:
+    for comp in sorted(seen.new):
+        found = _failed(comp, seen.new[comp], seen.old.get(comp), settings)
+        if found is not None:
+            return Verdict(FAIL, *found)
+    ended = now - analysing >= settings.analysis_secs
+    for comp, check in sorted((checks or {}).items()):
+        found = _latency(comp, check, settings, ended)
+        if found is not None:
+            return Verdict(FAIL, *found)
+    if not ended:
         return Verdict(WAIT)
     if not seen.ready:
         return Verdict(FAIL, "NotReady", (
@@ -232,9 +322,12 @@ def judge(settings: Settings, seen: Observed, since: float, analysing: float | N
     parts = []
     for comp in judged:
         new, old = seen.new[comp], seen.old.get(comp)
+        intervals = (checks or {}).get(comp)
         parts.append(f"{comp} failed {new.fraction:.1%}" + (f" (old {old.fraction:.1%})" if old and old.ended else "")
                      + (f", p99 {new.p99:.1f} ms" if new.samples else "")
-                     + (f" (old {old.p99:.1f} ms)" if new.samples and old and old.samples else ""))
+                     + (f" (old {old.p99:.1f} ms)" if new.samples and old and old.samples else "")
+                     + (f", slower in {intervals.regressed} of {intervals.judged} intervals"
+                        if intervals is not None and intervals.judged else ""))
     return Verdict(PASS, "Passed", f"{settings.analysis_secs:g}s with no regression: " + "; ".join(parts))
 
 

@@ -10,8 +10,10 @@ same ZooKeeper layout) with three things added:
 * a reconcile round (every `monitor_freq_secs`, and at once when a handler wakes it) that turns
   each Topology resource's spec into nimbus actions (submit, activate, deactivate, rebalance,
   kill), runs nimbus's monitor round, makes the worker pods match the assignment, and writes the
-  resource's status. What the spec asks is decided by `reconcile.decide` (pure); this module
-  reads the snapshot it decides on and carries out its intents (`carry_out`);
+  resource's status. What the spec asks is decided by `reconcile.decide`, the roll of the
+  workers by `roll.step` (on `roll.roll_input`, `roll.observe_canary`), the status and its
+  Events by `status.build` and `status.transitions`, all pure: this module reads what they
+  decide on and carries out what they return (`carry_out`, `reconcile_roll`, `write_status`);
 * Events on the resource for everything a user would ask "why?" about.
 
 Everything that must survive an operator restart is in ZooKeeper (lifecycle state, pending
@@ -37,13 +39,12 @@ from squall.errors import TopologyError
 from squall.models.cluster import (
     LOAD_ERROR_COMPONENT,
     Assignment,
-    ExecutorStats,
     StormBase,
     TopologyStatus,
     WorkerSlot,
 )
 from squall.models.v1alpha1 import Topology, WorkerSpec
-from squall.state import CONNECTION_ERRORS, NotConnected, StateError, ZkCredentials, topology_key
+from squall.state import CONNECTION_ERRORS, NotConnected, StateError, TopologyKey, ZkCredentials, topology_key
 from squall.validation import check_topology, parse_topology
 from squall.worker.security import CurveKeys
 from squall_operator import canary as canaries
@@ -51,13 +52,14 @@ from squall_operator import degraded, monitor, pods, scheduler
 from squall_operator import placement as placements
 from squall_operator import reconcile, stored
 from squall_operator import roll as rolls
+from squall_operator import status as statuses
 from squall_operator.autoscaler import Autoscaler
 from squall_operator.health import Health
 from squall_operator.kube_api import ApiConflict, ApiNotFound, ApiRejected, KubeApi, parse_time
 from squall_operator.kube_state import KubeClusterState
 from squall_operator.metrics import NimbusMetrics
-from squall_operator.nimbus import Nimbus, NimbusError, needed_executors
-from squall_operator.resources import Resource, owns, topology_resource
+from squall_operator.nimbus import Nimbus, NimbusError
+from squall_operator.resources import Resource, owns, submitted_for, topology_resource
 
 log = logging.getLogger("squall.operator")
 
@@ -117,9 +119,9 @@ class KubeNimbus(Nimbus):
         self._last_orphan_check = 0.0
         # Topologies (uid) whose ZooKeeper credentials Secret this operator wrote
         self._zk_auth_done: set[str] = set()
-        # Topology (uid) -> the canary (template, start) and its executors' counts when its
-        # analysis window began (squall_operator.canary.since)
-        self._canary_base: dict[str, tuple[tuple[str, float], dict[str, ExecutorStats]]] = {}
+        # Topology (uid) -> its canary's executors' counts when the analysis window began
+        # (squall_operator.roll.observe_canary)
+        self._canary_base: dict[str, rolls.Baseline] = {}
         # spec.autoscale (squall_operator.autoscaler), at each status write
         self.autoscaler = Autoscaler(self)
         if metrics is not None:
@@ -133,8 +135,9 @@ class KubeNimbus(Nimbus):
     # -- events ----------------------------------------------------------------------------------
     def _event(self, text: str) -> None:
         super()._event(text)
+        # nimbus's event lines begin with the topology's key
         topo, sep, message = text.partition(": ")
-        res = self._owner(topo) if sep else None
+        res = self._owner(TopologyKey(topo)) if sep else None
         if res is None:
             return
         if message.startswith("assignment "):
@@ -145,7 +148,7 @@ class KubeNimbus(Nimbus):
             reason, _, rest = message.partition(": ")
             self.post(res, "Normal", reason, rest)
 
-    def relaunched(self, topo: str) -> None:
+    def relaunched(self, topo: TopologyKey) -> None:
         """An upgrade launched the new graph: every worker pod now runs the old launch and is
         deleted (each serves its slot until the slot's new pod, made in this round's
         reconcile_pods, has registered; squall.worker.handover)."""
@@ -158,15 +161,15 @@ class KubeNimbus(Nimbus):
                 self.api.delete_pod(res.namespace, name)
                 log.info("topology %s: deleted worker pod %s of the old launch (graph upgrade)", topo, name)
 
-    def key(self, res: Resource) -> str:
+    def key(self, res: Resource) -> TopologyKey:
         """res's topology key in ZooKeeper, decided once (reconcile.storm_key): NAMESPACE~NAME,
         or the bare name of a topology an older operator stored for res, which keeps running
         under it. Decided before anything reads or writes under the key, so never both."""
         if res.topo is None:
-            res.topo = reconcile.storm_key(res, self.state.get_storm(res.name))
+            res.topo = reconcile.storm_key(res, self.state.get_storm(topology_key(res.name)))
         return res.topo
 
-    def _owner(self, topo: str) -> Resource | None:
+    def _owner(self, topo: TopologyKey) -> Resource | None:
         found = [r for r in self.resources.values() if not r.removed and self.key(r) == topo]
         owned = [r for r in found if r.owned]
         return next(iter(owned or found), None)
@@ -237,6 +240,16 @@ class KubeNimbus(Nimbus):
                 return True
         return False
 
+    def kill_done(self, uid: str) -> bool:
+        """Whether the kill `request_kill` started for `uid` is over (then the resource is
+        forgotten); a cheap look, which unlike `request_kill` does not wake the loop."""
+        with self.lock:
+            res = self.resources.get(uid)
+            if res is not None and res.removed:
+                self.resources.pop(uid, None)
+                return True
+        return False
+
     def forget(self, uid: str) -> None:
         with self.lock:
             self.resources.pop(uid, None)
@@ -246,7 +259,7 @@ class KubeNimbus(Nimbus):
     # -- placement -------------------------------------------------------------------------------
     REJECT_COOLDOWN_SECS = 300.0
 
-    def allowed_slots(self, topo: str, base: StormBase) -> frozenset[WorkerSlot] | None:
+    def allowed_slots(self, topo: TopologyKey, base: StormBase) -> frozenset[WorkerSlot] | None:
         """Nimbus still decides the assignment, but offers a topology only the slots whose node
         its pods may use (pods.allowed_slots), minus slots whose pod the kubelet refused lately."""
         nodes, raw = self.kstate.nodes, self._raw_nodes
@@ -264,7 +277,7 @@ class KubeNimbus(Nimbus):
             res.refused_nodes = refused
         return allowed
 
-    def placement(self, topo: str, base: StormBase) -> scheduler.Placement:
+    def placement(self, topo: TopologyKey, base: StormBase) -> scheduler.Placement:
         """The pod (anti-)affinity and preferred node affinity of `topo`'s `spec.worker`, which
         nimbus honours when it places the workers (see squall_operator.placement)."""
         res = self._owner(topo)
@@ -583,9 +596,8 @@ class KubeNimbus(Nimbus):
             base = self.state.get_storm(topo)
             if base is None or base.status is TopologyStatus.KILLED:
                 continue
-            if topo in bare and any(
-                    reconcile.storm_key(Resource(m["namespace"], m["name"], m.get("uid", ""), 0, {}), base) == topo
-                    for m in listed if m["name"] == topo):
+            if topo in bare and any(submitted_for(base, m["namespace"], m.get("uid", ""))
+                                    for m in listed if m["name"] == topo):
                 continue
             owner = (base.topology.get("metadata") or {}).get("namespace")
             if self.config.namespaces and owner not in self.config.namespaces:
@@ -603,7 +615,10 @@ class KubeNimbus(Nimbus):
         mine = owns(res, base)
         assignment = self.state.get_assignment(self.key(res)) if mine else None
         wanted = set(assignment.slots().values()) if assignment is not None else set()
-        existing = [pods.pod_view(p) for p in self._pods_of(res)]
+        listed = self._pods_of(res)
+        if mine and base is not None and self._replace_older_launch(res, listed, base.launch_time_secs):
+            listed = self._pods_of(res)
+        existing = [pods.pod_view(p) for p in listed]
         nodes = self.kstate.nodes
         healthy = set(nodes.slots) if nodes is not None else {p.node for p in existing}
         unhealthy = {p.node for p in existing if p.node not in healthy}
@@ -639,7 +654,8 @@ class KubeNimbus(Nimbus):
         for slot in plan.create:
             # a name of its own (a new generation): the slot's old pod may still be terminating
             body = pods.worker_pod(res.name, res.uid, res.namespace, slot, self.config.worker, worker,
-                                   generation=pods.pod_generation(secrets.randbelow), key=self.key(res))
+                                   generation=pods.pod_generation(secrets.randbelow), key=self.key(res),
+                                   launch=base.launch_time_secs if base is not None else None)
             try:
                 self.api.create_pod(res.namespace, body)
                 log.info("topology %s: created worker pod %s", res.name, body["metadata"]["name"])
@@ -652,6 +668,22 @@ class KubeNimbus(Nimbus):
                               f"the API server refused worker pod {body['metadata']['name']}: {exc}")
                 res.pod_problem = str(exc)
                 break
+
+    def _replace_older_launch(self, res: Resource, listed: list[dict[str, Any]], launch: float) -> bool:
+        """Delete the worker pods made for a launch before the stored one (roll.older_launch):
+        the graph upgrade that stored it deletes them at once (`relaunched`), so any found here
+        were left by an operator that stopped between the two. Each serves its slot until the
+        slot's new pod has registered, as in `relaunched`. Returns whether any was deleted."""
+        stale = rolls.older_launch(listed, launch)
+        for name in stale:
+            self.api.delete_pod(res.namespace, name)
+            log.info("topology %s: deleted worker pod %s of a launch before the stored one", res.name, name)
+        if stale:
+            self.post(res, "Normal", "UpgradeResumed", (
+                f"worker pod(s) {', '.join(stale)} still ran the launch before the graph upgrade (the "
+                "operator stopped before replacing them): deleted, each serving its slot until its new "
+                "pod has registered"))
+        return bool(stale)
 
     def reconcile_budget(self, res: Resource) -> None:
         """Once per resource and operator start: the PodDisruptionBudget of its worker pods made
@@ -723,8 +755,9 @@ class KubeNimbus(Nimbus):
     # -- rolling the workers to new pod settings -----------------------------------------------------
     def reconcile_roll(self, res: Resource, now: float) -> None:
         """Roll worker pods whose settings (image, env, resources, ...) are not the topology's:
-        read the inputs of `roll.step` and apply its effects (see squall_operator.roll), and keep
-        `res.upgrade` (the last good settings, and a failed canary's; squall_operator.canary)."""
+        read the pods, the assignment and the heartbeats, let squall_operator.roll decide (its
+        input, `step`, and `res.upgrade`: the last good settings, and a failed canary's), and
+        apply the effects."""
         base = self.state.get_storm(self.key(res)) if res.owned and not res.deleting else None
         if base is None:
             res.roll = None
@@ -733,53 +766,31 @@ class KubeNimbus(Nimbus):
         want = pods.template_hash(self.config.worker, worker)
         live = [v for v in (pods.pod_view(p) for p in self._pods_of(res)) if not v.deleting]
         assignment = self.state.get_assignment(self.key(res)) or Assignment()
-        ready = {v.slot for v in live if v.ready and v.template == want}
-        assigned = set(assignment.slots().values())
-        running = stored.topology(base)
-        spec = res.topology.spec if res.topology is not None else running.spec
-        mode = (spec.upgrade.mode.value if spec.upgrade is not None else rolls.HANDOVER)
-        spouts: dict[str, tuple[float, int] | None] = {}
-        if res.roll is not None and res.roll.step == rolls.DRAINING:
-            # what the spouts have pending, for a drain that ends when nothing is
-            plan = stored.plan(base)
-            beats = self.state.get_worker_heartbeats(self.key(res))
-            for executor, slot in assignment.slots().items():
-                if plan.executor_component(executor) in plan.spouts:
-                    beat = beats.get(slot)
-                    stats = beat.executors.get(f"{executor[0]}-{executor[1]}") if beat is not None else None
-                    spouts[f"{executor[0]}-{executor[1]}"] = (
-                        (beat.time_secs, stats.pending) if beat is not None and stats is not None else None)
-        worker_json = worker.model_dump(mode="json", by_alias=True, exclude_none=True) if worker is not None else None
-        good = res.upgrade.last_good
-        settings = None
-        if spec.upgrade is not None and spec.upgrade.canary is not None and good is not None \
-                and not good.same_worker(worker_json):
-            # a canary needs settings to roll back to that differ from the wanted ones: not when
-            # only the operator's own worker settings changed (a helm upgrade of the chart's image)
-            settings = canaries.Settings.of(spec.upgrade.canary)
-        observed = None
-        if res.roll is not None and res.roll.step == rolls.CANARY:
-            observed = self._canary_observed(res, res.roll, live, want, assignment)
-        else:
+        running = stored.topology(base).spec
+        spec = res.topology.spec if res.topology is not None else running
+        step = res.roll.step if res.roll is not None else None
+        beats = self.state.get_worker_heartbeats(self.key(res)) if step in (rolls.DRAINING, rolls.CANARY) else {}
+        observed, kept = None, None
+        if res.roll is not None and step == rolls.CANARY:
+            degraded_cond: Mapping[str, Any] = next((c for c in res.status.get("conditions") or []
+                                  if c.get("type") == degraded.CONDITION), {})
+            observed, kept = rolls.observe_canary(res.roll, live, want, assignment, beats,
+                                                  self._canary_base.get(res.uid), degraded_cond, parse_time)
+        if kept is None:
             self._canary_base.pop(res.uid, None)
-        outdated = [(v.name, v.slot, v.image) for v in live if v.template != want]
-        inp = rolls.RollInput(
-            now=now, storm=base.status,
-            outdated=outdated,
-            all_ready=assigned <= ready,
-            ready=frozenset(v.name for v in live if v.ready),
-            unavailable=len(assigned - {v.slot for v in live if v.ready}),
-            image=pods.worker_image(self.config.worker, worker),
-            rebalance_wait=running.spec.rebalance_wait,
-            active=spec.active,
-            mode=mode,
-            spouts=spouts,
-            template=want,
-            canary=settings,
-            observed=observed,
-            ready_timeout=self.config.launch_timeout_secs,
-        )
+        else:
+            self._canary_base[res.uid] = kept
+        worker_json = worker.model_dump(mode="json", by_alias=True, exclude_none=True) if worker is not None else None
+        inp = rolls.roll_input(
+            now=now, storm=base.status, running=running, spec=spec, live=live, want=want,
+            image=pods.worker_image(self.config.worker, worker), assignment=assignment,
+            spouts=rolls.spouts_pending(stored.plan(base), assignment, beats) if step == rolls.DRAINING else {},
+            canary=rolls.canary_settings(spec, res.upgrade.last_good, worker_json), observed=observed,
+            ready_timeout=self.config.launch_timeout_secs)
         res.roll, effects = rolls.step(res.roll, inp)
+        asked = res.topology.spec.worker if res.topology is not None else running.worker
+        res.upgrade = rolls.upgrade_after(res.upgrade, res.roll, effects, inp, worker_json, res.generation,
+                                          pods.template_hash(self.config.worker, asked))
         for effect in effects:
             if effect.kind == "deactivate":
                 self.deactivate(self.key(res))
@@ -792,84 +803,14 @@ class KubeNimbus(Nimbus):
                     self.api.delete_pod(res.namespace, name)
                     log.info("topology %s: rolling worker pod %s to %s", res.name, name, inp.image)
             elif effect.kind == "reject":
-                # the next rounds want the last good settings (worker_spec) until spec.worker changes
-                res.upgrade = canaries.Upgrade(good, canaries.Rejected(
-                    want, inp.image, res.generation, effect.reason, effect.message, now))
                 log.warning("topology %s: the canary of %s failed (%s); rolling back", res.name, inp.image,
                             effect.message)
             elif effect.kind == "event":
                 self.post(res, "Warning" if effect.warning else "Normal", effect.reason, effect.message)
                 if effect.reason in ("RollCompleted", "RolledBack"):
                     res.rolled = effect.message
-        rejected = res.upgrade.rejected
-        if res.roll is None and not outdated and inp.all_ready:
-            # every assigned slot runs a ready pod of the wanted settings: they are the last good
-            # ones (during a rollback's aftermath the wanted settings are the last good already)
-            now_good = canaries.Template(want, inp.image, worker_json)
-            if now_good != good:
-                res.upgrade = canaries.Upgrade(now_good, rejected)
-        if rejected is not None and (res.roll is None or res.roll.step != rolls.ROLLING_BACK):
-            asked = res.topology.spec.worker if res.topology is not None else running.spec.worker
-            if pods.template_hash(self.config.worker, asked) != rejected.hash:
-                # spec.worker changed since the rollback: the next roll tries the new settings
-                res.upgrade = canaries.Upgrade(res.upgrade.last_good, None)
 
-    def _canary_observed(self, res: Resource, roll: rolls.Roll, live: list[pods.PodView], want: str,
-                         assignment: Assignment) -> canaries.Observed:
-        """What the canary shows now: its slots' pods of the new settings (ready, restarts), the
-        executors on them counted from heartbeats of workers started since the canary began, the
-        executors on pods of the old settings, and the topology's Degraded condition. The
-        executors' counts are taken since the analysis window's start: the first round that
-        finds the canary ready keeps them as the baseline (in memory: an operator restarted
-        during the window counts from its first round)."""
-        beats = self.state.get_worker_heartbeats(self.key(res))
-        by_slot = {v.slot: v for v in live if v.slot is not None}
-        slot_executors: dict[WorkerSlot, list[str]] = {}
-        for executor, slot in assignment.slots().items():
-            slot_executors.setdefault(slot, []).append(f"{executor[0]}-{executor[1]}")
-        new: dict[str, ExecutorStats] = {}
-        old: dict[str, ExecutorStats] = {}
-        not_ready: list[str] = []
-        restarts = 0
-        canary_slots = sorted((s for s in slot_executors if s.key() in roll.canary_slots), key=WorkerSlot.key)
-        for slot, keys in slot_executors.items():
-            pod, beat = by_slot.get(slot), beats.get(slot)
-            stats = {f"{slot.key()}/{k}": beat.executors[k] for k in keys
-                     if beat is not None and k in beat.executors}
-            if slot in canary_slots:
-                fresh = pod is not None and pod.template == want
-                # the slot's new worker (the deleted one served it until the new one registered)
-                started = beat is not None and beat.time_secs - beat.uptime_secs >= roll.since
-                if fresh and pod is not None:
-                    restarts += pod.restarts
-                if fresh and started:
-                    new.update(stats)
-                if not (fresh and started and pod is not None and pod.ready):
-                    not_ready.append(slot.key())
-            elif pod is not None and pod.template != want:
-                old.update(stats)
-        ready = bool(canary_slots) and not not_ready
-        identity = (roll.template, roll.since)
-        kept = self._canary_base.get(res.uid)
-        if kept is None or kept[0] != identity:
-            if not ready and roll.analysing is None:
-                kept = None
-            else:
-                # the window begins now (or began before this operator started)
-                kept = (identity, {**new, **old})
-                self._canary_base[res.uid] = kept
-        base = kept[1] if kept is not None else {}
-        cond: Mapping[str, Any] = next(
-            (c for c in res.status.get("conditions") or [] if c.get("type") == degraded.CONDITION), {})
-        degraded_since = parse_time(cond.get("lastTransitionTime")) if cond.get("status") == "True" else None
-        return canaries.Observed(
-            ready=ready, restarts=restarts,
-            new=canaries.component_figures(canaries.since(new, base)),
-            old=canaries.component_figures(canaries.since(old, base)),
-            degraded_since=degraded_since, degraded=str(cond.get("message") or ""),
-            not_ready=tuple(not_ready) if canary_slots else roll.canary_slots, gone=not canary_slots)
-
-    def _restamp(self, topo: str, slots: set[WorkerSlot], now: float) -> None:
+    def _restamp(self, topo: TopologyKey, slots: set[WorkerSlot], now: float) -> None:
         """Give the executors of replaced slots a fresh launch time: their new pods get
         `launchTimeoutSecs` to heartbeat before nimbus calls them dead and moves them."""
         assignment = self.state.get_assignment(topo)
@@ -882,6 +823,8 @@ class KubeNimbus(Nimbus):
 
     # -- status ----------------------------------------------------------------------------------------
     def write_status(self, res: Resource, now: float) -> None:
+        """Read what the status says, build it (squall_operator.status), post the Events its
+        change calls for, and write it when it changed or `status_refresh_secs` passed."""
         if res.removed:
             return
         topo = self.key(res)
@@ -891,83 +834,19 @@ class KubeNimbus(Nimbus):
         assignment = self.state.get_assignment(topo) if base is not None else None
         beats = self.state.get_worker_heartbeats(topo) if base is not None else {}
         views = [pods.pod_view(p) for p in self._pods_of(res)]
-        errors = {}
-        if base is not None:
-            for comp in base.component_executors:
-                errors[comp] = self.state.last_error(topo, comp)
-        blockers: list[pods.Problem] = []
-        if res.pod_problem is not None:
-            blockers.append(pods.Problem("InvalidPodTemplate", res.pod_problem))
-        if base is not None:
-            # before the pods' own reasons: a worker that cannot load its classes crash-loops,
-            # and the import error says why
-            load = self.state.last_error(topo, LOAD_ERROR_COMPONENT)
-            newest_beat = max((b.time_secs for b in beats.values()), default=0.0)
-            # a worker that started since the error loads the classes: the error is old
-            if load is not None and newest_beat < load.time_secs:
-                text = load.error.strip().splitlines()
-                blockers.append(pods.Problem(
-                    "ComponentLoadFailed",
-                    f"worker {load.host or '?'}:{load.port} cannot load the topology's classes: "
-                    + "; ".join(text[-3:])[:600]))
-        blockers += pods.pod_problems(views)
-        if base is not None and res.allowed_count is not None and base.status is not TopologyStatus.KILLED:
-            desired = min(base.num_workers, len(needed_executors(base)))
-            placed = len(set((assignment or Assignment()).slots().values()))
-            if placed < desired:
-                refused = "".join(f"; {n}: {w}" for n, w in sorted(res.refused_nodes.items()))
-                affinity = self.worker_spec(res, base)
-                ruled = (" or ruled out by its pod (anti-)affinity" if affinity and affinity.affinity and (
-                    affinity.affinity.pod_affinity or affinity.affinity.pod_anti_affinity) else "")
-                blockers.append(pods.Problem(
-                    "Unschedulable",
-                    f"{placed}/{desired} workers placed: {res.allowed_count} slots on the nodes this "
-                    f"topology's pods may use, the others taken{ruled}{refused}"))
-        view = None
-        if res.roll is not None:
-            r = res.roll
-            if r.step == rolls.DRAINING:
-                msg = (f"spouts deactivated, in-flight tuples finishing; replacing the workers "
-                       f"({', '.join(r.from_images)} -> {r.image}) once nothing is pending, at "
-                       f"{pods.iso_time(r.due)} at the latest")
-            elif r.step == rolls.CANARY:
-                msg = (f"canary: slot(s) {', '.join(r.canary_slots)} run {r.image}, "
-                       + (f"analysed since {pods.iso_time(r.analysing)} against the old pods"
-                          if r.analysing is not None else "starting") + "; the other slots keep the old settings")
-            elif r.step == rolls.ROLLING_BACK:
-                msg = (f"the canary failed: worker pods rolled back to the last good settings ({r.image}), "
-                       "one slot at a time, through the hand-over; spouts active")
-            elif r.mode == rolls.HANDOVER:
-                msg = (f"outdated worker pods replaced by pods running {r.image}, one slot at a time, "
-                       "each serving its slot until its new pod has registered; spouts active")
-            else:
-                msg = (f"outdated worker pods replaced by pods running {r.image}, one slot at a time (the next "
-                       "when the previous is ready); spouts activate when all are ready")
-            view = pods.RollView(r.step, msg)
-        status = pods.build_status(
-            base=base, assignment=assignment, heartbeats=beats, pods=views, errors=errors, now=now,
-            generation=res.observed_generation, previous=res.status, deleting=res.deleting,
-            problem=res.problem or res.conflict, blockers=blockers, roll=view, rolled=res.rolled,
-            topology=res.name, health_settings=degraded.Settings.of(
-                res.topology.spec.health if res.topology is not None
-                else stored.topology(base).spec.health if base is not None else None),
-        )
-        if res.roll is not None:
-            status["roll"] = res.roll.to_status(pods.iso_time)
+        errors = {comp: self.state.last_error(topo, comp) for comp in base.component_executors} if base else {}
+        load_error = self.state.last_error(topo, LOAD_ERROR_COMPONENT) if base is not None else None
+        problems = statuses.blockers(res, base, assignment, beats, views, load_error, self.worker_spec(res, base))
+        # after the blockers, which say the slots offered at the round's scheduling: the
+        # autoscaler may count them again (res.allowed_count)
         autoscaled = self.autoscaler.status_block(res, base, beats, now)
-        if autoscaled is not None:
-            status["autoscale"] = autoscaled
-        self._upgrade_status(res, status, now)
-        self._refused_status(res, status, now)
-        if any(c.get("type") == "ZooKeeperReachable" for c in status["conditions"]):
-            status["conditions"] = pods.merge_conditions(status["conditions"], [pods.condition(
-                "ZooKeeperReachable", True, "Connected", "connected to ZooKeeper", now,
-                status["conditions"])])
-        old = {k: v for k, v in res.status.items() if k != "uptimeSecs"}
-        new = {k: v for k, v in status.items() if k != "uptimeSecs"}
-        if old == new and now - res.last_status_write < self.config.status_refresh_secs:
+        status = statuses.build(res, base=base, assignment=assignment, heartbeats=beats, views=views,
+                                errors=errors, problems=problems, autoscale=autoscaled, now=now)
+        if not statuses.worth_writing(res.status, status, res.last_status_write, now,
+                                      self.config.status_refresh_secs):
             return
-        self._note_transitions(res, res.status, status)
+        for event in statuses.transitions(res.status, status):
+            self.post(res, event.type, event.reason, event.message)
         try:
             self.api.patch_status(res.namespace, res.name, status)
         except ApiNotFound:
@@ -976,71 +855,14 @@ class KubeNimbus(Nimbus):
         res.status = status
         res.last_status_write = now
 
-    def _refused_status(self, res: Resource, status: dict[str, Any], now: float) -> None:
-        """Condition `SpecChangeRefused`: True while the spec asks for a change the running
-        topology cannot take (the Event's message), False once a later spec is applied."""
-        previous = list(status.get("conditions") or [])
-        if res.refused_change is not None:
-            cond = pods.condition("SpecChangeRefused", True, "CannotBeCarried", res.refused_change, now, previous,
-                                  res.generation)
-        elif any(c.get("type") == "SpecChangeRefused" and c.get("status") == "True" for c in previous):
-            cond = pods.condition("SpecChangeRefused", False, "SpecApplied",
-                                  "the spec's change is applied to the running topology", now, previous,
-                                  res.generation)
-        else:
-            return
-        status["conditions"] = pods.merge_conditions(previous, [cond])
-
-    def _upgrade_status(self, res: Resource, status: dict[str, Any], now: float) -> None:
-        """`status.upgrade` (squall_operator.canary.Upgrade) and condition `RolledBack`: True
-        while the workers run the last good settings instead of the spec's failed ones, False
-        once spec.worker changed after a rollback."""
-        upgrade = res.upgrade.to_status(pods.iso_time)
-        if upgrade:
-            status["upgrade"] = upgrade
-        previous = list(status.get("conditions") or [])
-        rejected, good = res.upgrade.rejected, res.upgrade.last_good
-        if rejected is not None:
-            cond = pods.condition("RolledBack", True, rejected.reason, (
-                f"the canary of {rejected.image} (generation {rejected.generation}) failed: {rejected.message}; "
-                f"the workers run the last good settings ({good.image if good else '?'}), and spec.worker's "
-                "settings are not tried again until it changes"), now, previous)
-        elif any(c.get("type") == "RolledBack" and c.get("status") == "True" for c in previous):
-            cond = pods.condition("RolledBack", False, "SpecChanged",
-                                  "spec.worker changed since the rollback: its new settings are rolled out", now,
-                                  previous)
-        else:
-            return
-        status["conditions"] = pods.merge_conditions(previous, [cond])
-
     def patch_spec(self, res: Resource, ops: list[dict[str, Any]]) -> None:
         """A JSON patch of the resource (the autoscaler's numWorkers and parallelism)."""
         self.api.patch_topology(res.namespace, res.name, ops)
 
-    def slots_taken_by_others(self, topo: str) -> set[WorkerSlot]:
+    def slots_taken_by_others(self, topo: TopologyKey) -> set[WorkerSlot]:
         """The slots other topologies' assignments hold."""
         taken: set[WorkerSlot] = set()
         for other in self.state.storm_ids():
             if other != topo:
                 taken.update((self.state.get_assignment(other) or Assignment()).slots().values())
         return taken
-
-    def _note_transitions(self, res: Resource, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-        def cond(status: Mapping[str, Any], type_: str) -> Mapping[str, Any]:
-            return next((c for c in status.get("conditions") or [] if c.get("type") == type_), {})
-
-        before, after = cond(old, "Rebalancing"), cond(new, "Rebalancing")
-        if after.get("reason") != before.get("reason") and after.get("reason") in ("Reassigned", "Completed"):
-            self.post(res, "Normal", "Rebalance" + str(after["reason"]), str(after.get("message", "")))
-        if old.get("phase") == "Failed" and new.get("phase") != "Failed":
-            self.post(res, "Normal", "SpecFixed", "the spec is valid again")
-        change = degraded.transition_event(old.get("conditions") or [], new.get("conditions") or [])
-        if change is not None:
-            self.post(res, *change)
-        before, after = cond(old, "WorkersHealthy"), cond(new, "WorkersHealthy")
-        if after.get("status") == "False" and (before.get("status"), before.get("reason")) != ("False", after.get("reason")):
-            # InvalidPodTemplate has its own Event when the pod is refused
-            if after.get("reason") != "InvalidPodTemplate":
-                self.post(res, "Warning", str(after["reason"]), str(after.get("message", "")))
-        elif after.get("status") == "True" and before.get("status") == "False":
-            self.post(res, "Normal", "WorkersHealthy", "no worker reports a problem any more")

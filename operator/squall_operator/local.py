@@ -22,7 +22,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,9 @@ from pathlib import Path
 
 from squall.models.cluster import SupervisorInfo, WorkerSlot
 from squall.models.v1alpha1 import Topology
+from squall.ports import free_ports
 from squall.state import CONNECTION_ERRORS, ZK_AUTH_ENV, ZK_AUTH_FILE_ENV, ClusterState, ZkCredentials
+from squall.topology_keys import TopologyKey
 from squall.worker.security import CurveKeys, write_keys
 from squall.zkserver import EmbeddedZooKeeper
 from squall_operator.monitor import LOCAL_TIMEOUTS, MonitorTimeouts
@@ -53,22 +54,9 @@ def _die_with_parent() -> None:
     os.setpgrp()
 
 
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 @dataclass
 class WorkerProcess:
-    topology: str
+    topology: TopologyKey
     slot: WorkerSlot
     proc: subprocess.Popen[bytes]
     log_path: Path
@@ -92,7 +80,7 @@ class Supervisor:
 
     node: str
     ports: list[int]
-    workers: dict[tuple[str, WorkerSlot], WorkerProcess] = field(default_factory=dict)
+    workers: dict[tuple[TopologyKey, WorkerSlot], WorkerProcess] = field(default_factory=dict)
     failed: bool = False
 
 
@@ -148,7 +136,7 @@ class LocalCluster:
         self.requests_wake = threading.Event()
         # what the nodes should run, as last read from ZooKeeper: kept while it is away, so
         # workers that die meanwhile are still restarted
-        self._wanted: dict[str, dict[tuple[str, WorkerSlot], float]] = {}
+        self._wanted: dict[str, dict[tuple[TopologyKey, WorkerSlot], float]] = {}
         self._zk_away = False
 
     # -- start and stop ----------------------------------------------------------------------
@@ -247,10 +235,10 @@ class LocalCluster:
         """Where a topology's CURVE pair is (files 0600 in a 0700 directory) when `curve` is on."""
         return self.workdir / "keys" / topology
 
-    def kill(self, name: str, wait_secs: float | None = None) -> None:
+    def kill(self, name: TopologyKey, wait_secs: float | None = None) -> None:
         self.nimbus.kill(name, wait_secs)
 
-    def wait_removed(self, name: str, timeout: float) -> bool:
+    def wait_removed(self, name: TopologyKey, timeout: float) -> bool:
         """Whether the topology's nodes are gone within `timeout`; a moment without ZooKeeper
         (the client reconnecting) is waited through, as nimbus waits, not raised."""
         deadline = time.monotonic() + timeout
@@ -313,10 +301,10 @@ class LocalCluster:
             self.requests_wake.wait(1.0)
             self.requests_wake.clear()
 
-    def _read_wanted(self) -> dict[str, dict[tuple[str, WorkerSlot], float]] | None:
+    def _read_wanted(self) -> dict[str, dict[tuple[TopologyKey, WorkerSlot], float]] | None:
         """Node -> (topology, slot) it should run -> the topology's launch time, from ZooKeeper;
         None while it is away."""
-        wanted: dict[str, dict[tuple[str, WorkerSlot], float]] = {n: {} for n in self.supervisors}
+        wanted: dict[str, dict[tuple[TopologyKey, WorkerSlot], float]] = {n: {} for n in self.supervisors}
         watch = lambda *_: self.sync_wake.set()  # noqa: E731
         try:
             if not self.state.ready:
@@ -371,7 +359,7 @@ class LocalCluster:
                     if key not in sup.workers:
                         sup.workers[key] = self._spawn(key[0], key[1], launch=launch)
 
-    def _spawn(self, topo: str, slot: WorkerSlot, restarts: int = 0, launch: float | None = None) -> WorkerProcess:
+    def _spawn(self, topo: TopologyKey, slot: WorkerSlot, restarts: int = 0, launch: float | None = None) -> WorkerProcess:
         if launch is None:  # the launch stored now (a test starting a slot's next worker itself)
             base = self.state.get_storm(topo)
             launch = 0.0 if base is None else base.launch_time_secs

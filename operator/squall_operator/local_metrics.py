@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from squall.models.cluster import WorkerSlot
-from squall.state import CONNECTION_ERRORS
+from squall.state import CONNECTION_ERRORS, TopologyKey
 from squall_operator.local import LocalCluster
 
 log = logging.getLogger("squall.run.metrics")
@@ -31,7 +31,7 @@ WORKER_TIMEOUT_SECS = 2.0
 
 
 class LocalClusterCollector(Collector):
-    def __init__(self, cluster: LocalCluster, topology: str) -> None:
+    def __init__(self, cluster: LocalCluster, topology: TopologyKey) -> None:
         self.cluster = cluster
         self.topology = topology
         self.ports: dict[WorkerSlot, int] = {}
@@ -77,7 +77,7 @@ class LocalClusterCollector(Collector):
 class LocalMetricsServer:
     """Serves the merged metrics on 127.0.0.1:`port` (every path answers with them)."""
 
-    def __init__(self, cluster: LocalCluster, topology: str, port: int) -> None:
+    def __init__(self, cluster: LocalCluster, topology: TopologyKey, port: int) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(LocalClusterCollector(cluster, topology))
         self.server: Any

@@ -28,6 +28,7 @@ from squall.models.v1alpha1 import Topology
 from squall.plan import ACKER
 from squall.state import CONNECTION_ERRORS, NotConnected
 from squall.stateviews import ForNimbus
+from squall.topology_keys import TopologyKey, topology_key
 from squall_operator import lifecycle, monitor, scheduler, stored, upgrade
 from squall_operator.metrics import NimbusMetrics
 
@@ -140,10 +141,10 @@ class Nimbus:
             log.log(self.outage_log_level, "ZooKeeper reachable again: every worker gets a fresh heartbeat window")
 
     # -- API -------------------------------------------------------------------------------
-    def submit(self, topology: Topology, topo: str | None = None) -> None:
+    def submit(self, topology: Topology, topo: TopologyKey | None = None) -> None:
         """Store `topology` under its key `topo` (None: its name, as the local cluster keys it;
         the operator's is namespaced, squall.topology_keys)."""
-        topo = topo or topology.name
+        topo = topo or topology_key(topology.name)
         with self.lock:
             if self.state.get_storm(topo) is not None:
                 raise NimbusError(f"topology {topo!r} is already running")
@@ -151,13 +152,13 @@ class Nimbus:
             log.info("submitted topology %s", topo)
             self.mk_assignments()
 
-    def activate(self, topo: str) -> None:
+    def activate(self, topo: TopologyKey) -> None:
         self.act(topo, lifecycle.Action.activate())
 
-    def deactivate(self, topo: str) -> None:
+    def deactivate(self, topo: TopologyKey) -> None:
         self.act(topo, lifecycle.Action.deactivate())
 
-    def kill(self, topo: str, wait_secs: float | None = None) -> None:
+    def kill(self, topo: TopologyKey, wait_secs: float | None = None) -> None:
         base = self._base(topo)
         if wait_secs is None:
             wait_secs = stored.topology(base).spec.kill_wait
@@ -165,7 +166,7 @@ class Nimbus:
 
     def rebalance(
         self,
-        topo: str,
+        topo: TopologyKey,
         num_workers: int | None = None,
         executors: Mapping[str, int] | None = None,
         wait_secs: float | None = None,
@@ -186,7 +187,7 @@ class Nimbus:
             wait_secs = spec.rebalance_wait
         self.act(topo, lifecycle.Action.rebalance(wait_secs, num_workers, executors))
 
-    def update(self, topo: str, topology: Topology, wait_secs: float | None = None) -> specchange.SpecChange:
+    def update(self, topo: TopologyKey, topology: Topology, wait_secs: float | None = None) -> specchange.SpecChange:
         """A new spec for a running topology (`squall update`, the operator's reconcile), as
         `squall.specchange` classifies it: a change applied in place is stored (the workers,
         watching the StormBase, apply it: live settings at once, a component's executors
@@ -216,7 +217,7 @@ class Nimbus:
             self.wake.set()
             return change
 
-    def _upgrade(self, topo: str, base: StormBase, topology: Topology, wait_secs: float,
+    def _upgrade(self, topo: TopologyKey, base: StormBase, topology: Topology, wait_secs: float,
                  change: specchange.SpecChange) -> None:
         new, _executors = upgrade.launch(stored.topology(base), base.component_executors, topology)
         try:  # the new graph must be one the workers can build, before anything is deactivated
@@ -237,7 +238,7 @@ class Nimbus:
                     f"launched once nothing is pending, in {wait_secs:g}s at the most")
         self.act(topo, lifecycle.Action.upgrade(wait_secs))
 
-    def _drained(self, topo: str, base: StormBase) -> None:
+    def _drained(self, topo: TopologyKey, base: StormBase) -> None:
         """An upgrade's drain: launch the new graph as soon as the spouts say nothing is pending
         (squall_operator.upgrade.decide), without waiting for the wait's end."""
         if base.upgrade_since_secs is None or base.delayed_due_secs is None:
@@ -251,18 +252,18 @@ class Nimbus:
             self.upgrade_reason[topo] = decision.why
             self.act(topo, lifecycle.Action.do_upgrade())
 
-    def status(self, topo: str) -> TopologyStatus | None:
+    def status(self, topo: TopologyKey) -> TopologyStatus | None:
         base = self.state.get_storm(topo)
         return None if base is None else base.status
 
     # -- the state machine ---------------------------------------------------------------------
-    def _base(self, topo: str) -> StormBase:
+    def _base(self, topo: TopologyKey) -> StormBase:
         base = self.state.get_storm(topo)
         if base is None:
             raise NimbusError(f"no topology named {topo!r} is running")
         return base
 
-    def act(self, topo: str, action: lifecycle.Action) -> None:
+    def act(self, topo: TopologyKey, action: lifecycle.Action) -> None:
         with self.lock:
             base = self._base(topo)
             now = self.clock()
@@ -318,16 +319,16 @@ class Nimbus:
                                        "upgrade_topology": None, "upgrade_since_secs": None,
                                        "state_tasks": state_tasks})
 
-    def relaunched(self, topo: str) -> None:
+    def relaunched(self, topo: TopologyKey) -> None:
         """An upgrade stored `topo`'s new launch: replace the workers of the old one (the local
         cluster's supervisors do it themselves; KubeNimbus deletes the pods)."""
 
-    def allowed_slots(self, topo: str, base: StormBase) -> frozenset[WorkerSlot] | None:
+    def allowed_slots(self, topo: TopologyKey, base: StormBase) -> frozenset[WorkerSlot] | None:
         """The slots `topo`'s workers may use; None: every slot (KubeNimbus narrows it to the
         nodes its pods may run on)."""
         return None
 
-    def placement(self, topo: str, base: StormBase) -> scheduler.Placement:
+    def placement(self, topo: TopologyKey, base: StormBase) -> scheduler.Placement:
         """`topo`'s pod (anti-)affinity and node preferences; none here (KubeNimbus reads them
         from the topology's `spec.worker.affinity`)."""
         return scheduler.NO_PLACEMENT

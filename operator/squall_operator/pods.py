@@ -35,6 +35,7 @@ __all__ = [
     "LABEL_MANAGED_BY",
     "LABEL_NAME",
     "LABEL_TOPOLOGY",
+    "ANNOTATION_LAUNCH",
     "ANNOTATION_SLOT",
     "ANNOTATION_TEMPLATE",
     "NodeSlots",
@@ -68,6 +69,9 @@ LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
 LABEL_TOPOLOGY: Final = "squall.io/topology"
 LABEL_NODE: Final = "squall.io/node"
 LABEL_PORT: Final = "squall.io/port"
+# the launch of the topology (StormBase.launch_time_secs, as repr: read back to the same float)
+# a worker pod was made for; roll.older_launch finds the pods an interrupted graph upgrade left
+ANNOTATION_LAUNCH: Final = "squall.io/launch"
 ANNOTATION_SLOT: Final = "squall.io/slot"
 # hash of everything a worker pod is made from but its slot: a pod whose hash differs from the
 # topology's current one runs outdated settings (another image) and is rolled
@@ -363,10 +367,12 @@ def worker_probes(config: WorkerPodConfig) -> dict[str, Any]:
 def worker_pod(
     topology: str, uid: str, namespace: str, slot: WorkerSlot, config: WorkerPodConfig,
     worker: WorkerSpec | None = None, generation: str = "", key: str | None = None,
+    launch: float | None = None,
 ) -> dict[str, Any]:
     """The pod running `slot`'s worker: pinned to the slot's node, owned by the Topology;
     `key`: the topology's key in ZooKeeper (squall.topology_keys; None: the name), what the
-    worker reads and writes under, while names and labels of Kubernetes objects take the name.
+    worker reads and writes under, while names and labels of Kubernetes objects take the name;
+    `launch`: the topology's launch the pod is made for (`ANNOTATION_LAUNCH`; None: not said).
 
     `worker` (the topology's `spec.worker`) is laid under the operator's own settings: it
     replaces the chart's image, pull policy, resources and service account, and adds env,
@@ -479,6 +485,8 @@ def worker_pod(
     annotations = {**(w.annotations or {}), **config.annotations,
                    **(scrape_annotations(metrics_port(slot, config)) if config.scrape_annotations else {}),
                    ANNOTATION_SLOT: slot.key(), ANNOTATION_TEMPLATE: template_hash(config, worker)}
+    if launch is not None:
+        annotations[ANNOTATION_LAUNCH] = repr(float(launch))
     return {
         "apiVersion": "v1",
         "kind": "Pod",

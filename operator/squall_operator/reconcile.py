@@ -31,7 +31,7 @@ from typing import Any
 from squall import specchange
 from squall.models.cluster import StormBase, TopologyStatus
 from squall.models.v1alpha1 import Topology
-from squall.topology_keys import topology_key
+from squall.topology_keys import TopologyKey, topology_key
 from squall_operator import stored, upgrade
 from squall_operator.resources import KILL_WAIT_ANNOTATION, REBALANCE_WAIT_ANNOTATION, Resource, owns
 
@@ -111,11 +111,11 @@ class Decision:
     intents: tuple[Intent, ...] = field(default_factory=tuple)
 
 
-def storm_key(res: Resource, bare: StormBase | None) -> str:
+def storm_key(res: Resource, bare: StormBase | None) -> TopologyKey:
     """The key of res's topology in ZooKeeper: NAMESPACE~NAME (squall.topology_keys), or
     its bare name when `bare`, what is stored under the bare name (by an operator older than
     namespaced keys), was submitted for res: that topology keeps its key, its workers untouched."""
-    return res.name if owns(res, bare) else topology_key(res.name, res.namespace)
+    return topology_key(res.name) if owns(res, bare) else topology_key(res.name, res.namespace)
 
 
 def needs_pods(res: Resource, base: StormBase | None) -> bool:
@@ -157,7 +157,8 @@ def decide(res: Resource, snap: Snapshot) -> list[Intent]:
     refused = upgrade.refusal(running, topology, change) if change.kind is specchange.Kind.UPGRADE else None
     why = None if change.kind is specchange.Kind.NONE or change.applies_in_place else (
         f"{change.describe()}; refused: {refused or 'it cannot be carried'}: the topology keeps running its "
-        "stored spec (delete the resource and apply it again to run the new one)")
+        "stored graph and config, while numWorkers, parallelism and active still apply (delete the resource "
+        "and apply it again to run the new graph)")
     if change.kind is specchange.Kind.UPGRADE and refused is None:
         why = None
     if why != res.refused_change:  # condition SpecChangeRefused (KubeNimbus.write_status)

@@ -18,6 +18,7 @@ from squall import specchange
 from squall.models.cluster import NimbusRequest
 from squall.models.v1alpha1 import Topology
 from squall.stateviews import ForNimbus
+from squall.topology_keys import TopologyKey
 from squall_operator.nimbus import Nimbus, NimbusError
 
 __all__ = ["ACTIONS", "STALE_ANSWER_SECS", "perform", "serve_pending"]
@@ -32,7 +33,7 @@ STALE_ANSWER_SECS = 60.0
 def perform(nimbus: Nimbus, req: NimbusRequest) -> str:
     """Run one request through nimbus; returns what was done. Raises NimbusError / ValueError
     with a message for the asker when it is refused (nothing changed then)."""
-    name = req.topology
+    name = TopologyKey(req.topology)  # the key the verb was given (squall_operator.verbs._key)
     if req.action == "activate":
         nimbus.activate(name)
         return f"activated topology {name}"

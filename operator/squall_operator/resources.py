@@ -13,6 +13,7 @@ from typing import Any
 
 from squall.models.cluster import StormBase, WorkerSlot
 from squall.models.v1alpha1 import API_VERSION, KIND, Topology
+from squall.topology_keys import TopologyKey
 
 from squall_operator import canary
 from squall_operator import roll as rolls
@@ -45,7 +46,7 @@ class Resource:
     last_status_write: float = 0.0
     # the topology's key in ZooKeeper once decided (KubeNimbus.key: NAMESPACE~NAME, or the bare
     # name an older operator stored it under)
-    topo: str | None = None
+    topo: TopologyKey | None = None
     # whether the topology stored in ZooKeeper under this name was submitted for this resource
     owned: bool = False
     # why this resource cannot run now although its spec is valid (its previous topology of the
@@ -92,8 +93,11 @@ KILL_WAIT_ANNOTATION = "squall.io/kill-wait-secs"
 # parallelism without -w waits rebalanceWaitSecs again
 REBALANCE_WAIT_ANNOTATION = "squall.io/rebalance-wait-secs"
 REBALANCE_WAIT_GENERATION_ANNOTATION = "squall.io/rebalance-wait-generation"
-# `kubectl squall set-log-level` keeps the topology's log config here as JSON (squall.loglevels)
-LOG_LEVELS_ANNOTATION = "squall.io/log-levels"
+# `kubectl squall set-log-level` keeps the topology's log config here as JSON (squall.loglevels).
+# Not under squall.io/: kopf keeps its diff base and progress there and leaves every annotation
+# of that prefix out of what it compares, so a change of one there reaches no handler (an
+# older Squall's squall.io/log-levels was applied only when the operator next resumed)
+LOG_LEVELS_ANNOTATION = "log.squall.io/levels"
 
 
 def kill_wait_from_annotations(annotations: Mapping[str, str] | None) -> float | None:
@@ -150,12 +154,18 @@ def topology_resource(res: Resource) -> dict[str, Any]:
 
 def owns(res: Resource, base: StormBase | None) -> bool:
     """Whether `base` (the stored topology of res's name) was submitted for `res`."""
+    return submitted_for(base, res.namespace, res.uid)
+
+
+def submitted_for(base: StormBase | None, namespace: str, uid: str) -> bool:
+    """Whether `base` was submitted for the resource with this namespace and uid (one stored
+    without a uid, by an older operator, belongs to its namespace's resource of that name)."""
     if base is None:
         return False
     meta = base.topology.get("metadata") or {}
     if meta.get("uid") is not None:
-        return bool(meta["uid"] == res.uid)
-    return meta.get("namespace") in (None, res.namespace)
+        return bool(meta["uid"] == uid)
+    return meta.get("namespace") in (None, namespace)
 
 
 __all__ = [
@@ -166,6 +176,7 @@ __all__ = [
     "kill_wait_from_annotations",
     "log_levels_from_annotations",
     "owns",
+    "submitted_for",
     "rebalance_wait_from_annotations",
     "topology_resource",
 ]

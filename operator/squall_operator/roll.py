@@ -13,8 +13,10 @@ outdated workers are replaced in one of two ways, `spec.upgrade.mode`:
   replace the outdated pods (Replacing), and restore the spouts' activation once every assigned
   slot runs a ready pod of the new settings.
 
-`step` decides; `KubeNimbus.reconcile_roll` reads the inputs and applies the effects. Nothing here
-does I/O or reads a clock. The mode is the one the roll began with; a change of it applies to the
+`step` decides; `KubeNimbus.reconcile_roll` reads the pods, the assignment and the heartbeats,
+turns them into the step's input here (`roll_input`, `spouts_pending`, `observe_canary`,
+`canary_settings`), applies the effects, and keeps `status.upgrade` as `upgrade_after` says.
+Nothing here does I/O or reads a clock. The mode is the one the roll began with; a change of it applies to the
 next roll.
 
 Replacing goes a slot at a time, as a Kubernetes rolling update with `maxUnavailable: 1`: an
@@ -32,18 +34,31 @@ and goes to RollingBack, where the caller's wanted template is the last good one
 the new settings are then the outdated ones, replaced the same way, and the roll ends with
 Event `RolledBack` instead of `RollCompleted`. A change of the settings during the canary starts
 it over on the newest; the caller keeps the last good settings wanted until a rollback is done.
+
+Apart from the roll: a graph upgrade stores a new launch of the topology and then deletes every
+worker pod of the old one (KubeNimbus.relaunched). Each pod carries the launch it was made for
+(`pods.ANNOTATION_LAUNCH`), and `older_launch` names the pods of a launch before the stored one, which
+an operator that stopped between those two steps left: the next one deletes them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from squall.models.cluster import TopologyStatus, WorkerSlot
-from squall.models.v1alpha1 import UpgradeMode
+from squall.models.cluster import (
+    Assignment,
+    ExecutorStats,
+    TopologyStatus,
+    WorkerHeartbeat,
+    WorkerSlot,
+)
+from squall.models.v1alpha1 import TopologySpec, UpgradeMode
+from squall.plan import TopologyPlan
 
 from squall_operator import canary as canaries
+from squall_operator import pods
 
 __all__ = [
     "BEAT_MARGIN",
@@ -53,11 +68,18 @@ __all__ = [
     "HANDOVER",
     "REPLACING",
     "ROLLING_BACK",
+    "Baseline",
     "Effect",
     "Roll",
     "RollInput",
+    "canary_settings",
     "drained",
+    "observe_canary",
+    "older_launch",
+    "roll_input",
+    "spouts_pending",
     "step",
+    "upgrade_after",
 ]
 
 DRAINING: Final = "Draining"
@@ -89,6 +111,9 @@ class Roll:
     # has (the analysis window's start; None: not yet)
     canary_slots: tuple[str, ...] = ()
     analysing: float | None = None
+    # Canary: the p99 checks of the analysis window so far (canaries.latency_checks); not in
+    # status.roll: an operator restarted during the window starts them over
+    checks: Mapping[str, canaries.LatencyCheck] = field(default_factory=dict, compare=False)
 
     def to_status(self, iso: Any) -> dict[str, Any]:
         out = {"step": self.step, "mode": self.mode, "since": iso(self.since), "due": iso(self.due),
@@ -192,7 +217,7 @@ def step(roll: Roll | None, inp: RollInput) -> tuple[Roll | None, list[Effect]]:
         # the settings changed again during the canary: it starts over on the newest
         first = _canary_slots(outdated, inp.canary)
         roll = replace(roll, step=CANARY if first else REPLACING, since=inp.now, template=inp.template,
-                       canary_slots=first, analysing=None)
+                       canary_slots=first, analysing=None, checks={})
         effects.append(_event("CanaryRestarted", (
             f"the pod settings changed during the canary: slot(s) {', '.join(first)} start over on {inp.image}"
             if first else f"the pod settings changed during the canary: replacing every worker pod with {inp.image}")))
@@ -269,7 +294,7 @@ def _canary_step(roll: Roll, inp: RollInput, outdated: Sequence[tuple[str, Worke
     roll after it and the verdict's outcome: PASS goes on to Replacing in the same round."""
     if inp.observed is not None and inp.observed.gone:
         first = _canary_slots(outdated, inp.canary)
-        roll = replace(roll, since=inp.now, canary_slots=first, analysing=None)
+        roll = replace(roll, since=inp.now, canary_slots=first, analysing=None, checks={})
         effects.append(_event("CanaryRestarted", (
             f"the canary's slots are no longer assigned (a rebalance): slot(s) {', '.join(first)} start over"
             if first else "the canary's slots are no longer assigned (a rebalance) and no other slot is outdated")))
@@ -282,18 +307,179 @@ def _canary_step(roll: Roll, inp: RollInput, outdated: Sequence[tuple[str, Worke
     if inp.canary is None:
         # spec.upgrade.canary removed during the canary: the roll goes on without it
         effects.append(_event("CanaryPassed", "spec.upgrade.canary removed: replacing the other worker pods"))
-        return replace(roll, step=REPLACING, canary_slots=(), analysing=None), canaries.PASS
+        return replace(roll, step=REPLACING, canary_slots=(), analysing=None, checks={}), canaries.PASS
     seen = inp.observed or canaries.Observed(ready=False)
     if roll.analysing is None and seen.ready:
         roll = replace(roll, analysing=inp.now)
-    verdict = canaries.judge(inp.canary, seen, roll.since, roll.analysing, inp.now, inp.ready_timeout)
+    roll = replace(roll, checks=canaries.latency_checks(roll.checks, seen, inp.canary, roll.analysing, inp.now))
+    verdict = canaries.judge(inp.canary, seen, roll.since, roll.analysing, inp.now, inp.ready_timeout, roll.checks)
     if verdict.outcome == canaries.PASS:
         effects.append(_event("CanaryPassed", f"{verdict.message}; replacing the other worker pods"))
-        return replace(roll, step=REPLACING, canary_slots=(), analysing=None), canaries.PASS
+        return replace(roll, step=REPLACING, canary_slots=(), analysing=None, checks={}), canaries.PASS
     if verdict.outcome == canaries.FAIL:
         effects.append(Effect("reject", reason=verdict.reason, message=verdict.message))
         effects.append(_event("CanaryFailed", (
             f"{verdict.message}: rolling every worker back to the last good settings "
             f"{max(0.0, inp.now - roll.since):.1f}s after the canary began"), warning=True))
-        return replace(roll, step=ROLLING_BACK, canary_slots=(), analysing=None), canaries.FAIL
+        return replace(roll, step=ROLLING_BACK, canary_slots=(), analysing=None, checks={}), canaries.FAIL
     return roll, canaries.WAIT
+
+
+# --- the round's inputs, the canary's observation and status.upgrade, from plain values ----------
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The executors' counts when a canary's analysis window began (canaries.since counts from
+    them), for the canary `identity` (its template hash and start): another canary takes its own."""
+
+    identity: tuple[str, float]
+    counts: Mapping[str, ExecutorStats]
+
+
+def observe_canary(roll: Roll, live: Sequence[pods.PodView], want: str, assignment: Assignment,
+                   beats: Mapping[WorkerSlot, WorkerHeartbeat], kept: Baseline | None,
+                   degraded: Mapping[str, Any], parse_time: Callable[[str | None], float | None],
+                   ) -> tuple[canaries.Observed, Baseline | None]:
+    """What the canary shows now: its slots' pods of the new settings (`want`; ready, restarts),
+    the executors on them counted from heartbeats of workers started since the canary began, the
+    executors on pods of the old settings, and the topology's Degraded condition (`degraded`, as
+    the status has it; its time read with `parse_time`). The executors' counts are taken since the
+    analysis window's start: the first round that finds the canary ready returns them as the
+    baseline to keep (`kept` the one kept so far; None returned: none to keep yet). An operator
+    restarted during the window keeps none and counts from its first round."""
+    by_slot = {v.slot: v for v in live if v.slot is not None}
+    slot_executors: dict[WorkerSlot, list[str]] = {}
+    for executor, slot in assignment.slots().items():
+        slot_executors.setdefault(slot, []).append(f"{executor[0]}-{executor[1]}")
+    new: dict[str, ExecutorStats] = {}
+    old: dict[str, ExecutorStats] = {}
+    not_ready: list[str] = []
+    restarts = 0
+    canary_slots = sorted((s for s in slot_executors if s.key() in roll.canary_slots), key=WorkerSlot.key)
+    for slot, keys in slot_executors.items():
+        pod, beat = by_slot.get(slot), beats.get(slot)
+        stats = {f"{slot.key()}/{k}": beat.executors[k] for k in keys
+                 if beat is not None and k in beat.executors}
+        if slot in canary_slots:
+            fresh = pod is not None and pod.template == want
+            # the slot's new worker (the deleted one served it until the new one registered)
+            started = beat is not None and beat.time_secs - beat.uptime_secs >= roll.since
+            if fresh and pod is not None:
+                restarts += pod.restarts
+            if fresh and started:
+                new.update(stats)
+            if not (fresh and started and pod is not None and pod.ready):
+                not_ready.append(slot.key())
+        elif pod is not None and pod.template != want:
+            old.update(stats)
+    ready = bool(canary_slots) and not not_ready
+    identity = (roll.template, roll.since)
+    if kept is None or kept.identity != identity:
+        # the window begins now (or began before this operator started)
+        kept = None if not ready and roll.analysing is None else Baseline(identity, {**new, **old})
+    base = kept.counts if kept is not None else {}
+    degraded_since = parse_time(degraded.get("lastTransitionTime")) if degraded.get("status") == "True" else None
+    return canaries.Observed(
+        ready=ready, restarts=restarts,
+        new=canaries.component_figures(canaries.since(new, base)),
+        old=canaries.component_figures(canaries.since(old, base)),
+        degraded_since=degraded_since, degraded=str(degraded.get("message") or ""),
+        not_ready=tuple(not_ready) if canary_slots else roll.canary_slots, gone=not canary_slots), kept
+
+
+def spouts_pending(plan: TopologyPlan, assignment: Assignment, beats: Mapping[WorkerSlot, WorkerHeartbeat],
+                   ) -> dict[str, tuple[float, int] | None]:
+    """What the spouts have pending, for a drain that ends when nothing is (RollInput.spouts)."""
+    spouts: dict[str, tuple[float, int] | None] = {}
+    for executor, slot in assignment.slots().items():
+        if plan.executor_component(executor) in plan.spouts:
+            beat = beats.get(slot)
+            stats = beat.executors.get(f"{executor[0]}-{executor[1]}") if beat is not None else None
+            spouts[f"{executor[0]}-{executor[1]}"] = (
+                (beat.time_secs, stats.pending) if beat is not None and stats is not None else None)
+    return spouts
+
+
+def canary_settings(spec: TopologySpec, good: canaries.Template | None,
+                    worker: Mapping[str, Any] | None) -> canaries.Settings | None:
+    """spec.upgrade.canary for a roll to `worker` (spec.worker as JSON), or None: a canary needs
+    settings to roll back to that differ from the wanted ones, so not when only the operator's own
+    worker settings changed (a helm upgrade of the chart's image)."""
+    if spec.upgrade is None or spec.upgrade.canary is None or good is None or good.same_worker(worker):
+        return None
+    return canaries.Settings.of(spec.upgrade.canary)
+
+
+def upgrade_after(upgrade: canaries.Upgrade, roll: Roll | None, effects: Sequence[Effect], inp: RollInput,
+                  worker: Mapping[str, Any] | None, generation: int | None, asked: str) -> canaries.Upgrade:
+    """`status.upgrade` after a round of the roll (`roll` the roll after it, `effects` its
+    effects, `inp` its input): a failed canary's settings recorded as rejected (the next rounds
+    want the last good ones until spec.worker changes); the wanted settings the last good once
+    every assigned slot runs a ready pod of them; the rejected ones forgotten once the spec asks
+    for other settings (`asked`: the template hash of spec.worker) and no rollback is under way."""
+    good = upgrade.last_good
+    for effect in effects:
+        if effect.kind == "reject":
+            upgrade = canaries.Upgrade(good, canaries.Rejected(
+                inp.template, inp.image, generation, effect.reason, effect.message, inp.now))
+    rejected = upgrade.rejected
+    if roll is None and not inp.outdated and inp.all_ready:
+        # during a rollback's aftermath the wanted settings are the last good already
+        now_good = canaries.Template(inp.template, inp.image, worker)
+        if now_good != good:
+            upgrade = canaries.Upgrade(now_good, rejected)
+    if rejected is not None and (roll is None or roll.step != ROLLING_BACK) and asked != rejected.hash:
+        # spec.worker changed since the rollback: the next roll tries the new settings
+        upgrade = canaries.Upgrade(upgrade.last_good, None)
+    return upgrade
+
+
+def roll_input(*, now: float, storm: TopologyStatus, running: TopologySpec, spec: TopologySpec,
+               live: Sequence[pods.PodView], want: str, image: str, assignment: Assignment,
+               spouts: Mapping[str, tuple[float, int] | None], canary: canaries.Settings | None,
+               observed: canaries.Observed | None, ready_timeout: float) -> RollInput:
+    """The input of `step` from what a round read: the live (not deleting) worker pods, the
+    assignment, the running topology's spec and the one asked (`spec`, the running one while the
+    asked one is invalid), and the wanted template hash `want` and its `image`."""
+    ready = {v.slot for v in live if v.ready and v.template == want}
+    assigned = set(assignment.slots().values())
+    return RollInput(
+        now=now, storm=storm,
+        outdated=[(v.name, v.slot, v.image) for v in live if v.template != want],
+        all_ready=assigned <= ready,
+        ready=frozenset(v.name for v in live if v.ready),
+        unavailable=len(assigned - {v.slot for v in live if v.ready}),
+        image=image,
+        rebalance_wait=running.rebalance_wait,
+        active=spec.active,
+        mode=spec.upgrade.mode.value if spec.upgrade is not None else HANDOVER,
+        spouts=spouts,
+        template=want,
+        canary=canary,
+        observed=observed,
+        ready_timeout=ready_timeout,
+    )
+
+
+# --- a graph upgrade's new launch ---------------------------------------------------------------
+
+
+def older_launch(worker_pods: Iterable[Mapping[str, Any]], launch: float) -> list[str]:
+    """The worker pods (API objects) not being deleted that were made for a launch of the
+    topology before `launch`, the stored one, by name. A graph upgrade stores its new launch and
+    then deletes every worker pod (KubeNimbus.relaunched); an operator that stopped between the
+    two finds them here and deletes them itself. A pod with no readable annotation (made by an
+    operator older than it) is not judged."""
+    out = []
+    for pod in worker_pods:
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp") is not None:
+            continue
+        try:
+            made_for = float((meta.get("annotations") or {})[pods.ANNOTATION_LAUNCH])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if made_for < launch:
+            out.append(str(meta.get("name")))
+    return sorted(out)

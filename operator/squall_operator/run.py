@@ -41,6 +41,7 @@ from squall.models.cluster import TopologyStatus, WorkerHeartbeat, WorkerSlot
 from squall.plan import ACKER
 from squall.state import CONNECTION_ERRORS, StateError, ZkCredentials
 from squall.stateviews import ForViewers
+from squall.topology_keys import TopologyKey, topology_key
 from squall.validation import ResolvedTopology
 from squall_operator.cli_usage import one_line, print_error
 from squall_operator.local import LocalCluster
@@ -231,7 +232,7 @@ START_LIMIT_SECS = 60.0
 REMOVE_GRACE_SECS = 30.0
 
 
-def _deactivate(cluster: LocalCluster, name: str) -> bool:
+def _deactivate(cluster: LocalCluster, name: TopologyKey) -> bool:
     """Deactivate the spouts for the runner's own stop; False when the topology's state allows
     no deactivate (rebalancing, killed or removed already)."""
     try:
@@ -241,7 +242,7 @@ def _deactivate(cluster: LocalCluster, name: str) -> bool:
     return True
 
 
-def _kill(cluster: LocalCluster, name: str, wait: float) -> None:
+def _kill(cluster: LocalCluster, name: TopologyKey, wait: float) -> None:
     """Storm's kill, unless the topology is gone already (a kill from another shell)."""
     try:
         cluster.kill(name, wait)
@@ -319,7 +320,7 @@ def run_topology(
     zk_credentials: ZkCredentials | None = None,
 ) -> int:
     topology = resolved.topology
-    name = topology.name
+    name = topology_key(topology.name)  # the local cluster keys a topology by its name
     spec = topology.spec
     stop = threading.Event()
     previous = signal.getsignal(signal.SIGINT)

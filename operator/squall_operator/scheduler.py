@@ -65,6 +65,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from squall.models.cluster import ExecutorId, WorkerSlot
+from squall.topology_keys import TopologyKey
 
 __all__ = [
     "AssignmentDiff",
@@ -168,7 +169,8 @@ NO_PLACEMENT: Placement = Placement()
 class SchedulingRequest:
     """What one topology needs now, and where it runs."""
 
-    topology_id: str
+    # the topology's key (squall.topology_keys)
+    topology_id: TopologyKey
     # every executor the topology needs now
     executors: tuple[ExecutorId, ...]
     num_workers: int

@@ -1,5 +1,5 @@
 """A graph upgrade of a running topology, as pure decisions (JStorm's
-update_topology, seed 003; Storm's rebalance transitions in `squall_operator.lifecycle`).
+update_topology; Storm's rebalance transitions in `squall_operator.lifecycle`).
 
 A new spec whose graph differs from the running one (`squall.specchange` says `upgrade`: a
 component added or removed, a grouping, fields or a class changed) is applied as a rebalance

@@ -44,7 +44,14 @@ from typing import IO, Any, Final, Protocol, TypeVar
 
 from squall import limits, specchange
 from squall.models.v1alpha1 import Topology
-from squall_operator.resources import LOG_LEVELS_ANNOTATION
+from squall.stateviews import ForViewers
+from squall.topology_keys import TopologyKey
+from squall_operator.resources import (  # the annotations the operator reads
+    KILL_WAIT_ANNOTATION,
+    LOG_LEVELS_ANNOTATION,
+    REBALANCE_WAIT_ANNOTATION,
+    REBALANCE_WAIT_GENERATION_ANNOTATION,
+)
 
 __all__ = [
     "EXIT_FAILED",
@@ -306,6 +313,13 @@ def format_events(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _key(name: str) -> TopologyKey:
+    """The topology a verb names on the command line, as the key it is stored under: on the
+    local cluster its name; on the operator's ZooKeeper NAMESPACE~NAME (a bare name there is
+    answered by `not_found` naming the namespaces that run one)."""
+    return TopologyKey(name)
+
+
 class ZooKeeperTarget:
     """The local cluster whose state lives at `connect` + `root` (see the module doc)."""
 
@@ -324,9 +338,9 @@ class ZooKeeperTarget:
         refused = (f"ZooKeeper refused access to {self.where}: set {ZK_AUTH_FILE_ENV} to the credentials "
                    "file `squall run` printed" if credentials is None else
                    f"ZooKeeper refused the credentials in ${ZK_AUTH_FILE_ENV} for {self.where}")
-        try:
-            self.state = ClusterState.connect(self.connect, timeout=connect_timeout, root=self.root,
-                                              credentials=credentials)
+        try:  # a viewer's session: read the state and post requests, the changes left to nimbus
+            self.state: ForViewers = ClusterState.connect(self.connect, timeout=connect_timeout, root=self.root,
+                                                          credentials=credentials)
         except StateError as exc:
             raise VerbError(f"cannot reach ZooKeeper at {self.connect} (within {connect_timeout:g}s)") from exc
         except NoAuthError:
@@ -344,7 +358,7 @@ class ZooKeeperTarget:
         from squall.state import StateError
 
         try:
-            base = self.state.get_storm(name)
+            base = self.state.get_storm(_key(name))
         except (StateError, ValueError) as exc:
             raise VerbError(f"topology {name!r}: {exc}") from exc
         if base is None:
@@ -432,7 +446,7 @@ class ZooKeeperTarget:
         wait = running.spec.rebalance_wait if wait_secs is None else wait_secs
         deadline = started + wait + self.timeout
         while time.monotonic() < deadline:
-            now = self.state.get_storm(name)
+            now = self.state.get_storm(_key(name))
             if now is None:
                 raise VerbError(f"update: topology {name!r} was removed during its upgrade")
             if now.launch_time_secs != base.launch_time_secs and now.upgrade_topology is None:
@@ -446,11 +460,11 @@ class ZooKeeperTarget:
         from squall.models.cluster import LogConfig, LogSetting
 
         self._base(name)
-        stored = self.state.get_log_config(name)
+        stored = self.state.get_log_config(_key(name))
         current = {} if stored is None else {k: v.model_dump() for k, v in stored.loggers.items()}
         now = time.time()
         config = merge_log_levels(current, settings, remove, now)
-        self.state.set_log_config(name, LogConfig(loggers={k: LogSetting(**v) for k, v in config.items()}))
+        self.state.set_log_config(_key(name), LogConfig(loggers={k: LogSetting(**v) for k, v in config.items()}))
         return describe_log_levels(name, config, now)
 
     def _holders(self, name: str, target: str | None) -> Mapping[str, Sequence[str]]:
@@ -458,13 +472,13 @@ class ZooKeeperTarget:
 
         self._base(name)
         try:
-            return debugging.resolve(self.state, name, target)
+            return debugging.resolve(self.state, _key(name), target)
         except debugging.TargetError as exc:
             raise VerbError(f"topology {name}: {exc}") from None
 
     def logs(self, name: str, target: str | None, follow: bool, tail: int, out: Callable[[str], None]) -> str:
         found = self._holders(name, target)
-        cards = self.state.worker_debugs(name)
+        cards = self.state.worker_debugs(_key(name))
         paths = {}
         for slot in found:
             card = cards.get(slot)
@@ -474,7 +488,7 @@ class ZooKeeperTarget:
                 where = "no file" if card.log_path is None else f"{card.log_path}, not on this machine"
                 raise VerbError(f"topology {name}: worker {slot} on {card.host} logs to {where}")
             paths[slot] = card.log_path
-        follow_files(paths, tail, follow, out, alive=lambda: self.state.get_storm(name) is not None)
+        follow_files(paths, tail, follow, out, alive=lambda: self.state.get_storm(_key(name)) is not None)
         return ""
 
     def dump_stacks(self, name: str, target: str | None, profile_secs: float | None,
@@ -482,7 +496,7 @@ class ZooKeeperTarget:
         from squall.worker import debugging
 
         found = self._holders(name, target)
-        got, missing = debugging.ask(self.state, name, "stacks" if profile_secs is None else "profile",
+        got, missing = debugging.ask(self.state, _key(name), "stacks" if profile_secs is None else "profile",
                                      list(found), seconds=profile_secs or 0.0, timeout=self.timeout)
         for slot, card in sorted(got.items()):
             out(format_answer(slot, found[slot], card.host, card.pid, card.answer))
@@ -497,21 +511,15 @@ class ZooKeeperTarget:
         from squall.worker import eventlog
 
         self._base(name)  # an unknown topology said as every verb says it, with where
-        return inspected(lambda: eventlog.set_sampling(self.state, name, component, pct, secs, time.time()))
+        return inspected(lambda: eventlog.set_sampling(self.state, _key(name), component, pct, secs, time.time()))
 
     def events(self, name: str, component: str | None, tail: int) -> Sequence[dict[str, Any]]:
         from squall.worker import eventlog
 
         self._base(name)
-        return inspected(lambda: eventlog.sampled(self.state, name, component, tail))
+        return inspected(lambda: eventlog.sampled(self.state, _key(name), component, tail))
 
 GROUP, VERSION, PLURAL = "squall.io", "v1alpha1", "topologies"
-# read by the operator's kill (squall_operator.resources.KILL_WAIT_ANNOTATION)
-KILL_WAIT_ANNOTATION = "squall.io/kill-wait-secs"
-# read by the operator's rebalance (resources.REBALANCE_WAIT_ANNOTATION): the wait, and the
-# generation of the spec it applies to
-REBALANCE_WAIT_ANNOTATION = "squall.io/rebalance-wait-secs"
-REBALANCE_WAIT_GENERATION_ANNOTATION = "squall.io/rebalance-wait-generation"
 
 
 def _pointer(key: str) -> str:

@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from squall import loglevels, sampling
 from squall.models.v1alpha1 import Topology
 from squall.sampling import MAX_SECS as MAX_SAMPLING_SECS
 from squall.worker.debugging import MAX_PROFILE_SECS
@@ -219,6 +220,12 @@ def add_verbs(app: typer.Typer, *, kubectl: bool = False) -> None:
         context: ContextOpt = None, timeout: TimeoutOpt = 30.0,
     ) -> None:
         """Change loggers' levels in a running topology's workers (Storm's `set_log_level`)."""
+        for text in level or []:  # a bad setting is said before anything is asked of the cluster
+            try:
+                loglevels.parse_setting(text)
+            except loglevels.LogLevelError as exc:
+                with _verb_errors():
+                    raise VerbError(f"set-log-level: {exc}", EXIT_USAGE) from None
         run(zookeeper, kubernetes, namespace, kubeconfig, context, timeout,
             lambda t: t.set_log_level(name, level or [], reset or []))
 
@@ -279,6 +286,12 @@ def add_verbs(app: typer.Typer, *, kubectl: bool = False) -> None:
         if off == (sample is not None):
             with _verb_errors():
                 raise VerbError("debug: give --sample PCT or --off", EXIT_USAGE)
+        if sample is not None:  # a bad percentage is said before anything is asked of the cluster
+            try:
+                sampling.merge({}, component, sample, secs or None, 0.0)
+            except sampling.SamplingError as exc:
+                with _verb_errors():
+                    raise VerbError(f"debug: {str(exc).removeprefix('*: ')}", EXIT_USAGE) from None
         run(zookeeper, kubernetes, namespace, kubeconfig, context, timeout,
             lambda t: t.debug(name, component, None if off else sample, secs or None))
 

@@ -16,6 +16,7 @@ from squall.zkserver import EmbeddedZooKeeper, java_available
 from squall_operator.local import LocalCluster
 from kafka_fixtures import kafka_broker  # noqa: F401  (one Kafka broker per session)
 from helpers import browser_missing, headless_chromium
+from childproc import die_with_this_process
 
 # ZooKeeper clamps session timeouts to [MIN_SESSION_TIMEOUT_S, 20 * tick]; tests that make
 # sessions expire can ask for this short one.
@@ -84,12 +85,10 @@ class RedisServer:
 
 
 def _free_port() -> int:
-    import socket
+    """A loopback port free now, below the ephemeral range (squall.ports.free_ports)."""
+    from squall.ports import free_ports
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    return free_ports(1)[0]
 
 
 @pytest.fixture
@@ -108,7 +107,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
         proc = subprocess.Popen(
             [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir), "--save", "",
              "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_this_process())
         server = RedisServer(port, proc)
         deadline = time.monotonic() + 10
         up = False

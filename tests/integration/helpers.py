@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from childproc import die_with_this_process
 
 from squall.models.cluster import WorkerSlot
 from squall.models.v1alpha1 import Topology
@@ -214,7 +215,7 @@ class SquallRun:
         repo = Path(__file__).resolve().parents[2]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "squall_operator", "run", *args], cwd=repo, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+            stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL, preexec_fn=die_with_this_process())
         self.lines: queue.Queue[str] = queue.Queue(maxsize=100_000)
         self.out: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()

@@ -8,13 +8,12 @@ what docs/reliability.md records; the goal there is 5 s)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 from conftest import zookeeper_unavailable_reason
+from loadfile import load_file
 
 pytestmark = pytest.mark.integration
 
@@ -22,16 +21,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def load_chaos() -> ModuleType:
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_chaos", BENCH / "chaos.py")
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod  # dataclasses look their module up
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(BENCH))
+    return load_file(BENCH / "chaos.py", "bench_chaos")
 
 
 def test_short_chaos_run_loses_nothing_and_recovers(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from childproc import die_with_this_process
 from helpers import (  # the integration tests' helpers (same directory)
     SquallRun,
     assigned_slots,
@@ -316,7 +317,8 @@ def test_logs_and_dump_stacks_find_the_workers_of_a_component_or_task(
 
     # -f: new lines as the worker writes them (a dynamic log level is logged at WARNING)
     follow = subprocess.Popen([sys.executable, "-m", "squall_operator", "logs", "inspected", "1", "-f",
-                               "--tail", "0", *zk], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               "--tail", "0", *zk], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=die_with_this_process())
     seen: list[str] = []
     reader = threading.Thread(target=lambda: seen.extend(iter(follow.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
     reader.start()

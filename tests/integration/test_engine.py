@@ -45,18 +45,13 @@ from squall.models.v1alpha1 import Topology
 from squall.plan import build_plan
 from squall.validation import parse_topology
 from squall_operator.local import LocalCluster
+from loadfile import load_file
 
 pytestmark = pytest.mark.integration
 
 
 def _load_module(path: Path) -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(f"_squall_test_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(path, f"_squall_test_{path.stem}")
 
 
 def rss_kb(pid: int) -> int:

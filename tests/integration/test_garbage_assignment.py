@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from childproc import die_with_this_process
 from helpers import id_pipeline, logs_tail, stop_topology, totals, wait_for, wait_running
 
 from squall.models.cluster import Assignment
@@ -147,6 +148,7 @@ def test_squall_run_says_it_once_restarts_the_worker_and_exits_1(zookeeper: Any)
         [sys.executable, "-m", "squall_operator", "run", "examples/wordcount/topology.yaml", "--duration", "20",
          "--kill-wait", "1", "--no-progress", "--zookeeper", zookeeper.connect_string],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        preexec_fn=die_with_this_process(),
     )
     try:
         deadline = time.monotonic() + 60

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from childproc import die_with_this_process
 
 from squall.kafka.admin import KafkaUnavailable, create_topics
 from squall.kafka.broker import EmbeddedKafka
@@ -87,7 +88,7 @@ def test_a_stopped_broker_leaves_nothing() -> None:
 def test_squall_kafka_up_runs_a_broker_until_ctrl_c() -> None:
     proc = subprocess.Popen([sys.executable, "-m", "squall_operator", "kafka", "up", "--port", "0",
                              "--topic", "clicks:2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, stdin=subprocess.DEVNULL)
+                            text=True, stdin=subprocess.DEVNULL, preexec_fn=die_with_this_process())
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()

@@ -112,13 +112,22 @@ def test_a_broker_restart_mid_run_loses_nothing(
     try:
         wait_for(lambda: len(source_offsets(read_to_end(kafka_broker, sink))) == n, 120,
                  "every record after the broker's restart", cluster, 0.5)
-    except pytest.fail.Exception as exc:  # what the Kafka components said, beyond the logs' tails
-        said = [line for text in cluster.worker_logs().values() for line in text.splitlines()
-                if "squall.kafka.spout" in line or "squall.kafka.bolt" in line]
-        pytest.fail(f"{exc}\n--- the Kafka components' lines ---\n" + "\n".join(said[-60:]))
-    wait_for(lambda: check_commits_behind_outputs(kafka_broker, "g-kafka-restart", source, sink) == n, 60,
-             "the commits to reach the end", cluster, 0.5)
+    except pytest.fail.Exception as exc:
+        pytest.fail(f"{exc}{kafka_lines(cluster)}")
+    try:
+        wait_for(lambda: check_commits_behind_outputs(kafka_broker, "g-kafka-restart", source, sink) == n, 60,
+                 "the commits to reach the end", cluster, 0.5)
+    except pytest.fail.Exception as exc:
+        pytest.fail(f"{exc}\n--- committed: {committed(kafka_broker, 'g-kafka-restart', source)}"
+                    f"{kafka_lines(cluster)}")
     stop_topology(cluster, topo.name)
+
+
+def kafka_lines(cluster: LocalCluster) -> str:
+    """What the Kafka components and their clients said, beyond the logs' tails."""
+    said = [line for text in cluster.worker_logs().values() for line in text.splitlines()
+            if "squall.kafka." in line and "Connection refused" not in line]
+    return "\n--- the Kafka components' lines ---\n" + "\n".join(said[-60:])
 
 
 def test_partitions_added_mid_run_are_re_spread_and_nothing_is_lost(

@@ -149,7 +149,11 @@ def test_a_python_spout_and_a_crashing_then_hanging_python_bolt_on_storm_py_lose
     spout = json.loads(done[0].read_text())
     starts = sorted(out.glob("mlflaky-*"))
     logs = "\n".join(cluster.worker_logs().values())
+    # the child's death is the component's error (ZooKeeper: the UI's, the Topology's); the hang
+    # soon after is in the log (the error throttle may keep it out of ZooKeeper)
+    errors = [e.error for e in cluster.state.errors(topo.name, "flaky")]
     stop_topology(cluster, topo.name)
+    assert any("ShellError: flaky task " in e and "exited with code 3" in e for e in errors), errors
     # every id acked, after the replays of what the dead and the hung process held
     assert spout["acked"] == list(range(n))
     assert spout["failed"] >= 1

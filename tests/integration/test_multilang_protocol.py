@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
+from squall import usermetrics
 from squall.multilang import ShellBolt, ShellSpout, adapters
 from squall.tuples import Tuple
 
@@ -26,6 +26,12 @@ class Context:
     task_id = 7
     component_id = "comp"
     worker_port = 0
+
+    def __init__(self) -> None:
+        self.user_metrics = usermetrics.TaskMetrics("t", "comp", 7)
+
+    def register_gauge(self, name: str, fn: Any) -> usermetrics.Gauge:
+        return self.user_metrics.gauge(name, fn)
 
     def component_tasks(self, component: str) -> list[int]:
         return [7]
@@ -90,14 +96,20 @@ def tup(values: list[Any], stream: str = "default") -> Tuple:
     return Tuple(values, 3, "src", stream, {}, None)
 
 
-def bolt(name: str, conf: dict[str, Any] | None = None) -> tuple[ShellBolt, Collector]:
+def bolt(name: str, conf: dict[str, Any] | None = None, context: Context | None = None) -> tuple[ShellBolt, Collector]:
     b, c = ShellBolt(), Collector()
     shell = {"command": [sys.executable, name], "files": [name]}
-    b.prepare({"squall.multilang.shell": shell, "test.word": "hi", **(conf or {})}, Context(), c)  # type: ignore[arg-type]
+    b.prepare({"squall.multilang.shell": shell, "test.word": "hi", **(conf or {})}, context or Context(), c)  # type: ignore[arg-type]
     return b, c
 
 
-def test_handshake_emits_anchors_direct_and_task_ids(code: Path) -> None:
+def gauges(context: Context) -> dict[str, float | None]:
+    """The task's registered gauges as /metrics reads them (None: left out)."""
+    return {n: m.read("test") for n, m in context.user_metrics.metrics.items()
+            if isinstance(m, usermetrics.Gauge)}
+
+
+def test_handshake_emits_anchors_direct_and_task_ids(code: Path, caplog: pytest.LogCaptureFixture) -> None:
     name = script(code, "b1.py", """\
         import os, storm
         class B(storm.Bolt):
@@ -111,12 +123,18 @@ def test_handshake_emits_anchors_direct_and_task_ids(code: Path) -> None:
                 storm.emitDirect(5, ["direct"], stream="d")
                 storm.emit([self.ctx["componentid"], self.pid_file])
                 storm.rpcMetrics("count", 1)
+                storm.rpcMetrics("count", 2.5)
+                storm.rpcMetrics("bad name!", 1)
                 storm.ack(tup)
         B().run()
         """)
-    b, c = bolt(name)
+    context = Context()
+    caplog.set_level("INFO", logger="squall.multilang")
+    b, c = bolt(name, context=context)
     try:
         b.execute(tup(["a"]))
+        # the log command, sent from initialize with what the handshake gave it (conf, context)
+        assert "comp task 7: hello hi 7" in caplog.text
         assert c.of("emit") == [
             ("emit", ["a", "default", 3, "src"], "default", [["a"]]),
             ("emit", ["[11, 12]"], "ids", [["a"]]),  # the task ids came back
@@ -124,8 +142,13 @@ def test_handshake_emits_anchors_direct_and_task_ids(code: Path) -> None:
         ]
         assert c.of("direct") == [("direct", 5, ["direct"], "d")]
         assert c.of("ack") == [("ack", ["a"])]
-        assert b.metrics == {"count": 1}
-        assert not c.of("error")
+        # the metrics command: the task's gauge of that name holds the last value sent; a name
+        # the metrics refuse is the component's error, once, and nothing else breaks
+        assert gauges(context) == {"count": 2.5}
+        (error,) = c.of("error")
+        assert "metric from the subprocess refused: component comp task 7: metric name 'bad name!'" in error[1]
+        b.execute(tup(["b"]))
+        assert len(c.of("error")) == 1 and len(c.of("ack")) == 2
     finally:
         b.cleanup()
     assert not b.workdir.exists()
@@ -194,8 +217,9 @@ MSGPACK_CHILD = """\
     open(os.path.join(setup["pidDir"], str(os.getpid())), "w").close()
     send({"pid": os.getpid()})
     for m in it:
-        if isinstance(m, list):
-            continue  # task ids
+        if isinstance(m, list):  # task ids: it emits with need_task_ids false, so none may come
+            send({"command": "error", "msg": "task ids came though need_task_ids was false: %r" % (m,)})
+            continue
         if m.get("stream") == "__heartbeat":
             send({"command": "sync"})
             continue
@@ -213,11 +237,13 @@ def test_msgpack_framing_with_a_child_of_its_own(code: Path) -> None:
             b.execute(tup([i]))
         assert [e[1] for e in c.of("emit")] == [[2 * i, b"\x00bytes"] for i in range(100)]
         assert len(c.of("ack")) == 100
+        assert not c.of("error")  # need_task_ids false: no task ids were sent back
     finally:
         b.cleanup()
 
 
-def test_a_spout_child_next_ack_fail_activate_and_its_death(code: Path) -> None:
+def test_a_spout_child_next_ack_fail_activate_deactivate_and_its_death(code: Path,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
     name = script(code, "s1.py", """\
         import os, storm
         class S(storm.Spout):
@@ -225,6 +251,8 @@ def test_a_spout_child_next_ack_fail_activate_and_its_death(code: Path) -> None:
                 self.n = 0
             def activate(self):
                 storm.log("activated")
+            def deactivate(self):
+                storm.logWarn("deactivated after %d" % self.n)
             def nextTuple(self):
                 self.n += 1
                 if self.n == 3:
@@ -238,11 +266,17 @@ def test_a_spout_child_next_ack_fail_activate_and_its_death(code: Path) -> None:
         """)
     s, c = ShellSpout(), Collector(spout=True)
     shell = {"command": [sys.executable, name], "files": [name]}
+    caplog.set_level("INFO", logger="squall.multilang")
     s.open({"squall.multilang.shell": shell}, Context(), c)  # type: ignore[arg-type]
     try:
         s.activate()
+        assert "comp task 7: activated" in caplog.text
         s.next_tuple()
         s.next_tuple()
+        s.deactivate()
+        (warned,) = [r for r in caplog.records if "deactivated" in r.getMessage()]
+        assert warned.getMessage() == "comp task 7: deactivated after 2" and warned.levelname == "WARNING"
+        s.activate()
         s.ack(1)
         s.fail(2)
         assert c.calls == [("emit", ["v1"], "default", 1), ("emit", ["v2"], "default", 2),

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from childproc import die_with_this_process
 
 from squall.zkserver import java_available
 
@@ -78,7 +79,7 @@ def test_run_wordcount_writes_summary_and_leaves_nothing(tmp_path: Path) -> None
     proc = subprocess.Popen(
         squall("run", "examples/wordcount/topology.yaml", "--duration", "6", "--kill-wait", "5",
                "--summary-json", str(summary), "--no-progress"),
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=die_with_this_process(),
     )
     seen: dict[int, str] = {}
     try:
@@ -146,7 +147,8 @@ def test_run_wordcount_writes_summary_and_leaves_nothing(tmp_path: Path) -> None
 def test_run_refuses_invalid_topology_before_starting(name: str, path: str, tmp_path: Path) -> None:
     summary = tmp_path / "summary.json"
     command = squall("run", str(TOPOLOGIES / name), "--duration", "5", "--summary-json", str(summary), "--no-progress")
-    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=die_with_this_process())
     seen: dict[int, str] = {}
     while proc.poll() is None:
         seen.update(descendants(proc.pid))
@@ -181,7 +183,8 @@ def test_run_on_a_busy_port_is_one_line_before_anything_starts(option: str, tmp_
     command = squall("run", "examples/wordcount/topology.yaml", *extra, option, str(port), "--duration", "5",
                      "--summary-json", str(summary))
     try:
-        proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=die_with_this_process())
         seen: dict[int, str] = {}
         while proc.poll() is None:
             seen.update(descendants(proc.pid))

@@ -14,6 +14,7 @@ from typing import Any
 from collections.abc import Callable, Iterator
 
 import pytest
+from childproc import die_with_this_process
 
 from squall.models.cluster import (
     Assignment,
@@ -406,7 +407,7 @@ def test_endpoint_vanishes_when_a_frozen_workers_session_expires(
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     worker = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env, preexec_fn=die_with_this_process()
     )
     try:
         assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"

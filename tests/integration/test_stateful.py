@@ -28,6 +28,7 @@ from helpers import (  # the integration tests' helpers (same directory)
     wait_for,
     wait_running,
 )
+from loadfile import load_file
 
 pytestmark = pytest.mark.integration
 
@@ -36,13 +37,7 @@ EXAMPLE = REPO / "examples" / "stateful-wordcount"
 
 
 def example_module() -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_swc_example", EXAMPLE / "stateful_wordcount.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(EXAMPLE / "stateful_wordcount.py", "_swc_example")
 
 
 def stateful_wordcount(name: str, redis: Any, limit: int, rate: float, workers: int = 2) -> Topology:

@@ -116,3 +116,25 @@ def test_a_topology_stored_under_its_bare_name_keeps_it_beside_a_namespaced_one(
     # a resource re-created under the name (another uid) does not take the old one's key
     assert reconcile.storm_key(resource("team-a", "uid-new"), cluster_state.get_storm("wordcount")) \
         == "team-a~wordcount"
+
+
+def test_a_topology_named_zookeeper_is_submitted_and_read_back(cluster_state: ClusterState) -> None:
+    """`squall validate` accepts the name `zookeeper` (a DNS label); `squall run` once died on it
+    with a traceback because the state layer refused it as ZooKeeper's own node, which it is only
+    at the root. Bare (the local cluster) and namespaced (the operator) keys both work."""
+    cluster_state.register_supervisor("node-a", SupervisorInfo(host="127.0.0.1", ports=[6700, 6701], time_secs=0.0))
+    data = yaml.safe_load(WORDCOUNT.read_text())
+    data["metadata"]["name"] = "zookeeper"
+    data["spec"]["numWorkers"] = 1
+    topology = Topology.model_validate(data)
+    nimbus = Nimbus(cluster_state, clock=FakeClock(), timeouts=LOCAL_TIMEOUTS)
+    nimbus.startup()
+    for key in ("zookeeper", topology_key("zookeeper", "team-a")):
+        nimbus.submit(topology, key)
+        base = cluster_state.get_storm(key)
+        assert base is not None and base.topology["metadata"]["name"] == "zookeeper"
+        assert cluster_state.get_assignment(key) is not None
+    assert {"zookeeper", "team-a~zookeeper"} <= set(cluster_state.storm_ids())
+    cluster_state.teardown_topology("zookeeper")
+    assert cluster_state.get_storm("zookeeper") is None
+    assert cluster_state.get_storm("team-a~zookeeper") is not None

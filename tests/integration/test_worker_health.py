@@ -14,7 +14,6 @@ worker process, real zmq, a real network partition between the worker and ZooKee
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from childproc import die_with_this_process
 from prometheus_client.parser import text_string_to_metric_families
 from netproxy import PartitionProxy
 from helpers import (  # the integration tests' helpers (same directory)
@@ -35,6 +35,7 @@ from helpers import (  # the integration tests' helpers (same directory)
     wait_running,
 )
 
+from squall.ports import free_ports
 from squall.zkserver import EmbeddedZooKeeper
 from squall_operator.local import LocalCluster
 from squall_operator.monitor import MonitorTimeouts
@@ -168,12 +169,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_squall_run_serves_the_local_clusters_metrics_on_one_port() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    (port,) = free_ports(1)
     cmd = [sys.executable, "-m", "squall_operator", "run", "examples/wordcount/topology.yaml",
            "--duration", "25", "--kill-wait", "3", "--no-progress", "--metrics-port", str(port)]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=die_with_this_process())
     try:
         def merged() -> dict[str, dict[tuple[tuple[str, str], ...], float]] | None:
             status, _ = get(port, "/metrics")

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from childproc import die_with_this_process
 from helpers import (  # the integration tests' helpers (same directory)
     TOPOLOGIES,
     component_slots,
@@ -160,7 +161,7 @@ def test_squall_run_rides_out_a_zookeeper_outage(tmp_path: Path) -> None:
         proc = subprocess.Popen(
             squall("run", "examples/wordcount/topology.yaml", "--zookeeper", zk.connect_string,
                    "--duration", "45", "--kill-wait", "5", "--summary-json", str(summary)),
-            cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+            cwd=REPO, stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_this_process(),
         )
     try:
         wait_for(lambda: proc.poll() is not None or [a for a in _acked_lines(log.read_text()) if a > 0],

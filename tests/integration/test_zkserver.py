@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from childproc import die_with_this_process
 from kazoo.client import KazooClient
 
 from squall.zkserver import EmbeddedZooKeeper, ZooKeeperError, four_letter_word, java_available
@@ -118,7 +119,7 @@ def test_jvm_dies_with_its_parent() -> None:
     )
     env = dict(os.environ, PYTHONPATH=str(REPO / "worker_image"))
     parent = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env, preexec_fn=die_with_this_process()
     )
     tmp, jvm = None, None
     try:

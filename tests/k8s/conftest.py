@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+from childproc import die_with_this_process
 
 from .cluster import REPO, Cluster, find_bin_dir
 from .realnode import RealNodeCluster, images_dir, missing_prerequisites
@@ -124,12 +125,12 @@ def _left_behind(before: set[int], workdir: Path) -> list[int]:
 
 def refresh_images(log: Path) -> tuple[float, str]:
     """Runs scripts/k8s-images (images rebuilt only where their inputs changed; its own process
-    group, killed with it if this is interrupted). Returns the seconds it took and, if it failed,
-    why (the end of its log)."""
+    group, killed with it if this is interrupted; the script itself dies with this process).
+    Returns the seconds it took and, if it failed, why (the end of its log)."""
     t0 = time.monotonic()
     with open(log, "w") as f:
         p = subprocess.Popen([str(REPO / "scripts" / "k8s-images")], stdout=subprocess.DEVNULL, stderr=f,
-                             start_new_session=True)
+                             start_new_session=True, preexec_fn=die_with_this_process())
         try:
             rc = p.wait()
         except BaseException:

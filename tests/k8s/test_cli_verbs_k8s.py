@@ -7,15 +7,20 @@ API server in one line."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from childproc import die_with_this_process
+from squall_operator.resources import LOG_LEVELS_ANNOTATION
 
 from .cluster import Cluster
 from .conftest import kget, wait_for
@@ -147,13 +152,13 @@ def test_verbs_patch_and_delete_the_topology(k8s_cluster: Cluster, ns: str, tmp_
 
         done = kubectl_squall(c, ns, "set-log-level", "steered", "-l", "ROOT=DEBUG:30", "-l", "squall.engine=WARN")
         assert done.returncode == 0 and "ROOT=DEBUG for 30s" in done.stdout, done.stdout + done.stderr
-        config = json.loads(kget(c, "topology", "steered", "-n", ns)["metadata"]["annotations"]["squall.io/log-levels"])
+        config = json.loads(kget(c, "topology", "steered", "-n", ns)["metadata"]["annotations"][LOG_LEVELS_ANNOTATION])
         assert config["ROOT"]["level"] == "DEBUG" and config["squall.engine"] == {"level": "WARN", "expires": None}
         one_line_error(kubectl_squall(c, ns, "set-log-level", "steered", "-l", "ROOT=LOUD"), 2, "unknown log level")
         for logger in ("ROOT", "squall.engine"):
             done = kubectl_squall(c, ns, "set-log-level", "steered", "-r", logger)
             assert done.returncode == 0, done.stderr
-        assert "squall.io/log-levels" not in (kget(c, "topology", "steered", "-n", ns)["metadata"].get("annotations") or {})
+        assert LOG_LEVELS_ANNOTATION not in (kget(c, "topology", "steered", "-n", ns)["metadata"].get("annotations") or {})
         # kill -w: the wait rides on the deleted resource for the operator's kill to read
         done = kubectl_squall(c, ns, "kill", "steered", "-w", "1.5")
         assert done.returncode == 0 and "after 1.5s" in done.stdout, done.stderr
@@ -302,7 +307,7 @@ def test_logs_and_dump_stacks_reach_the_right_worker_pods(release: Any, tmp_path
     env["PATH"] = f"{c.bin}{os.pathsep}{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     follow = subprocess.Popen([str(c.bin / "kubectl"), "squall", "logs", "wordcount", "sentences", "-f",
                                "--tail", "1", "--namespace", ns], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+                              stderr=subprocess.PIPE, text=True, preexec_fn=die_with_this_process())
     seen: list[str] = []
     reader = threading.Thread(target=lambda: seen.extend(iter(follow.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
     reader.start()
@@ -341,3 +346,45 @@ def test_logs_and_dump_stacks_reach_the_right_worker_pods(release: Any, tmp_path
     assert off.returncode == 0 and "no longer sampled" in off.stdout, off.stdout + off.stderr
     one_line_error(kubectl_squall(c, ns, "debug", "wordcount", "split", "--sample", "0"), 2, "above 0")
     one_line_error(kubectl_squall(c, ns, "events", "wordcount", "cuont"), 1, "no component 'cuont'")
+
+    # set-log-level end to end: the annotation, the operator's copy in ZooKeeper, every worker pod
+    # setting the logger and giving it back when the setting lapses
+    done = kubectl_squall(c, ns, "set-log-level", "wordcount", "-l", "squall.worker.debugging=DEBUG:20")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    def pod_logs() -> dict[str, str]:
+        return {p: c.kubectl("-n", ns, "logs", p).stdout for p in pods.values()}
+    wait_for(lambda: all("logger squall.worker.debugging set to DEBUG" in log for log in pod_logs().values()),
+             120, interval=2, what="every worker pod to set the logger to DEBUG")
+    wait_for(lambda: all("logger squall.worker.debugging back to" in log for log in pod_logs().values()),
+             90, interval=2, what="every worker pod to give the logger back its level")
+
+    # the UI the operator serves (ui.enabled), on the release's ZooKeeper with the operator's
+    # credentials: the component page asks the worker pods for their registered metrics, and a
+    # worker's profile link answers from its pod
+    from squall.state import ClusterState, ZkCredentials, topology_key
+    from squall_operator.ui import UiServer, create_app
+    from squall_operator.ui.data import UiData
+
+    secret = kget(c, "secret", "squall-zk-auth", "-n", ns)
+    creds = ZkCredentials.parse(base64.b64decode(secret["data"]["credentials"]).decode(), "the chart's Secret")
+    (zk_pod,) = kget(c, "pods", "-n", ns, "-l", "app.kubernetes.io/component=zookeeper")["items"]
+    key = topology_key("wordcount", ns)
+    with ClusterState.connect(f"{zk_pod['status']['podIP']}:2181", root="/squall", credentials=creds) as state:
+        data = UiData(state, interval=0.5)
+        data.start()
+        ui = UiServer(create_app(data, None)).start()
+        try:
+            with urllib.request.urlopen(ui.url + f"api/v1/topology/{key}/component/split", timeout=60) as resp:
+                page = json.loads(resp.read())
+            assert page["componentType"] == "bolt" and page["userMetricsMissing"] == [], page
+            assert {f"{w['node']}-{w['port']}" for w in page["workers"]} == {
+                slot for slot, _, comps in headers if "split" in comps.split(", ")}, page
+            slot = min(pods)
+            with urllib.request.urlopen(ui.url + f"api/v1/topology/{key}/profiling/profile/{slot}?secs=0.5",
+                                        timeout=60) as resp:
+                profile = json.loads(resp.read())
+            assert "samples over 0.5s" in profile["dump"] and profile["worker"] == slot, profile
+        finally:
+            ui.stop()
+            data.stop()

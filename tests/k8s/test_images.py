@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from childproc import die_with_this_process
 
 pytestmark = pytest.mark.k8s
 
@@ -176,7 +177,7 @@ def test_an_image_rebuilt_on_a_shared_layer_is_imported_every_time() -> None:
 
         store = work / "cache" / "images" / "containerd"
         d = subprocess.Popen(["containerd", "--config", str(store / "config.toml"), "--log-level", "error"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_this_process())
         try:
             ctr = ["ctr", "--address", str(store / "containerd.sock"), "--namespace", "k8s.io"]
             for _ in range(150):

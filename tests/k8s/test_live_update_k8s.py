@@ -68,8 +68,10 @@ def test_kubectl_patch_of_config_applies_live_with_no_pod_replaced_and_no_id_los
     c = squall
     out = tmp_path / "out"
     # the bolt (2 x 10 ms a tuple) is slower than the spout (300/s): the spout's pending sits at
-    # its bound, 200, until the patch lowers it
-    doc = id_pipeline(NAME, out, 6000, workers=2, rate=300)
+    # its bound, 200, until the patch lowers it. 4000 ids last about 45 s here (about 90/s once
+    # the bound is 20): the bolt added about 15 s in receives tuples with about 25 s of ids left
+    # (6000 left about 50 s of waiting for the last ids once everything was checked)
+    doc = id_pipeline(NAME, out, 4000, workers=2, rate=300)
     doc["spec"]["messageTimeoutSecs"] = 30
     doc["spec"]["bolts"][0].update({"class": "liveupdate_components:TagPassBolt",
                                     "config": {"test.tag": "one", "test.sleep_ms": 10}})
@@ -115,6 +117,7 @@ def test_kubectl_patch_of_config_applies_live_with_no_pod_replaced_and_no_id_los
         with zk_state(c) as zk:
             before = zk.get_storm(KEY)
         assert before is not None
+        assert not list(out.glob("spout-*.done")), "the ids ran out before the upgrade: raise the count"
         t1 = time.monotonic()
         _patch(c, [{"op": "add", "path": "/spec/bolts/-", "value": {
             "name": "tap", "class": "engine_components:PassBolt", "parallelism": 2,
@@ -139,7 +142,10 @@ def test_kubectl_patch_of_config_applies_live_with_no_pod_replaced_and_no_id_los
         wait_for(lambda: tap_executed() > 0, 60, what="the new bolt receiving tuples")
         resumed = time.monotonic() - t1
 
+        left = len(list(out.glob("spout-*.done"))) == 0
         wait_for(lambda: list(out.glob("spout-*.done")), 120, what="every id acked", interval=0.5)
+        print(f"LIVE UPDATE k8s: ids still coming when the new bolt got its first tuple: {left}; "
+              f"the last acked {time.monotonic() - t1:.1f}s after the graph patch")
         print(f"LIVE UPDATE k8s: restarted in {restarted:.1f}s, pending samples {lows}; upgrade: Upgraded "
               f"{upgraded:.1f}s after the patch ({ev['message']}), the new bolt's first tuple {resumed:.1f}s after it")
     finally:

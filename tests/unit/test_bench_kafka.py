@@ -3,14 +3,13 @@ CPU rates with and without the broker, a case that ran the topic dry, the Squall
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from squall import stats
+from loadfile import load_file
 
 pytestmark = pytest.mark.unit
 
@@ -18,15 +17,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def load_kafka_peers() -> ModuleType:
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_kafka_peers", BENCH / "kafka_peers.py")
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(BENCH))
+    return load_file(BENCH / "kafka_peers.py", "bench_kafka_peers")
 
 
 kp = load_kafka_peers()
@@ -100,3 +91,16 @@ def test_squall_shapes_read_the_topic_from_its_start_with_acking_on(shape: str) 
     assert told.spec.spouts[0].config["kafka.spout"]["offsetCommitPeriodMs"] == 1000
     with pytest.raises(ValueError, match="shape"):
         kp.squall_topology("nope", "127.0.0.1:9092", "t", "g", 1)
+
+
+def test_consumer_props_parse_and_reach_the_spout() -> None:
+    kp = load_kafka_peers()
+    assert kp.consumer_props(None) == {}
+    props = kp.consumer_props("fetch.queue.backoff.ms=1000, queued.min.messages = 5000,")
+    assert props == {"fetch.queue.backoff.ms": "1000", "queued.min.messages": "5000"}
+    with pytest.raises(ValueError, match="'nokey' is not K=V"):
+        kp.consumer_props("nokey")
+    topo = kp.squall_topology("noop", "k:9092", "t", "g", 1000, 2, 1000, props=props, workers=2)
+    spout = topo.spec.spouts[0]
+    assert spout.config["kafka.spout"]["props"] == props
+    assert spout.parallelism == 2 and topo.spec.num_workers == 2

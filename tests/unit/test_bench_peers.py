@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from squall import stats
+from loadfile import load_file
 
 pytestmark = pytest.mark.unit
 
@@ -17,15 +16,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def load_peers() -> ModuleType:
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_peers", BENCH / "peers.py")
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(BENCH))
+    return load_file(BENCH / "peers.py", "bench_peers")
 
 
 peers = load_peers()

@@ -78,6 +78,16 @@ def test_rebalance_with_no_workers_is_one_line() -> None:
         (["list", "--all-namespaces"], "--all-namespaces goes with --kubernetes"),
         (["kill", "wc", "--zookeeper", "zk"], "malformed --zookeeper 'zk'"),
         (["rebalance", "wc", "-e", "split"], "malformed -e 'split'"),
+        # the debugging verbs' bad input, said before any cluster is asked (none is given here)
+        (["debug", "wc", "split", "-s", "150"],
+         "debug: split: the sample percentage must be a number above 0 and at most 100 (got 150.0)"),
+        (["debug", "wc", "-s", "0"], "debug: the sample percentage must be a number above 0 and at most 100 (got 0.0)"),
+        (["debug", "wc", "-s", "x"], "squall debug: -s/--sample must be a number (got 'x')"),
+        (["debug", "wc"], "debug: give --sample PCT or --off"),
+        (["set-log-level", "wc", "-l", "ROOT=LOUD"], "set-log-level: unknown log level 'LOUD'"),
+        (["set-log-level", "wc", "-l", "ROOT=DEBUG:-3"], "the timeout must be above 0 and at most 604800 seconds"),
+        (["dump-stacks", "wc", "--profile", "31"], "squall dump-stacks: --profile must be <= 30 (got 31)"),
+        (["logs", "wc", "--tail", "-2"], "squall logs: --tail must be >= -1 (got -2)"),
     ],
 )
 def test_every_usage_error_is_one_line_and_exit_2(args: list[str], line: str) -> None:

@@ -17,7 +17,7 @@ from squall.builder import TopologyBuilder
 from squall.components import Bolt, Spout
 from squall.models import Topology
 from squall.models.cluster import WorkerSlot
-from squall.plan import TopologyPlan, build_plan
+from squall.plan import CHECKPOINT_COMPONENT, TopologyPlan, build_plan
 from squall.validation import declared_streams
 from squall.worker.engine import step_order
 from squall.worker.errorlog import ErrorThrottle
@@ -214,6 +214,46 @@ def test_a_spout_stops_at_max_spout_pending_and_goes_on_as_trees_complete() -> N
     assert s.instances[task].acked == list(range(10))
     assert s.pending_count() == 100 and s.stats.emitted > 100
 
+
+
+class Quiet(Spout):
+    """Emits nothing; counts its activations."""
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.activations = 0
+
+    def next_tuple(self) -> None: ...
+
+    def activate(self) -> None:
+        self.activations += 1
+
+
+def test_the_checkpoint_spout_runs_while_deactivated_but_not_before_its_peers_listen() -> None:
+    """The checkpoint spout stays active while the topology is deactivated (a drain ends with
+    everything committed), but like every spout waits for each worker of the assignment to
+    listen: a round sent before is dropped and fails only after messageTimeoutSecs (on the
+    real nodes nothing was committed for ~20 s after a graph upgrade). In a worker of a
+    launch that an upgrade replaced, it stops."""
+    b = TopologyBuilder("stateful")
+    b.set_spout("s", "x:Numbers", 1, outputs=["n"])
+    b.set_bolt("count", "x:Count", 1, outputs=["n"], stateful=True).shuffle_grouping("s")
+    plan = plan_of(b.build())
+    w = worker(plan, {})
+    (task,) = plan.component_tasks[CHECKPOINT_COMPONENT]
+    ex = SpoutExecutor(w, plan, (task, task), CHECKPOINT_COMPONENT, Quiet, {})
+    ex.open()
+    w.active, w.peers_ready, w.relaunched = False, False, False
+    ex.step(0.0)
+    assert not ex.active, "the checkpoint spout ran before every peer listened"
+    w.peers_ready = True  # the topology is still deactivated (a drain): it runs
+    ex.step(0.0)
+    assert ex.active and ex.instances[task].activations == 1
+    w.relaunched = True  # an upgrade launched the new graph: this worker's launch is over
+    ex.step(0.0)
+    assert not ex.active
+    w.relaunched, w.active = False, True
+    ex.step(0.0)
+    assert ex.active
 
 def test_which_components_run_on_a_thread_of_their_own() -> None:
     assert is_isolated(Blocks, {}) and not is_isolated(Forward, {})

@@ -15,6 +15,7 @@ from squall.kafka.config import (
     client_props,
     parse_bolt_config,
     parse_spout_config,
+    spout_consumer_props,
 )
 from squall.kafka.records import KafkaRecord, default_translator, make_decoder, make_encoder
 
@@ -73,6 +74,16 @@ def test_bolt_needs_one_topic() -> None:
     with pytest.raises(KafkaConfigError, match="exactly one of 'topic'"):
         parse_bolt_config({"kafka.bolt": {"bootstrapServers": "k"}})
     assert parse_bolt_config({"kafka.bolt": {"bootstrapServers": "k", "mapper": "m:f"}}).mapper == "m:f"
+
+
+def test_the_spouts_consumer_keeps_its_prefetch_fed_unless_told() -> None:
+    # librdkafka's 1000 ms fetch.queue.backoff.ms let a fast spout's queue run dry (half its
+    # polls empty); 100 ms unless the topology's props name it
+    props = client_props(parse_spout_config(spout()), "kafka.spout")
+    assert spout_consumer_props(props)["fetch.queue.backoff.ms"] == 100
+    assert spout_consumer_props(props)["bootstrap.servers"] == "k:9092"
+    mine = client_props(parse_spout_config(spout(props={"fetch.queue.backoff.ms": 1000})), "kafka.spout")
+    assert spout_consumer_props(mine)["fetch.queue.backoff.ms"] == 1000
 
 
 def test_partitions_spread_round_robin_over_the_tasks() -> None:

@@ -78,3 +78,14 @@ def test_offsets_on_metrics_per_task_partition_and_topic() -> None:
         for p, t, tp in (("0", "3", "a"), ("1", "3", "a"), ("0", "4", "b"))}
     # a worker without a Kafka spout has none of these families
     assert not [name for name in scrape(WorkerFigures("t", "n-1", [bolt])) if name.startswith("squall_kafka")]
+
+
+def test_a_spout_not_yet_opened_reports_no_offsets() -> None:
+    """The worker's heartbeat reads the offsets of every spout task, and may come before a task's
+    `open` has made its metadata thread: no figures then (seen: an AttributeError logged with its
+    traceback when a worker's first heartbeat came before its Kafka spout's open)."""
+    from squall.kafka import KafkaSpout
+
+    spout = KafkaSpout()
+    assert spout.offset_metrics() == []
+    assert spout.lag() is None

@@ -8,7 +8,7 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from squall.kafka.offsets import OffsetManager
+from squall.kafka.offsets import CommitWatch, OffsetManager
 
 pytestmark = pytest.mark.unit
 
@@ -176,3 +176,16 @@ def test_matches_its_definition_through_emits_acks_and_commits(ops: list[tuple[s
         assert (m.next_commit_offset() or m.committed) == max(expected, m.committed)
         assert m.num_uncommitted == len(emitted)
         assert all(m.is_emitted(o) for o in emitted)
+
+
+def test_commit_watch_says_how_long_commits_went_unconfirmed_once_past_its_bound() -> None:
+    watch = CommitWatch(30.0)
+    assert watch.stalled(1000.0) is None  # nothing sent
+    watch.sent(100.0)
+    watch.sent(105.0)  # a later commit does not restart the count: the first is still waiting
+    assert watch.stalled(129.9) is None
+    assert watch.stalled(131.0) == 31.0
+    watch.confirmed()
+    assert watch.stalled(200.0) is None
+    watch.sent(200.0)
+    assert watch.stalled(230.0) == 30.0

@@ -566,6 +566,25 @@ def test_kill_waits_then_removes_pods_and_state() -> None:
     assert {"Killing", "Killed"} <= set(api.reasons("wc"))
 
 
+def test_the_delete_handler_sees_the_kill_end_without_waking_the_loop() -> None:
+    """handlers.kill starts the kill once and then asks `kill_done` every quarter second: a look
+    that does not wake the loop (request_kill re-records the resource and wakes it), true once
+    the loop removed the pods and the state, and the resource is forgotten then."""
+    nimbus, state, api, clock = _make()
+    nimbus.register("ns", "wc", "uid-1", 1, SPEC)
+    nimbus.round()
+    api.ready_all()
+    assert nimbus.request_kill("ns", "wc", "uid-1", 1, SPEC) is False
+    nimbus.loop_wake.clear()
+    nimbus.round()
+    assert nimbus.kill_done("uid-1") is False and not nimbus.loop_wake.is_set()
+    clock.now += 8  # past killWaitSecs (7)
+    nimbus.round()
+    assert "ns~wc" not in state.storms and not api.pods
+    assert nimbus.kill_done("uid-1") is True and "uid-1" not in nimbus.resources
+    assert nimbus.kill_done("never-seen") is False
+
+
 def test_no_scheduling_before_nodes_are_known() -> None:
     state = FakeState()
     state.assignments["ns~wc"] = Assignment(executor_slots={"1-1": "n1-6700"})

@@ -202,6 +202,21 @@ def test_a_graph_change_of_state_in_memory_is_refused_once_per_generation_and_sa
     assert not any(isinstance(i, Event) for i in decide(res, Snapshot(base)))
 
 
+def test_a_refused_graph_change_still_rebalances_and_the_event_says_what_applies() -> None:
+    """What a rebalance carries (parallelism, numWorkers) is not part of the refused graph: it
+    applies, and the refusal's message says so instead of 'keeps running its stored spec'."""
+    stateful = {**SPEC, "bolts": [{**SPEC["bolts"][0], "stateful": True}]}
+    bolts = [{**stateful["bolts"][0], "class": "m:B2", "parallelism": 3}]
+    res = resource({**stateful, "bolts": bolts}, generation=6)
+    intents = decide(res, Snapshot(stored(res, spec=stateful)))
+    assert not any(isinstance(i, Update) for i in intents)
+    (refusal,) = [i for i in intents if isinstance(i, Event) and i.reason == "SpecChangeRefused"]
+    assert "keeps running its stored graph and config, while numWorkers, parallelism and active still apply" \
+        in refusal.message, refusal.message
+    (rebalance,) = [i for i in intents if isinstance(i, Rebalance)]
+    assert rebalance.executors == {"b": 3} and rebalance.workers is None
+
+
 def test_a_deleted_resource_kills_its_topology_with_the_asked_or_the_topologys_wait() -> None:
     res = resource(deleting=True)
     intents = decide(res, Snapshot(stored(res)))

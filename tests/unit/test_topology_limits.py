@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from childproc import die_with_this_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -526,7 +527,7 @@ def squall(*args: str, cwd: Path, limit_mb: int = 1024, timeout: float = 60
 
     proc = subprocess.Popen([sys.executable, "-m", "squall_operator", *args], cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=cap, start_new_session=True)
+                            preexec_fn=die_with_this_process(then=cap), start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     finally:

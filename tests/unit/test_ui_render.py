@@ -37,13 +37,12 @@ def test_latency_text_keeps_three_significant_digits() -> None:
 
 
 def test_is_topology_id_is_metadata_names_rule() -> None:
-    for good in ("wordcount", "a", "a-b", "x1", "a" * 63):
+    # `zookeeper` too: ZooKeeper reserves that node name only at its root, not under Squall's
+    for good in ("wordcount", "a", "a-b", "x1", "a" * 63, "zookeeper"):
         assert is_topology_id(good), good
     for bad in ("", "zookeeper-", ".", "..", "a/b", "A", "a_b", "-a", "a-", "a" * 64, "a\n", "a\x00",
                 "\x1b[2J", "<img src=x>", "é", "a" * 5000):
         assert not is_topology_id(bad), bad
-    # `zookeeper` is a DNS label, but ZooKeeper's own node: no topology may have it
-    assert not is_topology_id("zookeeper")
     # the operator's keys: NAMESPACE~NAME, each a DNS label (squall.topology_keys)
     for good in ("team-a~wordcount", "ns~zookeeper", "a" * 63 + "~" + "b" * 63):
         assert is_topology_id(good), good
@@ -87,6 +86,12 @@ def test_every_template_escapes_what_it_is_given() -> None:
         "index.html": TEMPLATES.env.get_template("index.html").render(base, cluster=cluster, summary=summary),
         "error.html": TEMPLATES.env.get_template("error.html").render(base, status=404, reason="Not Found",
                                                                       message=PROBE),
+        "component.html": TEMPLATES.env.get_template("component.html").render(base, c={
+            **topo["bolts"][0], "topologyId": PROBE, "name": PROBE, "componentId": PROBE, "componentType": "bolt",
+            "workers": topo["workers"], "userMetricsNote": PROBE, "userMetricsMissing": [PROBE],
+            "userMetrics": [{"task": 1, "name": PROBE, "kind": PROBE, "value": 0.5, "count": 2, "sum": 1.0,
+                             "worker": PROBE}, {"task": 1, "name": "n", "kind": "gauge", "value": PROBE,
+                                                "worker": PROBE}]}),
     }
     assert {p.name for p in (UI / "templates").iterdir()} - {"base.html"} == set(pages), "a template untested"
     for name, html in pages.items():

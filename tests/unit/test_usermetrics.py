@@ -29,7 +29,8 @@ def scrape(*tasks: TaskMetrics) -> Samples:
 
 
 def key(component: str, task: int, name: str, **extra: str) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted({"topology": "t", "component": component, "task": str(task), "name": name, **extra}.items()))
+    return tuple(sorted({"topology": "t", "component": component, "task": str(task), "name": name, "worker": "n-1",
+                         **extra}.items()))
 
 
 def test_counter_and_meter_add_what_they_are_given() -> None:

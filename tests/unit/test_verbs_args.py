@@ -70,19 +70,6 @@ def test_kubectl_plugin_has_the_verbs_and_no_local_target() -> None:
         assert CliRunner().invoke(kubectl_app, [verb, "--help"]).exit_code == 0
 
 
-def test_kill_wait_annotation_is_the_one_the_operator_reads() -> None:
-    from squall_operator import resources, verbs
-
-    assert verbs.KILL_WAIT_ANNOTATION == resources.KILL_WAIT_ANNOTATION
-
-
-def test_rebalance_wait_annotations_are_the_ones_the_operator_reads() -> None:
-    from squall_operator import resources, verbs
-
-    assert verbs.REBALANCE_WAIT_ANNOTATION == resources.REBALANCE_WAIT_ANNOTATION
-    assert verbs.REBALANCE_WAIT_GENERATION_ANNOTATION == resources.REBALANCE_WAIT_GENERATION_ANNOTATION
-
-
 def test_format_list_of_every_namespace_has_a_namespace_column() -> None:
     text = format_list([TopologyRow("wordcount", "ACTIVE", 28, 3, 1234, "team-a"),
                         TopologyRow("ids", "INACTIVE", 5, 1, 7, "b")], namespaces=True)

@@ -22,7 +22,6 @@ import functools
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Self
+
+from squall.ports import free_ports
 
 __all__ = ["LOG4J2_CONSOLE", "JvmServer", "find_java", "free_port", "java_available", "log_tail", "wait_ready"]
 
@@ -70,10 +71,8 @@ def java_available(env: Mapping[str, str] | None = None) -> bool:
 
 
 def free_port() -> int:
-    """A loopback port free now (another process may take it before the server binds it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port free now, below the ephemeral range (see `squall.ports.free_ports`)."""
+    return free_ports(1)[0]
 
 
 def log_tail(path: str | None, max_bytes: int = 4000) -> str:

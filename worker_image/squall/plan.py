@@ -78,7 +78,7 @@ class TopologyPlan:
 
 def executor_ranges(tasks: Sequence[int], executors: int) -> tuple[ExecutorId, ...]:
     """Split a component's contiguous task ids into `executors` contiguous ranges, sizes differing
-    by at most one and larger ranges first (seed 001: 10 tasks, 5 executors -> (1,2)...(9,10))."""
+    by at most one and larger ranges first (as Storm's scheduler: 10 tasks, 5 executors -> (1,2)...(9,10))."""
     if not tasks:
         return ()
     executors = max(1, min(executors, len(tasks)))

@@ -79,7 +79,7 @@ from kazoo.security import make_digest_acl
 from pydantic import BaseModel, ValidationError
 
 # the topology keys of the layout (<topo>), re-exported: squall.topology_keys
-from squall.topology_keys import KEY_SEPARATOR, not_found, split_topology_key, topology_key
+from squall.topology_keys import KEY_SEPARATOR, TopologyKey, not_found, split_topology_key, topology_key
 from squall.models.cluster import (
     PAYLOAD_VERSION,
     Assignment,
@@ -114,6 +114,7 @@ __all__ = [
     "not_found",
     "split_topology_key",
     "topology_key",
+    "TopologyKey",
 ]
 
 log = logging.getLogger(__name__)
@@ -252,9 +253,16 @@ class ZkCredentials:
 
 
 def _name(kind: str, value: str) -> str:
-    if not value or "/" in value or value in (".", "..") or value == "zookeeper":
+    # ZooKeeper reserves only the root's /zookeeper: a node of that name under Squall's root is
+    # allowed (checked on a real server), so a topology may be called `zookeeper`
+    if not value or "/" in value or value in (".", ".."):
         raise ValueError(f"invalid {kind} for a ZooKeeper node name: {value!r}")
     return value
+
+
+def _keys(names: list[str]) -> list[TopologyKey]:
+    """The topology keys a layout directory's children are named by (<topo>)."""
+    return [TopologyKey(n) for n in names]
 
 
 def _encode(payload: BaseModel) -> bytes:
@@ -580,21 +588,21 @@ class ClusterState:
 
     # --- storms ---------------------------------------------------------------------------
 
-    def set_storm(self, topo: str, base: StormBase) -> None:
+    def set_storm(self, topo: TopologyKey, base: StormBase) -> None:
         self._put(self._path(STORMS, _name("topology id", topo)), _encode(base))
 
-    def get_storm(self, topo: str, watch: Watch | None = None) -> StormBase | None:
+    def get_storm(self, topo: TopologyKey, watch: Watch | None = None) -> StormBase | None:
         return self._read(StormBase, self._path(STORMS, _name("topology id", topo)), watch)
 
-    def remove_storm(self, topo: str) -> None:
+    def remove_storm(self, topo: TopologyKey) -> None:
         self._delete(self._path(STORMS, _name("topology id", topo)))
 
-    def storm_ids(self, watch: Watch | None = None) -> list[str]:
-        return self._children(self._path(STORMS), watch)
+    def storm_ids(self, watch: Watch | None = None) -> list[TopologyKey]:
+        return _keys(self._children(self._path(STORMS), watch))
 
     # --- assignments ----------------------------------------------------------------------
 
-    def set_assignment(self, topo: str, assignment: Assignment) -> bool:
+    def set_assignment(self, topo: TopologyKey, assignment: Assignment) -> bool:
         """Write the assignment unless the stored one is equal; return whether it wrote.
 
         Skipping unchanged writes keeps workers' watches quiet. A stored payload that cannot be
@@ -614,7 +622,7 @@ class ClusterState:
         _told_unreadable.pop(path, None)
         return True
 
-    def read_assignment(self, topo: str, watch: Watch | None = None) -> tuple[Assignment | None, bool]:
+    def read_assignment(self, topo: TopologyKey, watch: Watch | None = None) -> tuple[Assignment | None, bool]:
         """The topology's assignment (None: there is none), and whether its node could be read.
 
         A node that cannot be read (not JSON, not an assignment, a payload version this Squall
@@ -637,45 +645,45 @@ class ClusterState:
         _told_unreadable.pop(path, None)
         return assignment, True
 
-    def get_assignment(self, topo: str, watch: Watch | None = None) -> Assignment | None:
+    def get_assignment(self, topo: TopologyKey, watch: Watch | None = None) -> Assignment | None:
         """The topology's assignment; one that cannot be read as `read_assignment` says."""
         return self.read_assignment(topo, watch)[0]
 
-    def assignment_ids(self, watch: Watch | None = None) -> list[str]:
-        return self._children(self._path(ASSIGNMENTS), watch)
+    def assignment_ids(self, watch: Watch | None = None) -> list[TopologyKey]:
+        return _keys(self._children(self._path(ASSIGNMENTS), watch))
 
-    def remove_assignment(self, topo: str) -> None:
+    def remove_assignment(self, topo: TopologyKey) -> None:
         self._delete(self._path(ASSIGNMENTS, _name("topology id", topo)))
         self._assignments.pop(topo, None)
 
     # --- worker heartbeats ----------------------------------------------------------------
 
-    def worker_heartbeat(self, topo: str, slot: WorkerSlot, beat: WorkerHeartbeat) -> None:
+    def worker_heartbeat(self, topo: TopologyKey, slot: WorkerSlot, beat: WorkerHeartbeat) -> None:
         self._put(self._path(WORKERBEATS, _name("topology id", topo), slot.key()), _encode(beat))
 
-    def get_worker_heartbeats(self, topo: str) -> dict[WorkerSlot, WorkerHeartbeat]:
+    def get_worker_heartbeats(self, topo: TopologyKey) -> dict[WorkerSlot, WorkerHeartbeat]:
         path = self._path(WORKERBEATS, _name("topology id", topo))
         beats = self._read_children(WorkerHeartbeat, path, None)
         return {WorkerSlot.from_key(k): v for k, v in beats.items()}
 
-    def remove_worker_heartbeat(self, topo: str, slot: WorkerSlot) -> None:
+    def remove_worker_heartbeat(self, topo: TopologyKey, slot: WorkerSlot) -> None:
         self._delete(self._path(WORKERBEATS, _name("topology id", topo), slot.key()))
 
     # --- endpoints ------------------------------------------------------------------------
 
-    def register_endpoint(self, topo: str, slot: WorkerSlot, endpoint: Endpoint) -> None:
+    def register_endpoint(self, topo: TopologyKey, slot: WorkerSlot, endpoint: Endpoint) -> None:
         """Ephemeral: vanishes when this client's session ends; replaces a stale registration."""
         path = self._path(ENDPOINTS, _name("topology id", topo), slot.key())
         self._put_ephemeral(path, _encode(endpoint))
 
-    def get_endpoints(self, topo: str, watch: Watch | None = None) -> dict[WorkerSlot, Endpoint]:
+    def get_endpoints(self, topo: TopologyKey, watch: Watch | None = None) -> dict[WorkerSlot, Endpoint]:
         """Endpoints of the topology's workers; ``watch`` fires when one is added or removed
         (a re-registration is a remove and an add)."""
         path = self._path(ENDPOINTS, _name("topology id", topo))
         found = self._read_children(Endpoint, path, watch)
         return {WorkerSlot.from_key(k): v for k, v in found.items()}
 
-    def owns_endpoint(self, topo: str, slot: WorkerSlot, endpoint: Endpoint, timeout: float = 2.0) -> bool:
+    def owns_endpoint(self, topo: TopologyKey, slot: WorkerSlot, endpoint: Endpoint, timeout: float = 2.0) -> bool:
         """Whether ZooKeeper holds exactly `endpoint` for `slot`, as an ephemeral node of this
         client's current session (what peers will find). Waits at most `timeout` seconds; raises
         one of ``CONNECTION_ERRORS`` (or a timeout) when ZooKeeper cannot answer."""
@@ -688,10 +696,10 @@ class ClusterState:
         return (client_id is not None and stat.ephemeralOwner == client_id[0]
                 and bytes(data) == _encode(endpoint))
 
-    def remove_endpoint(self, topo: str, slot: WorkerSlot) -> None:
+    def remove_endpoint(self, topo: TopologyKey, slot: WorkerSlot) -> None:
         self._delete(self._path(ENDPOINTS, _name("topology id", topo), slot.key()))
 
-    def remove_own_endpoint(self, topo: str, slot: WorkerSlot) -> bool:
+    def remove_own_endpoint(self, topo: TopologyKey, slot: WorkerSlot) -> bool:
         """Remove the slot's endpoint if this session registered it, never another worker's (the
         slot's replacement's); whether it was removed. It is not registered again either way."""
         path = self._path(ENDPOINTS, _name("topology id", topo), slot.key())
@@ -708,7 +716,7 @@ class ClusterState:
 
     # --- errors ---------------------------------------------------------------------------
 
-    def report_error(self, topo: str, component: str, error: ErrorInfo) -> None:
+    def report_error(self, topo: TopologyKey, component: str, error: ErrorInfo) -> None:
         """Append an error; only the newest ``MAX_ERRORS`` of a component are kept."""
         path = self._path(ERRORS, _name("topology id", topo), _name("component", component))
         self.client.create(f"{path}/e", _encode(error), sequence=True, makepath=True)
@@ -716,12 +724,12 @@ class ClusterState:
         for old in sorted(self.client.get_children(path))[:-MAX_ERRORS]:
             self._delete(f"{path}/{old}")
 
-    def errors(self, topo: str, component: str) -> list[ErrorInfo]:
+    def errors(self, topo: TopologyKey, component: str) -> list[ErrorInfo]:
         """The component's kept errors, oldest first (newest last)."""
         path = self._path(ERRORS, _name("topology id", topo), _name("component", component))
         return list(self._read_children(ErrorInfo, path, None).values())
 
-    def last_error(self, topo: str, component: str) -> ErrorInfo | None:
+    def last_error(self, topo: TopologyKey, component: str) -> ErrorInfo | None:
         path = self._path(ERRORS, _name("topology id", topo), _name("component", component))
         for child in reversed(self._children(path, None)):
             error = self._read(ErrorInfo, f"{path}/{child}")
@@ -770,60 +778,60 @@ class ClusterState:
 
     # --- dynamic log levels (squall.loglevels) --------------------------------------------
 
-    def set_log_config(self, topo: str, config: LogConfig) -> None:
+    def set_log_config(self, topo: TopologyKey, config: LogConfig) -> None:
         self._put(self._path(LOGCONFIGS, _name("topology id", topo)), _encode(config))
 
-    def get_log_config(self, topo: str, watch: Watch | None = None) -> LogConfig | None:
+    def get_log_config(self, topo: TopologyKey, watch: Watch | None = None) -> LogConfig | None:
         return self._read(LogConfig, self._path(LOGCONFIGS, _name("topology id", topo)), watch)
 
     # --- the debugging channel (squall.worker.debugging) -----------------------------------
 
-    def set_debug_request(self, topo: str, request: DebugRequest) -> None:
+    def set_debug_request(self, topo: TopologyKey, request: DebugRequest) -> None:
         self._put(self._path(DEBUG, _name("topology id", topo)), _encode(request))
 
-    def get_debug_request(self, topo: str, watch: Watch | None = None) -> DebugRequest | None:
+    def get_debug_request(self, topo: TopologyKey, watch: Watch | None = None) -> DebugRequest | None:
         return self._read(DebugRequest, self._path(DEBUG, _name("topology id", topo)), watch)
 
-    def put_worker_debug(self, topo: str, card: WorkerDebug) -> None:
+    def put_worker_debug(self, topo: TopologyKey, card: WorkerDebug) -> None:
         self._put(self._path(DEBUG, _name("topology id", topo), _name("slot", card.slot)), _encode(card))
 
-    def get_worker_debug(self, topo: str, slot: str) -> WorkerDebug | None:
+    def get_worker_debug(self, topo: TopologyKey, slot: str) -> WorkerDebug | None:
         return self._read(WorkerDebug, self._path(DEBUG, _name("topology id", topo), _name("slot", slot)))
 
-    def worker_debugs(self, topo: str) -> dict[str, WorkerDebug]:
+    def worker_debugs(self, topo: TopologyKey) -> dict[str, WorkerDebug]:
         """Slot key -> the card its worker wrote last."""
         return self._read_children(WorkerDebug, self._path(DEBUG, _name("topology id", topo)), None)
 
     # --- the event inspector (squall.sampling) ----------------------------------------------
 
-    def set_sampling(self, topo: str, config: SamplingConfig) -> None:
+    def set_sampling(self, topo: TopologyKey, config: SamplingConfig) -> None:
         self._put(self._path(SAMPLING, _name("topology id", topo)), _encode(config))
 
-    def get_sampling(self, topo: str, watch: Watch | None = None) -> SamplingConfig | None:
+    def get_sampling(self, topo: TopologyKey, watch: Watch | None = None) -> SamplingConfig | None:
         return self._read(SamplingConfig, self._path(SAMPLING, _name("topology id", topo)), watch)
 
-    def put_samples(self, topo: str, slot: WorkerSlot, samples: SampledTuples) -> None:
+    def put_samples(self, topo: TopologyKey, slot: WorkerSlot, samples: SampledTuples) -> None:
         self._put(self._path(SAMPLES, _name("topology id", topo), slot.key()), _encode(samples))
 
-    def samples(self, topo: str) -> dict[str, SampledTuples]:
+    def samples(self, topo: TopologyKey) -> dict[str, SampledTuples]:
         """Slot key -> the tuples its worker sampled last."""
         return self._read_children(SampledTuples, self._path(SAMPLES, _name("topology id", topo)), None)
 
     # --- whole topologies -----------------------------------------------------------------
 
-    def topologies_with_state(self) -> set[str]:
+    def topologies_with_state(self) -> set[TopologyKey]:
         """Every topology id with any node (storm, assignment, beats, endpoints, errors): what
         nimbus compares with ``storm_ids()`` to clean up leftovers."""
-        ids: set[str] = set()
+        ids: set[TopologyKey] = set()
         for sub in (STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS, LOGCONFIGS, DEBUG, SAMPLING, SAMPLES):
-            ids.update(self._children(self._path(sub), None))
+            ids.update(_keys(self._children(self._path(sub), None)))
         return ids
 
-    def teardown_topology(self, topo: str) -> None:
+    def teardown_topology(self, topo: TopologyKey) -> None:
         """Remove every node of the topology; missing nodes are fine."""
-        topo = _name("topology id", topo)
+        node = _name("topology id", topo)
         for sub in (STORMS, ASSIGNMENTS, WORKERBEATS, ENDPOINTS, ERRORS, LOGCONFIGS, DEBUG, SAMPLING, SAMPLES):
-            self._delete(self._path(sub, topo), recursive=True)
+            self._delete(self._path(sub, node), recursive=True)
 
 
 def connect(

@@ -18,7 +18,7 @@ histogram (fixed buckets; quantiles and rates are the scraper's `histogram_quant
 `rate`), a meter is a Prometheus counter. `families` turns the registered metrics of a worker's
 tasks into one metric family per kind (`squall_user_counter_total`, `squall_user_gauge`,
 `squall_user_histogram`, `squall_user_meter_total`, `squall_user_timer_seconds`) labelled
-`topology`, `component`, `task` and `name` (the name as registered), so two components' metrics
+`topology`, `component`, `task`, `name` (the name as registered) and `worker`, so two components' metrics
 of one name but different kinds never collide in one family.
 
 Bounded: `MAX_METRICS_PER_TASK` names per task; past it, or for a name that breaks `NAME_RULE`,
@@ -278,10 +278,11 @@ class TaskMetrics:
         return m
 
 
-def families(tasks: Iterable[TaskMetrics]) -> list[Metric]:
+def families(tasks: Iterable[TaskMetrics], worker: str = "") -> list[Metric]:
     """The user metrics of a worker's tasks for one scrape: one family per kind, present (with
-    no samples) even when nothing is registered."""
-    labels = ["topology", "component", "task", "name"]
+    no samples) even when nothing is registered; `worker` (node-port) labels each sample, as
+    the worker's own figures are labelled."""
+    labels = ["topology", "component", "task", "name", "worker"]
     counters = CounterMetricFamily("squall_user_counter", "Components' own counters (register_counter).",
                                    labels=labels)
     meters = CounterMetricFamily("squall_user_meter", "Components' own meters (register_meter): events marked.",
@@ -294,7 +295,7 @@ def families(tasks: Iterable[TaskMetrics]) -> list[Metric]:
                                    labels=labels)
     for tm in tasks:
         for name, m in list(tm.metrics.items()):
-            lv = [tm.topology, tm.component, str(tm.task), name]
+            lv = [tm.topology, tm.component, str(tm.task), name, worker]
             if isinstance(m, Counter):
                 counters.add_metric(lv, m.count)
             elif isinstance(m, Meter):
@@ -307,3 +308,26 @@ def families(tasks: Iterable[TaskMetrics]) -> list[Metric]:
                 buckets = m.buckets()
                 (timers if isinstance(m, Timer) else hists).add_metric(lv, buckets, m.sum)
     return [counters, meters, gauges, hists, timers]
+
+
+def snapshot(tasks: Iterable[TaskMetrics]) -> list[dict[str, object]]:
+    """The registered metrics of a worker's tasks as plain rows, for the UI's component page and
+    the reporters (`squall.worker.reporters`): component, task, name, kind, and `value` (a
+    counter's or meter's count, a gauge's reading, a histogram's or timer's mean) plus `count`
+    and `sum` for histograms and timers. A gauge that raises is left out, as on /metrics."""
+    rows: list[dict[str, object]] = []
+    for tm in tasks:
+        for name, m in sorted(tm.metrics.items()):
+            row: dict[str, object] = {"component": tm.component, "task": tm.task, "name": name, "kind": m.kind}
+            if isinstance(m, (Counter, Meter)):
+                row["value"] = m.count
+            elif isinstance(m, Gauge):
+                value = m.read(tm.where())
+                if value is None:
+                    continue
+                row["value"] = value
+            else:
+                n, total = m.count, m.sum
+                row.update(value=total / n if n else 0.0, count=n, sum=total)
+            rows.append(row)
+    return sorted(rows, key=lambda r: (str(r["component"]), int(str(r["task"])), str(r["name"])))

@@ -874,6 +874,7 @@ class _Checker:
         serializers = self.check_serializers()
         self.check_stateful(located)
         self.check_shell(located)
+        self.check_reporters()
         for base, component, _role in located:
             if serialization.CONFIG_KEY in component.config:
                 self.add(
@@ -936,6 +937,17 @@ class _Checker:
             top = key if key in config else next((k for k in config if key.startswith(k + ".")), key)
             rest = key[len(top) + 1:].split(".") if key != top else []
             self.add(_format_loc(["spec", "config", top, *rest]), config.get(top, NO_VALUE), message)
+
+    def check_reporters(self) -> None:
+        """`topology.metrics.reporters` (squall.metricreporters): Storm's reporter list."""
+        from squall import metricreporters
+
+        config = self.topo.spec.config
+        if metricreporters.CONFIG_KEY not in config:
+            return
+        value = config[metricreporters.CONFIG_KEY]
+        for key, message in metricreporters.parse(value)[1]:
+            self.add("spec.config" + _format_loc([metricreporters.CONFIG_KEY]) + key, value, message)
 
     def check_shell(self, located: list[tuple[str, ComponentSpec, str]]) -> None:
         """Shell components (squall.multilang): the multilang settings, and with `resolve` a

@@ -5,6 +5,8 @@ Pages (server-rendered; a small script polls the JSON API every 2 s and fills th
     /                              cluster summary and the topologies
     /topology/{id}                 spouts and bolts over 10 min / 3 h / all time, workers and
                                    their slots, the last errors, the config, the action buttons
+    /topology/{id}/component/{c}   one component: its figures, workers and the metrics its
+                                   tasks registered (Storm's metrics v2, squall.usermetrics)
 
 JSON API (shaped after Storm UI's `/api/v1`):
 
@@ -16,8 +18,14 @@ JSON API (shaped after Storm UI's `/api/v1`):
     POST /api/v1/topology/{id}/rebalance/{wait-time}   {"rebalanceOptions": {"numWorkers": N,
                                                           "executors": {"component": P}}}
     POST /api/v1/topology/{id}/kill/{wait-time}
+    GET  /api/v1/topology/{id}/component/{component}   Storm UI's component page: the component's
+                                   figures and `userMetrics`, the metrics its tasks registered
+                                   (context.register_*), asked of the workers that run it
     GET  /api/v1/topology/{id}/profiling/dumpjstack/{node-port}   every thread's stack of a worker
                                    (Storm's jstack; `/topology/{id}/stacks/{node-port}`: the same as text)
+    GET  /api/v1/topology/{id}/profiling/profile/{node-port}[?secs=S]   a short sampled CPU profile
+                                   of a worker (`squall dump-stacks --profile`; as text at
+                                   `/topology/{id}/profile/{node-port}`), S from 0.1 to 30, 5 by default
     GET  /api/v1/topology/{id}/events?component=C&n=N   the tuples the event inspector sampled
     POST /api/v1/topology/{id}[/component/{component}]/debug/{enable|disable}/{pct}[?secs=S]
                                    Storm UI's debug switch (`squall debug`; an action)
@@ -74,7 +82,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from squall import sampling
 from squall.models.cluster import NimbusRequest
-from squall.state import CONNECTION_ERRORS, ClusterState, StateError, not_found
+from squall.state import CONNECTION_ERRORS, ClusterState, StateError, TopologyKey, not_found
 from squall.stateviews import ForNimbus, ForViewers
 from squall.worker import debugging, eventlog
 from squall_operator import stored
@@ -102,6 +110,10 @@ MAX_WAIT_SECS = 86400.0
 MAX_BODY_BYTES = 64 * 1024  # a rebalance's options are a few hundred bytes
 # seconds a stack dump waits for its worker's answer
 STACKS_TIMEOUT_SECS = 15.0
+# seconds the component page waits for its workers' metrics
+METRICS_TIMEOUT_SECS = 5.0
+# how long the UI's profile link samples when not told
+PROFILE_SECS = 5.0
 # how long the UI's debug switch samples when not told (squall debug's default)
 DEBUG_SECS = 300.0
 
@@ -115,11 +127,17 @@ class ActionRefused(Exception):
 class Actions(Protocol):
     """What the action buttons do; raise `ActionRefused` (nothing changed) when refused."""
 
-    def act(self, name: str, action: str, *, wait_secs: float | None = None,
+    def act(self, name: TopologyKey, action: str, *, wait_secs: float | None = None,
             num_workers: int | None = None, executors: Mapping[str, int] | None = None) -> str: ...
 
 
-def _tasks(state: ForViewers | ForNimbus, name: str) -> dict[str, int]:
+def _topology_key(request: Request) -> TopologyKey:
+    """The topology a URL names (its `{id}`): its key, as the UI lists it (NAMESPACE~NAME on
+    the operator's ZooKeeper, the name on the local cluster)."""
+    return TopologyKey(request.path_params["id"])
+
+
+def _tasks(state: ForViewers | ForNimbus, name: TopologyKey) -> dict[str, int]:
     base = state.get_storm(name)
     if base is None:
         raise ActionRefused(404, f"no topology named {name!r}")
@@ -132,7 +150,7 @@ class NimbusActions:
     def __init__(self, nimbus: Nimbus) -> None:
         self.nimbus = nimbus
 
-    def act(self, name: str, action: str, *, wait_secs: float | None = None,
+    def act(self, name: TopologyKey, action: str, *, wait_secs: float | None = None,
             num_workers: int | None = None, executors: Mapping[str, int] | None = None) -> str:
         tasks = _tasks(self.nimbus.state, name)
         try:
@@ -156,7 +174,7 @@ class KubernetesActions:
     def __init__(self, state: ClusterState) -> None:
         self.state = state
 
-    def act(self, name: str, action: str, *, wait_secs: float | None = None,
+    def act(self, name: TopologyKey, action: str, *, wait_secs: float | None = None,
             num_workers: int | None = None, executors: Mapping[str, int] | None = None) -> str:
         base = self.state.get_storm(name)
         if base is None:
@@ -169,18 +187,18 @@ class KubernetesActions:
         # the resource is the topology's name in the namespace it was submitted from (its key
         # here is NAMESPACE~NAME, or the bare name an older operator stored it under)
         namespace = (base.topology.get("metadata") or {}).get("namespace")
-        name = base.name
+        resource = base.name
         try:
             target = KubernetesTarget(namespace=namespace)
             try:
                 if action == "activate":
-                    return target.activate(name)
+                    return target.activate(resource)
                 if action == "deactivate":
-                    return target.deactivate(name)
+                    return target.deactivate(resource)
                 if action == "rebalance":
-                    return target.rebalance(name, num_workers, executors or {}, wait_secs)
+                    return target.rebalance(resource, num_workers, executors or {}, wait_secs)
                 if action == "kill":
-                    return target.kill(name, wait_secs)
+                    return target.kill(resource, wait_secs)
             finally:
                 target.close()
         except VerbError as exc:
@@ -273,12 +291,23 @@ class LoopbackHostOnly:
 
 # -- pages ----------------------------------------------------------------------------------------
 
+def _number(v: object) -> str:
+    """A metric's value as the component page prints it: whole numbers with separators, others
+    to 6 significant digits."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, int) or (math.isfinite(v) and v == int(v) and abs(v) < 1e15):
+        return f"{int(v):,}"
+    return f"{v:.6g}"
+
+
 def _templates() -> Jinja2Templates:
     # autoescape for every template, whatever its name ends with: nothing a request or
     # ZooKeeper holds reaches a page unescaped
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
     env.filters["latency"] = latency_text
     env.filters["count"] = lambda n: f"{n:,}"
+    env.filters["number"] = _number
     return Jinja2Templates(env=env)
 
 
@@ -397,7 +426,7 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
                                             "summary": data.topology_summary()})
 
     def topology_page(request: Request) -> Response:
-        name = request.path_params["id"]
+        name = _topology_key(request)
         topo = data.topology(name) if is_topology_id(name) else None
         if topo is None:
             return _error_page(request, 404, no_topology(name), title=title)
@@ -410,7 +439,7 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
         return JSONResponse(data.topology_summary())
 
     def topology(request: Request) -> Response:
-        name = request.path_params["id"]
+        name = _topology_key(request)
         got = data.topology(name, request.query_params.get("window", ":all-time")) if is_topology_id(name) else None
         if got is None:
             return _error(404, no_topology(name))
@@ -434,7 +463,7 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
         return None
 
     async def action(request: Request) -> Response:
-        name = request.path_params["id"]
+        name = _topology_key(request)
         op = request.path_params["op"]
         waits = op in ("rebalance", "kill")
         if op not in ("activate", "deactivate", "rebalance", "kill") or (
@@ -462,8 +491,23 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
     dumping = threading.Lock()
 
     async def stacks(request: Request) -> Response:
-        name, slot = request.path_params["id"], request.path_params["slot"]
+        return await dump(request, profiling=False)
+
+    async def profile(request: Request) -> Response:
+        return await dump(request, profiling=True)
+
+    async def dump(request: Request, *, profiling: bool) -> Response:
+        """A worker's stacks or a short profile of it (`squall dump-stacks [--profile S]`)."""
+        name, slot = _topology_key(request), request.path_params["slot"]
         text = request.url.path.startswith("/topology/")
+        secs = 0.0
+        if profiling:
+            try:
+                secs = float(request.query_params.get("secs", str(PROFILE_SECS)))
+                if not 0.1 <= secs <= debugging.MAX_PROFILE_SECS:
+                    raise ValueError
+            except ValueError:
+                return _error(400, f"secs must be a number from 0.1 to {debugging.MAX_PROFILE_SECS:g}")
         site = request.headers.get("sec-fetch-site")
         if site is not None and site not in ("same-origin", "none"):
             return _error(403, f"stack dumps come from the UI's own pages only (Sec-Fetch-Site: {_shown(site)})")
@@ -477,8 +521,9 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
         if not dumping.acquire(blocking=False):
             return _error(429, "a stack dump is under way; retry in a moment")
         try:
-            got, _ = await run_in_threadpool(debugging.ask, data.state, name, "stacks", [slot],
-                                             timeout=STACKS_TIMEOUT_SECS)
+            got, _ = await run_in_threadpool(debugging.ask, data.state, name,
+                                             "profile" if profiling else "stacks", [slot],
+                                             seconds=secs, timeout=STACKS_TIMEOUT_SECS)
         finally:
             dumping.release()
         card = got.get(slot)
@@ -489,9 +534,58 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
         return JSONResponse({"topologyId": name, "worker": slot, "host": card.host, "pid": card.pid,
                              "dump": card.answer})
 
+    def component_view(name: TopologyKey, component: str) -> tuple[int, dict[str, Any]]:
+        """Storm UI's component page as data: the component's row of the topology view, its
+        workers, and the metrics its tasks registered, asked of those workers through
+        ZooKeeper (one question at a time, as stack dumps); (status, body)."""
+        topo = data.topology(name) if is_topology_id(name) else None
+        if topo is None:
+            return 404, {"error": no_topology(name)}
+        rows = {**{s["spoutId"]: ("spout", s) for s in topo["spouts"]},
+                **{b["boltId"]: ("bolt", b) for b in topo["bolts"]}}
+        if component not in rows:
+            known = ", ".join(sorted(rows))
+            return 404, {"error": f"topology {_shown(name)} has no component {_shown(component)} (it has {known})"}
+        kind, row = rows[component]
+        out: dict[str, Any] = {"topologyId": name, "name": topo["name"], "componentId": component,
+                               "componentType": kind, **{k: v for k, v in row.items() if k not in ("spoutId", "boltId")},
+                               "workers": [w for w in topo["workers"] if component in w["components"]],
+                               "userMetrics": [], "userMetricsMissing": []}
+        try:
+            slots = list(debugging.resolve(data.state, name, component))
+        except debugging.TargetError as exc:  # not assigned yet: no worker to ask
+            out["userMetricsNote"] = str(exc)
+            return 200, out
+        if not dumping.acquire(timeout=STACKS_TIMEOUT_SECS):
+            out["userMetricsNote"] = "a stack dump or profile is under way; reload in a moment"
+            return 200, out
+        try:
+            got, missing = debugging.ask(data.state, name, "metrics", slots, timeout=METRICS_TIMEOUT_SECS)
+        finally:
+            dumping.release()
+        for slot, card in sorted(got.items()):
+            try:
+                answered = json.loads(card.answer)
+            except ValueError:
+                missing.append(slot)
+                continue
+            out["userMetrics"] += [dict(r, worker=slot) for r in answered
+                                   if isinstance(r, dict) and r.get("component") == component]
+        out["userMetricsMissing"] = sorted(missing)
+        return 200, out
+
+    async def component(request: Request) -> Response:
+        status, got = await run_in_threadpool(component_view, _topology_key(request),
+                                              request.path_params["component"])
+        if request.url.path.startswith("/api/"):
+            return JSONResponse(got) if status == 200 else _error(status, got["error"])
+        if status != 200:
+            return _error_page(request, status, got["error"], title=title)
+        return page(request, "component.html", {"c": got})
+
     def events(request: Request) -> Response:
         """The tuples the event inspector sampled (`squall events`), oldest first."""
-        name = request.path_params["id"]
+        name = _topology_key(request)
         if not is_topology_id(name) or data.state.get_storm(name) is None:
             return _error(404, no_topology(name))
         try:
@@ -510,7 +604,7 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
     async def debug(request: Request) -> Response:
         """Storm UI's debug switch: POST /api/v1/topology/{id}[/component/{component}]/debug/
         {enable|disable}/{pct}[?secs=S]: sample that share of the emits (squall debug)."""
-        name, op, spct = request.path_params["id"], request.path_params["op"], request.path_params["pct"]
+        name, op, spct = _topology_key(request), request.path_params["op"], request.path_params["pct"]
         component = request.path_params.get("component")
         if op not in ("enable", "disable"):
             return _error(404, f"no such action: {_shown(request.url.path)}")
@@ -536,6 +630,10 @@ def create_app(data: UiData, actions: Actions | None, *, actions_enabled: bool =
         Route("/api/v1/topology/{id}/component/{component}/debug/{op}/{pct}", debug, methods=["POST"]),
         Route("/topology/{id}/stacks/{slot}", stacks),
         Route("/api/v1/topology/{id}/profiling/dumpjstack/{slot}", stacks),
+        Route("/topology/{id}/profile/{slot}", profile),
+        Route("/api/v1/topology/{id}/profiling/profile/{slot}", profile),
+        Route("/topology/{id}/component/{component}", component),
+        Route("/api/v1/topology/{id}/component/{component}", component),
         Route("/topology/{id}", topology_page),
         Route("/api/v1/cluster/summary", cluster_summary),
         Route("/api/v1/topology/summary", topology_summary),

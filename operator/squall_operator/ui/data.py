@@ -36,7 +36,7 @@ from squall.models.cluster import (
     parse_executor_key,
 )
 from squall.plan import ACKER
-from squall.state import CONNECTION_ERRORS, StateError, split_topology_key
+from squall.state import CONNECTION_ERRORS, StateError, TopologyKey, split_topology_key
 from squall.stateviews import ForViewers
 from squall_operator import stored
 from squall_operator.totals import Totals
@@ -60,13 +60,12 @@ _TOPOLOGY_ID = re.compile(DNS_LABEL.removeprefix("^").removesuffix("$"))
 
 def is_topology_id(name: str) -> bool:
     """Whether `name` can be a topology's key (squall.topology_keys): a name, or the
-    operator's NAMESPACE~NAME, each metadata.name's rule (a DNS label, at most 63 characters),
-    less `zookeeper` (ZooKeeper's own node, which the state layer refuses). Anything else is no
-    topology, answered without asking ZooKeeper: `.`, `..`, a slash, control characters, a long
-    name."""
-    namespace, bare = split_topology_key(name)
+    operator's NAMESPACE~NAME, each metadata.name's rule (a DNS label, at most 63 characters).
+    Anything else is no topology, answered without asking ZooKeeper: `.`, `..`, a slash, control
+    characters, a long name."""
+    namespace, bare = split_topology_key(TopologyKey(name))
     return all(len(part) <= 63 and _TOPOLOGY_ID.fullmatch(part) is not None
-               for part in (bare, *([namespace] if namespace is not None else []))) and name != "zookeeper"
+               for part in (bare, *([namespace] if namespace is not None else [])))
 
 
 def latency_text(ms: float) -> str:
@@ -217,7 +216,7 @@ class UiData:
             self._thread.join(10)
 
     # -- views ---------------------------------------------------------------------------------
-    def _windowed(self, name: str, comp: str, launched: float) -> dict[str, dict[str, Any]]:
+    def _windowed(self, name: TopologyKey, comp: str, launched: float) -> dict[str, dict[str, Any]]:
         """The component's figures per window: all time, or the latest sample less the oldest
         one inside the window (none: the topology is younger than the window, all of it)."""
         h = self.history.get(name)
@@ -232,7 +231,7 @@ class UiData:
             out[key] = _figures(now, then, comp)
         return out
 
-    def _basics(self, name: str, base: StormBase, assignment: Assignment | None) -> dict[str, Any]:
+    def _basics(self, name: TopologyKey, base: StormBase, assignment: Assignment | None) -> dict[str, Any]:
         slots = assignment.executor_slots if assignment is not None else {}
         tasks = sum(e - s + 1 for s, e in map(parse_executor_key, slots))
         uptime = max(0.0, self.clock() - base.launch_time_secs)
@@ -298,7 +297,7 @@ class UiData:
             "uiUptimeSeconds": int(self.clock() - self.started),
         }
 
-    def topology(self, name: str, window: str = ":all-time") -> dict[str, Any] | None:
+    def topology(self, name: TopologyKey, window: str = ":all-time") -> dict[str, Any] | None:
         """GET /api/v1/topology/{id}; None when there is no such topology."""
         if not is_topology_id(name):
             return None
@@ -397,7 +396,7 @@ class UiData:
             })
         return out
 
-    def _errors(self, name: str, components: list[str], executors: Iterable[str]) -> list[dict[str, Any]]:
+    def _errors(self, name: TopologyKey, components: list[str], executors: Iterable[str]) -> list[dict[str, Any]]:
         found: list[ErrorInfo] = []
         for comp in components:
             try:

@@ -32,3 +32,25 @@ class MeteredBolt(BasicBolt):
             self.id_mod.update(i % 10)
             self.last = i
             self.collector.emit([i])
+
+
+class GreedyBolt(BasicBolt):
+    """Registers a metric per name for 10^6 names on its first tuple (a metric per user id, say):
+    the task's bound refuses the 1001st with a MetricError, which the executor reports as the
+    component's error; it then counts its tuples and passes them on."""
+
+    outputs = ["id"]
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.context = context
+        self.greedy = True
+        self.seen = context.register_counter("seen")
+
+    def process(self, tup: Tuple) -> None:
+        if self.greedy:
+            self.greedy = False
+            for i in range(10**6):
+                self.context.register_counter(f"user_{i}")
+        self.seen.inc()
+        self.collector.emit([tup.values[0]])

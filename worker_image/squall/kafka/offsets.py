@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 
-__all__ = ["OffsetManager"]
+__all__ = ["CommitWatch", "OffsetManager"]
 
 
 class OffsetManager:
@@ -125,3 +125,28 @@ class OffsetManager:
     def __repr__(self) -> str:
         return (f"<OffsetManager committed={self.committed} ready={self._ready} "
                 f"uncommitted={len(self.emitted)}>")
+
+
+class CommitWatch:
+    """How long the spout's commits have gone unconfirmed. An asynchronous commit that cannot
+    reach the group's coordinator waits inside the client with no callback (librdkafka queues it
+    until a coordinator is found), so a spout whose commits stall says nothing by itself: this
+    tells it when the first commit sent since the last confirmed one is older than `stall_s`.
+    Pure: the caller passes the time."""
+
+    def __init__(self, stall_s: float) -> None:
+        self.stall_s = stall_s
+        self.since: float | None = None  # when the first unconfirmed commit was sent
+
+    def sent(self, now: float) -> None:
+        if self.since is None:
+            self.since = now
+
+    def confirmed(self) -> None:
+        self.since = None
+
+    def stalled(self, now: float) -> float | None:
+        """Seconds since the oldest unconfirmed commit, once past `stall_s`; else None."""
+        if self.since is None or now - self.since < self.stall_s:
+            return None
+        return now - self.since

@@ -15,7 +15,8 @@ Commits carry this deployment's id (`assignment.deployment_id`: the name and the
 launch time, as Storm's storm id), and where a deployment starts a partition is committed as its
 own before the partition is read: EARLIEST / LATEST apply once per submission, not per worker start.
 
-`next_tuple` never blocks: records come from librdkafka's prefetch queue (`consume(timeout=0)`),
+`next_tuple` never blocks: records come from librdkafka's prefetch queue (`consume(timeout=0)`,
+kept fed by `config.CONSUMER_DEFAULTS`' fetch.queue.backoff.ms, 100 ms instead of 1000),
 commits are asynchronous (confirmed by their callback before the bookkeeping moves), and the
 metadata (partitions, committed offsets: calls that wait on the broker) is fetched by a helper
 thread with its own client, which hands the result over through a one-slot queue. A broker that
@@ -67,9 +68,10 @@ from squall.kafka.config import (
     ProcessingGuarantee,
     client_props,
     parse_spout_config,
+    spout_consumer_props,
 )
 from squall.kafka.lag import PartitionOffsets, partition_offsets, total_lag
-from squall.kafka.offsets import OffsetManager
+from squall.kafka.offsets import CommitWatch, OffsetManager
 from squall.kafka.records import (
     FieldPicker,
     KafkaRecord,
@@ -89,6 +91,7 @@ log = logging.getLogger("squall.kafka.spout")
 MessageId = tuple[str, int, int]  # (topic, partition, offset)
 REPORT_EVERY_S = 60.0  # an unreachable broker or a missing topic is reported again this often
 EARLY_COMMIT_S = 0.05  # a partition paused at maxUncommittedOffsets commits at most this often
+COMMIT_STALL_S = 30.0  # commits unconfirmed this long are reported (again every REPORT_EVERY_S)
 DLQ_SOURCE_HEADER = "squall.source"  # "topic/partition/offset" of a dead-lettered record
 DLQ_REASON_HEADER = "squall.reason"
 
@@ -360,7 +363,7 @@ class KafkaSpout(Spout):
         props.setdefault("client.id", f"squall-{topology}-{context.component_id}-{context.task_id}")
         self.errors = ClientErrors()
         consumer_props = {
-            **props,
+            **spout_consumer_props(props),  # fetch.queue.backoff.ms: a prefetch that never runs dry
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "enable.partition.eof": False,
@@ -402,6 +405,8 @@ class KafkaSpout(Spout):
         self.commit_period = cfg.offsetCommitPeriodMs / 1000.0
         self.next_commit = self.clock() + self.commit_period
         self.next_early_commit = 0.0
+        self.commit_watch = CommitWatch(max(COMMIT_STALL_S, 10 * self.commit_period))
+        self.last_poll = 0.0  # when the consumer last served its callbacks (the commits' included)
         self.problem: str | None = None
         self.reported: dict[str, float] = {}
         self.meta.start()
@@ -418,6 +423,14 @@ class KafkaSpout(Spout):
         if now >= self.next_commit:
             self.next_commit = now + self.commit_period
             self._commit()
+            # judged at the last poll: the confirmations are served by it (a spout busy with its
+            # buffer polls seldom, and its confirmations wait for the next poll)
+            stalled = self.commit_watch.stalled(self.last_poll)
+            if stalled is not None:
+                self._report("commit-stalled", f"no commit of group {self.group_id!r} confirmed by Kafka at "
+                                               f"{self.cfg.bootstrapServers} for {stalled:.0f}s (its group "
+                                               f"coordinator does not answer); the offsets are kept and "
+                                               f"committed once it does", now)
         if self.retries.due:
             msg_id = self.retries.pop_ready(now)
             if msg_id is not None and msg_id in self.in_flight:
@@ -466,6 +479,7 @@ class KafkaSpout(Spout):
         self._pause_full_partitions()
         try:
             msgs = self.consumer.consume(self.cfg.pollBatchSize, 0)
+            self.last_poll = self.clock()
         except KafkaException as exc:
             self._report("consume", describe_error(exc, self.cfg.bootstrapServers, self.errors))
             return
@@ -686,6 +700,7 @@ class KafkaSpout(Spout):
             if sync:
                 self._on_commit(None, self.consumer.commit(offsets=offsets, asynchronous=False))
             else:
+                self.commit_watch.sent(self.clock())
                 self.consumer.commit(offsets=offsets, asynchronous=True)
         except KafkaException as exc:
             self._report("commit", describe_error(exc, self.cfg.bootstrapServers, self.errors))
@@ -695,8 +710,14 @@ class KafkaSpout(Spout):
         if err is not None:
             log.warning("%s: committing offsets to %s failed: %s", self.name, self.cfg.bootstrapServers, err.str())
             return
+        self.commit_watch.confirmed()  # the coordinator answered (a refused partition is reported)
         for tp in partitions:
-            if tp.error is not None or tp.offset < 0:
+            if tp.error is not None:
+                self._report(f"commit:{tp.topic}/{tp.partition}",
+                             f"Kafka at {self.cfg.bootstrapServers} refused the commit of {tp.topic} "
+                             f"[{tp.partition}] at {tp.offset} for group {self.group_id!r}: {tp.error.str()}")
+                continue
+            if tp.offset < 0:
                 continue
             key = (tp.topic, tp.partition)
             mgr = self.managers.get(key)
@@ -794,8 +815,10 @@ class KafkaSpout(Spout):
         (copies of the dicts the spout thread changes), and the spout's own work per record is
         unchanged. The partitions are those the metadata thread fetched watermarks for (this
         task's, also before the spout has taken them: an inactive spout reads nothing, and its
-        lag grows all the same)."""
-        meta = self.meta
+        lag grows all the same). A spout not yet opened (the heartbeat can come first) has none."""
+        meta: _MetadataThread | None = getattr(self, "meta", None)
+        if meta is None:
+            return []
         marks = meta.watermarks
         if not marks:
             return []

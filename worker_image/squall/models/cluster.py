@@ -162,6 +162,9 @@ class Endpoint(_Payload):
     pid: int = 0
     # the worker's HTTP endpoint (/readyz, /healthz, /metrics); 0: none
     metrics_port: int = 0
+    # the launch (StormBase.launch_time_secs) the worker runs: after a graph upgrade a peer
+    # still registered by the old launch is not yet the new launch's (0: not said, an older worker)
+    launch_secs: float = 0.0
 
 
 class ErrorInfo(_Payload):

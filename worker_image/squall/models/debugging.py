@@ -18,8 +18,9 @@ from squall.models.cluster import PAYLOAD_VERSION
 __all__ = ["DebugAction", "DebugRequest", "WorkerDebug"]
 
 # stacks: every thread's stack (Storm UI's "JStack"); profile: where the threads spent a few
-# seconds, sampled (Storm UI's "Profile")
-DebugAction = Literal["stacks", "profile"]
+# seconds, sampled (Storm UI's "Profile"); metrics: the metrics its components registered, as
+# JSON (the UI's component page)
+DebugAction = Literal["stacks", "profile", "metrics"]
 
 
 class _Payload(BaseModel):

@@ -32,7 +32,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -47,7 +47,9 @@ from squall.components import (
 )
 from squall.multilang import adapters
 from squall.multilang.process import ShellProcess, SubprocessError
-from squall.multilang.serializers import CONFIG_KEY as SERIALIZER_KEY, Serializer, serializer_for
+from squall.multilang.serializers import CONFIG_KEY as SERIALIZER_KEY
+from squall.multilang.serializers import Serializer, serializer_for
+from squall.usermetrics import MetricError
 
 __all__ = ["SHELL_CONFIG", "TIMEOUT_CONFIG", "ShellBolt", "ShellError", "ShellSpout", "find_file"]
 
@@ -57,7 +59,7 @@ DEFAULT_TIMEOUT: Final = 30.0  # Storm's default is supervisor.worker.timeout.se
 HEARTBEAT_STREAM: Final = "__heartbeat"
 SYSTEM_COMPONENT: Final = "__system"
 SYSTEM_TASK: Final = -1
-MAX_METRICS: Final = 1000  # metric names kept per task (the last value of each)
+MAX_METRICS: Final = 1000  # refused metric names remembered (each reported once)
 MAX_RESTART_DELAY: Final = 5.0
 # an idle bolt's child gets a heartbeat tuple this long after its last sync (Storm's ShellBolt
 # heartbeat timer runs every second)
@@ -111,7 +113,10 @@ class _Shell:
         self.timeout = float(raw) if isinstance(raw, (int, float)) and raw > 0 else DEFAULT_TIMEOUT
         self.name = f"{context.component_id} task {context.task_id}"
         self.user_log = logging.getLogger(f"squall.multilang.{context.component_id}")
+        # the last value the child sent for each metric name, read by the task's gauge of that
+        # name (`storm.rpcMetrics(name, value)`); names the task's metrics refused
         self.metrics: dict[str, Any] = {}
+        self.refused_metrics: set[str] = set()
         self.restarts = 0
         self.workdir = Path(tempfile.mkdtemp(prefix=f"squall-multilang-{context.component_id}-{context.task_id}-"))
         self.pid_dir = self.workdir / ".pids"
@@ -201,12 +206,25 @@ class _Shell:
             name = msg.get("name")
             if not isinstance(name, str):
                 raise SubprocessError(f"a metrics message without a name: {msg!r}")
-            if name in self.metrics or len(self.metrics) < MAX_METRICS:
-                self.metrics[name] = msg.get("params")
-            log.debug("%s: metric %s = %r", self.name, name, msg.get("params"))
+            if name not in self.metrics:
+                if name in self.refused_metrics:
+                    return True
+                try:  # the task's gauge of that name: on /metrics, the UI and the reporters
+                    self.context.register_gauge(name, self._gauge(name))
+                except MetricError as exc:  # a bad name, too many: said once per name, then ignored
+                    if len(self.refused_metrics) < MAX_METRICS:
+                        self.refused_metrics.add(name)
+                        report(ShellError(f"{self.name}: metric from the subprocess refused: {exc}"))
+                    return True
+            self.metrics[name] = msg.get("params")
         else:
             return False
         return True
+
+    def _gauge(self, name: str) -> Callable[[], float]:
+        """The gauge of metric `name`: the last value the child sent (a non-number: left out of
+        /metrics, said once in the log)."""
+        return lambda: float(self.metrics[name])
 
     def _shell_close(self) -> None:
         if self.proc is not None:

@@ -41,9 +41,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from squall import usermetrics
 from squall.models.cluster import WorkerSlot, parse_executor_key
 from squall.models.debugging import DebugAction, DebugRequest, WorkerDebug
 from squall.stateviews import ForViewers, ForWorker
+from squall.topology_keys import TopologyKey
 
 __all__ = [
     "DebugServer",
@@ -246,14 +248,32 @@ def _profile(seconds: float, interval: float = PROFILE_INTERVAL_SECS,
     return dict(samples), rounds, cpu
 
 
-def answer(request: DebugRequest, slot: str, stop: threading.Event | None = None) -> str:
-    """This process's answer to `request`."""
+def answer(request: DebugRequest, slot: str, stop: threading.Event | None = None,
+           user_metrics: Callable[[], Iterable[usermetrics.TaskMetrics]] | None = None) -> str:
+    """This process's answer to `request`; for `metrics`, a JSON list of `user_metrics()`'s
+    rows (squall.usermetrics.snapshot)."""
+    if request.action == "metrics":
+        rows = usermetrics.snapshot(user_metrics() if user_metrics is not None else ())
+        text = json.dumps(rows)
+        return text if len(text) <= MAX_ANSWER_CHARS else json.dumps(_fitting(rows))
     heading = f"worker {slot} (pid {os.getpid()}), {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
     if request.action == "profile":
         seconds = min(max(request.seconds, 0.1), MAX_PROFILE_SECS)
         samples, rounds, cpu = _profile(seconds, stop=stop)
         return cut(format_profile(samples, rounds, seconds, cpu, heading))
     return cut(format_stacks(_stacks(), heading))
+
+
+def _fitting(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """As many of `rows` as fit in an answer (a worker may hold 1,000 metrics a task)."""
+    out: list[dict[str, Any]] = []
+    size = 2
+    for row in rows:
+        size += len(json.dumps(row)) + 2
+        if size > MAX_ANSWER_CHARS:
+            break
+        out.append(row)
+    return out
 
 
 def own_log_path() -> str | None:
@@ -277,7 +297,7 @@ class DebugServer:
 
     `state` is the worker's own session: the worker closes it, after `stop()`."""
 
-    def __init__(self, state: ForWorker, topology: str, slot: WorkerSlot, host: str,
+    def __init__(self, state: ForWorker, topology: TopologyKey, slot: WorkerSlot, host: str,
                  *, clock: Callable[[], float] = time.time) -> None:
         self.state = state
         self.topology = topology
@@ -290,6 +310,8 @@ class DebugServer:
         self.card = WorkerDebug(slot=self.slot, pid=os.getpid(), host=host, log_path=own_log_path(),
                                 started_secs=clock())
         self.thread = threading.Thread(target=self._run, name="squall-debug", daemon=True)
+        # the worker's tasks' own metrics, once it has loaded them (process.py sets it)
+        self.user_metrics: Callable[[], Iterable[usermetrics.TaskMetrics]] | None = None
 
     def start(self) -> DebugServer:
         self.state.add_session_listener(self._session)
@@ -324,7 +346,7 @@ class DebugServer:
                 request = state.get_debug_request(self.topology, watch=watch)
                 if should_answer(request, self.slot, self.card.answer_id, self.clock()):
                     assert request is not None
-                    text = answer(request, self.slot, self.stopping)
+                    text = answer(request, self.slot, self.stopping, self.user_metrics)
                     self.card = self.card.model_copy(update={
                         "answer_id": request.id, "answer": text, "answered_secs": self.clock()})
                     state.put_worker_debug(self.topology, self.card)
@@ -339,7 +361,7 @@ class DebugServer:
 # --- the verb's side ---------------------------------------------------------------------------
 
 
-def resolve(state: ForViewers, topology: str, target: str | None) -> dict[str, list[str]]:
+def resolve(state: ForViewers, topology: TopologyKey, target: str | None) -> dict[str, list[str]]:
     """`holders` of a running topology, read from its ZooKeeper."""
     from squall.models.v1alpha1 import Topology
     from squall.plan import build_plan
@@ -354,7 +376,7 @@ def resolve(state: ForViewers, topology: str, target: str | None) -> dict[str, l
     return holders(plan.component_tasks, assignment.executor_slots, parse_target(target))
 
 
-def ask(state: ForViewers, topology: str, action: DebugAction, slots: Sequence[str], *, seconds: float = 0.0,
+def ask(state: ForViewers, topology: TopologyKey, action: DebugAction, slots: Sequence[str], *, seconds: float = 0.0,
         timeout: float = 30.0, clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep) -> tuple[dict[str, WorkerDebug], list[str]]:
@@ -410,7 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     [component, ...]}, "answers": {slot: card}, "missing": [slot, ...]} or {"error": "..."}."""
     def add_arguments(p: argparse.ArgumentParser) -> None:
         p.add_argument("--target", default=None, help="a component or a task id (default: every worker)")
-        p.add_argument("--action", choices=("where", "stacks", "profile"), default="where")
+        p.add_argument("--action", choices=("where", "stacks", "profile", "metrics"), default="where")
         p.add_argument("--seconds", type=float, default=0.0)
         p.add_argument("--timeout", type=float, default=30.0)
 

@@ -20,6 +20,7 @@ from squall import sampling
 from squall.models.sampling import SampledTuple, SampledTuples, SampleSetting, SamplingConfig
 from squall.models.v1alpha1 import Topology
 from squall.stateviews import ForViewers
+from squall.topology_keys import TopologyKey
 from squall.worker.workerstate import WorkerState
 
 log = logging.getLogger("squall.worker")
@@ -79,7 +80,7 @@ class InspectorError(ValueError):
         self.usage = usage
 
 
-def _components(state: ForViewers, name: str) -> list[str]:
+def _components(state: ForViewers, name: TopologyKey) -> list[str]:
     try:
         base = state.get_storm(name)
     except ValueError as exc:  # a name no ZooKeeper node can have ('', '..', 'a/b')
@@ -89,7 +90,7 @@ def _components(state: ForViewers, name: str) -> list[str]:
     return [c.name for c in Topology.model_validate(base.topology).spec.components]
 
 
-def set_sampling(state: ForViewers, name: str, component: str | None, pct: float | None,
+def set_sampling(state: ForViewers, name: TopologyKey, component: str | None, pct: float | None,
                  secs: float | None, now: float) -> str:
     """Store a component's (None: every component's) sampling at `pct` for `secs` (None: until
     turned off), or turn it off (`pct` None); the line to print."""
@@ -110,7 +111,7 @@ def set_sampling(state: ForViewers, name: str, component: str | None, pct: float
     return f"{name}: sampling {pct:g}% of {what}'s emits {until}; see them with `squall events {name}`"
 
 
-def sampled(state: ForViewers, name: str, component: str | None, tail: int) -> list[dict[str, Any]]:
+def sampled(state: ForViewers, name: TopologyKey, component: str | None, tail: int) -> list[dict[str, Any]]:
     """The newest `tail` (0: all) sampled tuples the topology's workers published (of
     `component`), oldest first, each with its worker."""
     comps = _components(state, name)

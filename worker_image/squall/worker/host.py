@@ -51,6 +51,10 @@ class WorkerHost(Protocol):
     error_throttle: ErrorThrottle
     # remote task -> until when it is backpressured (monotonic)
     remote_bp: dict[int, float]
+    # every worker of the assignment listens (spouts start only then; squall.worker.refresh)
+    peers_ready: bool
+    # a graph upgrade launched the topology again while this worker ran the old launch
+    relaunched: bool
 
     def init_trees(self, inits: list[tuple[int, int, int]], spill: list[list[int]]) -> list[list[int]]: ...
     def handle_control(

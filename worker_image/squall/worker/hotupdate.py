@@ -1,4 +1,4 @@
-"""Hot update: a new assignment applied without stopping (seed 003): new executors built and
+"""Hot update: a new assignment applied without stopping (as JStorm's hot rebalance): new executors built and
 handed to the loop, removed ones retired while they finish what they hold, in-flight trees
 handed to their acker's new home, one new routing published. And a new stored spec of the same
 graph (JStorm's update_topology; `squall update`, a `kubectl patch`) applied as

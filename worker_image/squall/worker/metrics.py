@@ -8,7 +8,7 @@ hot path pays nothing for metrics being on. `families` is a pure function of a `
 Labels: `topology`, `component`, `task` (an executor's task, or "first-last" when one executor
 runs several tasks) on per-executor metrics; `topology`, `worker` (the slot, "node-port") on
 per-worker ones. The components' own metrics (`context.register_counter` & co.) follow as
-`squall_user_*` families, labelled `topology`, `component`, `task` and `name` (squall.usermetrics).
+`squall_user_*` families, labelled `topology`, `component`, `task`, `name` and `worker` (squall.usermetrics).
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def families(fig: WorkerFigures) -> list[Metric]:
         worker_counter("squall_errors_not_logged", "Errors of the components counted but not logged or reported "
                        "(over topology.max.error.report.per.interval in an interval).", fig.errors_not_logged),
         *offset_families(fig),
-        *usermetrics.families(fig.user),
+        *usermetrics.families(fig.user, fig.worker),
     ]
 
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from squall import metricreporters
 from squall.gcpolicy import POLICY as GC_POLICY
 from squall.models.cluster import (
     WorkerSlot,
@@ -18,6 +19,7 @@ from squall.models.cluster import (
 from squall.models.v1alpha1 import Topology
 from squall.state import ZK_AUTH_ENV, ZK_AUTH_FILE_ENV, ClusterState, ZkCredentials
 from squall.stateviews import ForWorker
+from squall.topology_keys import TopologyKey
 from squall.worker import allocator
 from squall.worker.debugging import DebugServer
 from squall.worker.runtime import Worker, _process_age
@@ -25,7 +27,7 @@ from squall.worker.security import CurveKeyError, keys_from_env, read_keys
 
 log = logging.getLogger("squall.worker")
 
-def has_windows(state: ForWorker, topology: str) -> bool:
+def has_windows(state: ForWorker, topology: TopologyKey) -> bool:
     """Whether the topology as submitted has a windowed bolt (a bolt with `window`): what the
     worker's allocator goes by under `auto` (squall.worker.allocator). False when it cannot be
     read (the topology is gone, or ZooKeeper is away): the worker then keeps CPython's own."""
@@ -46,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m squall.worker", description="Run one Squall worker slot.")
     p.add_argument("--zookeeper", required=True, help="ZooKeeper connect string HOST:PORT[,...]")
     p.add_argument("--root", default="/squall", help="ZooKeeper root path")
-    p.add_argument("--topology", required=True)
+    # the topology's key (NAMESPACE~NAME, or its name on the local cluster)
+    p.add_argument("--topology", required=True, type=TopologyKey)
     p.add_argument("--node", required=True)
     p.add_argument("--port", type=int, required=True, help="slot port: data tuples arrive here")
     p.add_argument("--host", default=os.environ.get("SQUALL_WORKER_HOST", "127.0.0.1"), help="address peers connect to")
@@ -117,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     debugger = DebugServer(state, args.topology, WorkerSlot(args.node, args.port), args.host).start()
     worker = Worker(state, args.topology, WorkerSlot(args.node, args.port), args.host, args.bind, tuple(args.search_path),
                     args.metrics_port, args.metrics_bind, curve, max(0.0, args.handover_secs))
+    debugger.user_metrics = lambda: worker.figures().user  # the UI's component page asks for them
 
     def _stop(_sig: int, _frame: Any) -> None:
         worker.request_stop()
@@ -125,11 +129,17 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _stop)
     worker.startup.update(imports=imported, zookeeper=connected)
     code = 0
+    reporting: metricreporters.Reporting | None = None
     try:
         worker.start()
+        # topology.metrics.reporters: the tasks' own metrics to the log or CSV files every period
+        reporting = metricreporters.from_conf(worker.conf, args.topology, f"{args.node}-{args.port}",
+                                              lambda: worker.figures().user).start()
         gc.freeze()  # what start-up loaded (modules, classes, the plan) is never garbage
         code = worker.run()
     finally:
+        if reporting is not None:
+            reporting.stop()
         worker.shutdown()
         debugger.stop()
         state.close()

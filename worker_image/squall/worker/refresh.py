@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping, Set
 
-from squall.models.cluster import TopologyStatus
+from squall.models.cluster import Endpoint, TopologyStatus, WorkerSlot
 from squall.worker import eventlog, hotupdate, levels
 from squall.worker.handover import Leaving, should_leave
 from squall.worker.host import WorkerHost
@@ -93,13 +94,21 @@ def refresh(w: WorkerState, host: WorkerHost) -> None:
         # spouts start once every worker of the assignment listens, so the first tuples are
         # not dropped; a peer lost later does not deactivate them (its tuples time out and
         # are replayed once nimbus has moved its executors)
-        slots_needed = set(w.routing.task_slot.values())
-        w.peers_ready = bool(slots_needed) and all(s in w.endpoints for s in slots_needed)
+        w.peers_ready = peers_listening(w.endpoints, set(w.routing.task_slot.values()), w.base.launch_time_secs)
     active = w.storm_active and w.peers_ready
     if active != w.active:
         w.active = active
         if w.engine is not None:
             w.engine.ring()  # spouts (de)activate at their next step
+
+
+def peers_listening(endpoints: Mapping[WorkerSlot, Endpoint], slots: Set[WorkerSlot], launch: float) -> bool:
+    """Whether a worker of this launch listens on every slot of the assignment. After a graph
+    upgrade a slot's endpoint may still be the old launch's worker, which drops what it is sent
+    (the new launch's first checkpoint round then failed only after messageTimeoutSecs, with
+    nothing committed meanwhile); an endpoint that names no launch (an older worker) counts."""
+    return bool(slots) and all(
+        (ep := endpoints.get(s)) is not None and ep.launch_secs in (0.0, launch) for s in slots)
 
 
 def has_successor(w: WorkerState) -> bool:

@@ -196,7 +196,8 @@ class Worker(WorkerState):
                 lambda accept: metrics.exposition(registry, accept),
             ).start(), f"metrics port {self.metrics_port}", self.stop_event)
         self.endpoint = Endpoint(host=self.host, port=self.slot.port, control_port=self.control_port, pid=os.getpid(),
-                                 metrics_port=self.http.port if self.http is not None else 0)
+                                 metrics_port=self.http.port if self.http is not None else 0,
+                                 launch_secs=self.base.launch_time_secs)
         # the state layer registers the (ephemeral) endpoint again in every new session; the
         # listener re-reads everything then, since watches do not survive a session
         self.state.add_session_listener(functools.partial(refresh.session_resumed, self))

@@ -268,7 +268,13 @@ class SpoutExecutor(Executor):
         if self.retiring and not self.bufs and not self.out.control and not self.pending_count():
             self.finished = True  # moved away: every tree it started has completed (or failed)
             return 0.0
-        self._set_active((self.worker.active or self.always_active) and not self.closing and not self.retiring)
+        # the checkpoint spout, active while the topology is deactivated, still waits like the
+        # others for every worker of the assignment to listen (a first round sent before is
+        # dropped and fails only after messageTimeoutSecs: nothing was committed for ~20 s after
+        # a graph upgrade on the real nodes), and stops in a worker of a replaced launch
+        w = self.worker
+        checkpoint = self.always_active and w.peers_ready and not w.relaunched
+        self._set_active((w.active or checkpoint) and not self.closing and not self.retiring)
         emitted = 0
         if self.active and not self.bufs and not self.out.control:
             emitted = self._emit_batch()

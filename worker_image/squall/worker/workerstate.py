@@ -30,6 +30,7 @@ from squall.models.cluster import (
 )
 from squall.models.v1alpha1 import StreamSpec, Topology, TopologySpec
 from squall.stateviews import ForWorker
+from squall.topology_keys import TopologyKey
 from squall.worker import health
 from squall.worker.engine import Engine
 from squall.worker.errorlog import ErrorThrottle
@@ -69,7 +70,7 @@ class WorkerState:
     def __init__(
         self,
         state: ForWorker,
-        topology_id: str,
+        topology_id: TopologyKey,
         slot: WorkerSlot,
         host: str = "127.0.0.1",
         bind_host: str | None = None,

@@ -39,14 +39,20 @@
     }
     return tr;
   }
-  // Storm UI's jstack: every thread's stack of the worker, as text in a new tab
-  function stacksLink(topology, slot) {
+  // Storm UI's jstack and profile: every thread's stack of the worker, or a 5 s sampled
+  // profile, as text in a new tab
+  function debugLink(topology, slot, what) {
     const a = document.createElement("a");
-    a.href = "/topology/" + encodeURIComponent(topology) + "/stacks/" + encodeURIComponent(slot);
+    a.href = "/topology/" + encodeURIComponent(topology) + "/" + what + "/" + encodeURIComponent(slot);
     a.target = "_blank";
     a.rel = "noopener";
-    a.textContent = "stacks";
+    a.textContent = what;
     return a;
+  }
+  function debugLinks(topology, slot) {
+    const span = document.createElement("span");
+    span.append(debugLink(topology, slot, "stacks"), " ", debugLink(topology, slot, "profile"));
+    return span;
   }
   function empty(span, message) {
     const tr = row([[message, "", {colspan: String(span)}]]);
@@ -88,7 +94,7 @@
     set("window-label", "(" + label + ")");
     const wb = document.querySelector("#workers tbody");
     if (wb) wb.replaceChildren(...t.workers.map((w) => row([w.node + "-" + w.port, w.host, w.port, w.uptime,
-      w.heartbeatAgeSecs, w.components.join(", "), w.executors.join(" "), stacksLink(t.id, w.node + "-" + w.port)])));
+      w.heartbeatAgeSecs, w.components.join(", "), w.executors.join(" "), debugLinks(t.id, w.node + "-" + w.port)])));
     const eb = document.querySelector("#errors tbody");
     if (eb) eb.replaceChildren(...(t.errors.length ? t.errors.map((e) => row([e.timePretty, e.component, e.executor || "",
       e.task, e.host + ":" + e.port, [e.error, "err", {title: String(e.errorFull ?? "")}]])) : [empty(6, "No errors.")]));
@@ -219,5 +225,14 @@
   if (page === "topology" || page === "index") {
     poll();
     setInterval(poll, POLL_MS);
+  } else {
+    // a page whose figures were asked for once, when it was served (the component page's
+    // metrics come from its workers): say so instead of "live"
+    const el = document.getElementById("live");
+    if (el) {
+      el.className = "live snapshot";
+      el.textContent = "snapshot";
+      el.title = "figures as of this page's load: reload to refresh";
+    }
   }
 })();
