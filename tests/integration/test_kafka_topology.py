@@ -118,8 +118,9 @@ def test_a_broker_restart_mid_run_loses_nothing(
         wait_for(lambda: check_commits_behind_outputs(kafka_broker, "g-kafka-restart", source, sink) == n, 60,
                  "the commits to reach the end", cluster, 0.5)
     except pytest.fail.Exception as exc:
-        pytest.fail(f"{exc}\n--- committed: {committed(kafka_broker, 'g-kafka-restart', source)}"
-                    f"{kafka_lines(cluster)}")
+        # last: a CI log shows the end of the message
+        pytest.fail(f"{exc}{kafka_lines(cluster)}\n--- committed of {n}: "
+                    f"{committed(kafka_broker, 'g-kafka-restart', source)}")
     stop_topology(cluster, topo.name)
 
 

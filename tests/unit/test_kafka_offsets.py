@@ -8,7 +8,7 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from squall.kafka.offsets import CommitWatch, OffsetManager
+from squall.kafka.offsets import CommitWatch, HoldWatch, OffsetManager
 
 pytestmark = pytest.mark.unit
 
@@ -189,3 +189,33 @@ def test_commit_watch_says_how_long_commits_went_unconfirmed_once_past_its_bound
     assert watch.stalled(200.0) is None
     watch.sent(200.0)
     assert watch.stalled(230.0) == 30.0
+
+
+def test_first_unacked_is_the_offset_that_holds_the_commit_point() -> None:
+    m = manager(10, [10, 11, 13, 14])
+    assert m.first_unacked() == 10
+    m.add_acked(11)  # out of order: 10 still holds it
+    assert m.first_unacked() == 10
+    m.add_acked(10)
+    assert m.first_unacked() == 13 and m.next_commit_offset() == 12
+    m.add_acked(14)
+    m.add_acked(13)
+    assert m.first_unacked() is None and m.next_commit_offset() == 15
+    m.commit(15)
+    assert m.first_unacked() is None
+
+
+def test_hold_watch_reports_one_offset_holding_a_partition_past_its_limit() -> None:
+    watch = HoldWatch(30.0)
+    assert watch.update("t/0", 5, 100.0) is None  # first seen
+    assert watch.update("t/0", 5, 129.0) is None  # not yet 30 s
+    assert watch.update("t/0", 5, 131.0) == pytest.approx(31.0)
+    assert watch.update("t/0", 6, 140.0) is None  # moved on: counts from now
+    assert watch.update("t/0", 6, 165.0) is None
+    assert watch.update("t/0", 6, 171.0) == pytest.approx(31.0)
+    assert watch.update("t/0", None, 172.0) is None  # nothing un-acked: forgotten
+    assert watch.update("t/0", 6, 180.0) is None  # so the count starts again
+    assert watch.update("t/1", 6, 0.0) is None  # partitions are counted apart
+    watch.retain({"t/0"})  # t/1 revoked: forgotten
+    assert watch.update("t/1", 6, 100.0) is None
+    assert watch.update("t/0", 6, 211.0) == pytest.approx(31.0)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 
-__all__ = ["CommitWatch", "OffsetManager"]
+__all__ = ["CommitWatch", "HoldWatch", "OffsetManager"]
 
 
 class OffsetManager:
@@ -93,6 +93,11 @@ class OffsetManager:
         """Emitted offsets at or above the committed point (acked or not)."""
         return len(self.emitted)
 
+    def first_unacked(self) -> int | None:
+        """The emitted offset that holds the commit point back (the lowest not acked), or None
+        when every emitted offset is acked."""
+        return self.emitted[self._head] if self._head < len(self.emitted) else None
+
     def next_commit_offset(self) -> int | None:
         """The offset to commit now (Kafka's: the next to read), or None when it would not move."""
         return self._ready if self._ready > self.committed else None
@@ -150,3 +155,32 @@ class CommitWatch:
         if self.since is None or now - self.since < self.stall_s:
             return None
         return now - self.since
+
+
+class HoldWatch:
+    """How long each partition's commit point has waited on one offset. A tuple that is never
+    acked nor failed (or fails on and on) holds its partition's commits back without a word;
+    this tells the spout when the same offset has held a partition for `stall_s`, so it can say
+    which offset and what became of it. Pure: the caller passes the time."""
+
+    def __init__(self, stall_s: float) -> None:
+        self.stall_s = stall_s
+        self._held: dict[object, tuple[int, float]] = {}  # partition -> (offset, since)
+
+    def update(self, partition: object, offset: int | None, now: float) -> float | None:
+        """`offset` holds `partition` now (None: nothing does); seconds it has held it, once past
+        `stall_s`, else None."""
+        if offset is None:
+            self._held.pop(partition, None)
+            return None
+        held = self._held.get(partition)
+        if held is None or held[0] != offset:
+            self._held[partition] = (offset, now)
+            return None
+        stood = now - held[1]
+        return stood if stood >= self.stall_s else None
+
+    def retain(self, partitions: set[object]) -> None:
+        """Forget the partitions not in `partitions` (revoked)."""
+        for p in [p for p in self._held if p not in partitions]:
+            del self._held[p]

@@ -71,7 +71,7 @@ from squall.kafka.config import (
     spout_consumer_props,
 )
 from squall.kafka.lag import PartitionOffsets, partition_offsets, total_lag
-from squall.kafka.offsets import CommitWatch, OffsetManager
+from squall.kafka.offsets import CommitWatch, HoldWatch, OffsetManager
 from squall.kafka.records import (
     FieldPicker,
     KafkaRecord,
@@ -406,6 +406,10 @@ class KafkaSpout(Spout):
         self.next_commit = self.clock() + self.commit_period
         self.next_early_commit = 0.0
         self.commit_watch = CommitWatch(max(COMMIT_STALL_S, 10 * self.commit_period))
+        # an offset that holds its partition's commits this long is reported (a tuple in flight
+        # that long has timed out at least once: twice the message timeout)
+        timeout = conf.get("topology.message.timeout.secs")
+        self.hold_watch = HoldWatch(max(COMMIT_STALL_S, 2 * float(timeout or 30)))
         self.last_poll = 0.0  # when the consumer last served its callbacks (the commits' included)
         self.problem: str | None = None
         self.reported: dict[str, float] = {}
@@ -431,6 +435,8 @@ class KafkaSpout(Spout):
                                                f"{self.cfg.bootstrapServers} for {stalled:.0f}s (its group "
                                                f"coordinator does not answer); the offsets are kept and "
                                                f"committed once it does", now)
+            if self.at_least_once:
+                self._check_held(now)
         if self.retries.due:
             msg_id = self.retries.pop_ready(now)
             if msg_id is not None and msg_id in self.in_flight:
@@ -705,6 +711,27 @@ class KafkaSpout(Spout):
         except KafkaException as exc:
             self._report("commit", describe_error(exc, self.cfg.bootstrapServers, self.errors))
 
+    def _check_held(self, now: float) -> None:
+        """Report a partition whose commits have waited on one offset for `hold_watch.stall_s`,
+        with what became of that offset's tuple."""
+        for tp, mgr in self.managers.items():
+            offset = None if mgr is None else mgr.first_unacked()
+            stood = self.hold_watch.update(tp, offset, now)
+            if stood is None or offset is None:
+                continue
+            msg_id = (tp[0], tp[1], offset)
+            fails = self.retries.num_fails(msg_id)
+            if msg_id not in self.in_flight:
+                fate = "its tuple is not in flight (acked or failed under another id: a defect)"
+            elif self.retries.is_scheduled(msg_id):
+                fate = f"it failed {fails} times and waits for its retry"
+            elif fails:
+                fate = f"it failed {fails} times; its retry is in flight"
+            else:
+                fate = "its tuple is in flight, neither acked nor failed"
+            self._report(f"held:{tp[0]}/{tp[1]}", f"the commits of {tp[0]} [{tp[1]}] have waited {stood:.0f}s "
+                                                  f"on offset {offset}: {fate}", now)
+
     def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
         # served on this thread, by consume(): the bookkeeping moves only once Kafka has it
         if err is not None:
@@ -762,6 +789,7 @@ class KafkaSpout(Spout):
                 self.in_flight.pop(msg_id, None)
                 self.raw.pop(msg_id, None)
             self.retries.retain_partitions(wanted)
+            self.hold_watch.retain(set(wanted))
             self.buffer = collections.deque(m for m in self.buffer if (m.topic(), m.partition()) not in revoked)
         self.starts = dict(starts)
         if added:
