@@ -216,6 +216,30 @@ def test_a_spout_stops_at_max_spout_pending_and_goes_on_as_trees_complete() -> N
 
 
 
+def test_a_spout_not_asked_for_tuples_for_twice_the_timeout_says_why(caplog: pytest.LogCaptureFixture) -> None:
+    """Its own checks (a Kafka spout's commits) run inside next_tuple: a spout whose output
+    stays held would otherwise stop without a word."""
+    plan = plan_of(chain(num_ackers=0))
+    a_in = Inbox(1)
+    w = worker(plan, {"a": a_in})
+    s = spout(w, plan)
+    t0 = s.now
+    s.step(t0)
+    s.step(t0)  # the inbox is full: this batch stays held
+    assert s.bufs
+    with caplog.at_level("WARNING", logger="squall.executor"):
+        s.step(t0 + 59.0)  # twice the 30 s timeout not yet up
+        assert not caplog.records
+        s.step(t0 + 61.0)
+        s.step(t0 + 62.0)  # said once per 60 s, not every step
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert "next_tuple not called for 61s" in said and "its output is held" in said, said
+    a_in.get_nowait()  # the peer takes it: asked again, and a new stall counts from then
+    s.step(t0 + 63.0)  # hands the held batch on
+    s.step(t0 + 63.5)
+    assert s.asked_at == t0 + 63.5
+
+
 class Quiet(Spout):
     """Emits nothing; counts its activations."""
 

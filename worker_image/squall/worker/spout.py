@@ -27,6 +27,7 @@ from squall.worker.executor import (
 from squall.worker.host import WorkerHost
 
 log = logging.getLogger("squall.executor")
+STALL_S = 30.0  # an active spout not asked for tuples this long says why
 
 
 class SpoutCollector:
@@ -160,6 +161,12 @@ class SpoutExecutor(Executor):
         # a second (errorlog.error_backoff)
         self.error_streak: dict[int, int] = {}
         self.resume_at: dict[int, float] = {}
+        # when an active spout last had its next_tuple called; one not called for `stall_s`
+        # (twice the message timeout, 30 s at least) says why, once per `stall_s`: nothing else
+        # would (its own checks, such as a Kafka spout's commits, run inside next_tuple)
+        self.asked_at = self.now
+        self.stall_s = max(STALL_S, 2.0 * timeout)
+        self.stall_said = 0.0
 
     def on_routing(self) -> None:
         routing = self.routing
@@ -278,6 +285,8 @@ class SpoutExecutor(Executor):
         emitted = 0
         if self.active and not self.bufs and not self.out.control:
             emitted = self._emit_batch()
+        elif self.active and now - self.asked_at >= self.stall_s and now - self.stall_said >= self.stall_s:
+            self._say_stalled(now)
         flushed = self.flush()
         if emitted and flushed:
             return 0.0
@@ -307,6 +316,10 @@ class SpoutExecutor(Executor):
                     del resume_at[task]
             c = self.collectors[task]
             rmap = c.pending.pending
+            if rmap.size < limit:
+                self.asked_at = self.now
+            elif self.now - self.asked_at >= self.stall_s and self.now - self.stall_said >= self.stall_s:
+                self._say_stalled(self.now)
             next_tuple = spout.next_tuple
             before = stats.emitted
             calls = 0
@@ -337,10 +350,27 @@ class SpoutExecutor(Executor):
             emitted += stats.emitted - before
         return emitted
 
+    def _say_stalled(self, now: float) -> None:
+        """Log why this active spout's next_tuple has not been called for `stall_s`."""
+        self.stall_said = now
+        if self.bufs:
+            why = (f"its output is held: {sum(len(b) for b in self.bufs.values())} tuples for "
+                   f"{len(self.bufs)} destination(s) that did not take them (a full inbox; a slow, "
+                   f"backpressured or unregistered peer)")
+        elif self.out.control:
+            why = f"{len(self.out.control)} messages to its ackers are held"
+        else:
+            why = (f"maxSpoutPending ({self.max_pending}) tuples are in flight "
+                   f"({', '.join(f'task {t}: {len(c.pending)}' for t, c in self.collectors.items())}) "
+                   f"and none completed or timed out")
+        log.warning("spout %s %s: next_tuple not called for %.0fs: %s", self.component, self.tasks,
+                    now - self.asked_at, why)
+
     def _set_active(self, active: bool) -> None:
         if active == self.active:
             return
         self.active = active
+        self.asked_at = self.now  # a deactivated spout is not asked, by design
         for task, spout in self.instances.items():
             try:
                 spout.activate() if active else spout.deactivate()
