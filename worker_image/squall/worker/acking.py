@@ -51,6 +51,12 @@ def handle_control(w: WorkerState, items: list[list[int]], caller: HostedExecuto
         # load; without CURVE, only a host running one of the assignment's workers may say
         # so (else anyone reaching the control port could throttle or steer this worker)
         if peer is not None and not known_peer(w, peer):
+            if not all(slot in w.endpoints for slot in w.routing.slots):
+                # a worker of the assignment whose endpoint this one has not read yet (at start,
+                # after a rebalance) may be that peer: its signal cannot be judged, so it is
+                # dropped, not applied, and counted apart rather than warned of as a stranger's
+                w.unjudged_signals += 1
+                continue
             w.refused_signals += 1
             if w.refused_signals <= 10 or w.refused_signals % 1000 == 0:
                 log.warning("worker %s refused a backpressure signal from %s: no worker of the "

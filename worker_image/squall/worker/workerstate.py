@@ -108,6 +108,8 @@ class WorkerState:
         self.sealer = Sealer(self.zmq, curve) if curve is not None else None
         # backpressure signals refused: from a host that runs none of the assignment's workers
         self.refused_signals = 0
+        # signals from a host not known while some worker of the assignment had no endpoint yet
+        self.unjudged_signals = 0
         # hosts of the assignment's workers, and the (endpoints, routing) they were read from
         self.peer_hosts: frozenset[str] = frozenset()
         self.peer_hosts_of: tuple[Any, Any] = (None, None)
