@@ -104,6 +104,9 @@ def committed(broker: EmbeddedKafka, group: str, topic: str) -> dict[int, int]:
             try:
                 md = c.list_topics(topic, timeout=10).topics[topic]
                 got = c.committed([TopicPartition(topic, p) for p in md.partitions], timeout=10)
+                failed = [tp for tp in got if tp.error is not None]
+                if failed:  # not read (its offset then reads as "no commit"): asked again
+                    raise KafkaException(failed[0].error)
                 return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
             except KafkaException:  # a just restarted broker: its coordinator still loading
                 if time.monotonic() >= deadline:
