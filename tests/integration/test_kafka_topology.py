@@ -125,9 +125,10 @@ def test_a_broker_restart_mid_run_loses_nothing(
 
 
 def kafka_lines(cluster: LocalCluster) -> str:
-    """What the Kafka components and their clients said, beyond the logs' tails."""
+    """What the Kafka components and their clients said, beyond the logs' tails (and a spout
+    executor's report that its next_tuple is no longer called)."""
     said = [line for text in cluster.worker_logs().values() for line in text.splitlines()
-            if "squall.kafka." in line and "Connection refused" not in line]
+            if ("squall.kafka." in line and "Connection refused" not in line) or "next_tuple not called" in line]
     return "\n--- the Kafka components' lines ---\n" + "\n".join(said[-60:])
 
 
