@@ -285,8 +285,8 @@ class SpoutExecutor(Executor):
         emitted = 0
         if self.active and not self.bufs and not self.out.control:
             emitted = self._emit_batch()
-        elif self.active and now - self.asked_at >= self.stall_s and now - self.stall_said >= self.stall_s:
-            self._say_stalled(now)
+        if self.active and now - self.asked_at >= self.stall_s and now - self.stall_said >= self.stall_s:
+            self._say_stalled(now)  # neither output room nor room under maxSpoutPending for that long
         flushed = self.flush()
         if emitted and flushed:
             return 0.0
@@ -318,8 +318,6 @@ class SpoutExecutor(Executor):
             rmap = c.pending.pending
             if rmap.size < limit:
                 self.asked_at = self.now
-            elif self.now - self.asked_at >= self.stall_s and self.now - self.stall_said >= self.stall_s:
-                self._say_stalled(self.now)
             next_tuple = spout.next_tuple
             before = stats.emitted
             calls = 0
